@@ -1,0 +1,27 @@
+import type { Effect } from "./effects.js";
+import type { TaskIndexEntry, TaskRecord, TaskState } from "./task.js";
+
+/** Durable per-queue settings the grain needs at activation. */
+export interface QueueSettings {
+  paused: boolean;
+  /** Per-key concurrency limit; undefined = unlimited. */
+  keyLimit?: number;
+}
+
+/**
+ * The grain's view of durable storage (implemented by src/storage). Writes are
+ * synchronous and join the current group-commit transaction; `committed()` resolves
+ * once everything written so far is on disk, and callers reply only after it.
+ */
+export interface QueueStore {
+  loadUnfinished(queue: string): TaskIndexEntry[];
+  loadSettings(queue: string): QueueSettings;
+  /** Where each of these ids lives, for ids that exist. */
+  findIds(ids: readonly string[]): Map<string, { queue: string; state: TaskState }>;
+  getTask(id: string): TaskRecord | undefined;
+  /** Applies a turn's effects, in order, inside the open transaction. */
+  apply(queue: string, effects: readonly Effect[]): void;
+  /** Deletes a finished task row; false when there was none. */
+  deleteTask(id: string): boolean;
+  committed(): Promise<void>;
+}

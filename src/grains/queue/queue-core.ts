@@ -1,0 +1,610 @@
+/**
+ * The queue grain's pure core: every dispatch decision for one queue.
+ *
+ * Design: the core is synchronous and deterministic. It reads no clock (every call gets
+ * `nowMs`), draws randomness only from the injected `Random`, and performs no IO:
+ * each operation mutates the in-memory index and appends `Effect`s that the shell
+ * (queue-grain.ts) persists in the same event-loop turn, in one transaction. Because
+ * the index holds only unfinished tasks and is rebuilt from storage by `load`, it is
+ * disposable: passivation, a restart or a relocation lose nothing.
+ *
+ * What lives here:
+ * - `entries`: one index entry per unfinished task (never the payload);
+ * - `ready`: pending tasks in dispatch order (priority, then seq), lazily cleaned;
+ * - `due`: timers for scheduled/retry promotion, pre-dispatch expiry and deadlines;
+ * - `leases` and `leaseExpiry`: deliveries held by workers and when they lapse;
+ * - `slots`: per-key in-flight counts and held tasks (per-key concurrency limit);
+ * - `unique`: unique keys held by unfinished tasks.
+ */
+import { ConveyorError } from "../../base/errors.js";
+import type { Random } from "../../base/random.js";
+import { retryDelayMs } from "./backoff.js";
+import type { CoreEvent, Effect, TransitionOutcome } from "./effects.js";
+import { Heap } from "./heap.js";
+import { KeySlots, readyOrder, type ReadyItem } from "./key-slots.js";
+import type { CancelReason, NewTask, Outcome, TaskIndexEntry, TaskRecord, TaskState } from "./task.js";
+
+export interface CoreConfig {
+  /** How long a lease lives without a heartbeat. */
+  leaseTtlMs: number;
+}
+
+export interface CoreDeps {
+  random: Random;
+  /** A fresh, unique lease id (a fencing token for settle and heartbeat). */
+  newLeaseId: () => string;
+}
+
+/** A delivery the core decided to hand out. */
+export interface DeliveryPlan {
+  leaseId: string;
+  taskIds: string[];
+  leaseExpiresAtMs: number;
+  /** The effective deadline of the attempt; 0 when none. */
+  deadlineAtMs: number;
+}
+
+export type EnqueueOutcome =
+  | { ok: true; id: string; state: TaskState; existed: boolean }
+  | { ok: false; error: ConveyorError };
+
+/** What the shell knows about ids that are not in memory (finished tasks). */
+export type KnownIds = ReadonlyMap<string, { queue: string; state: TaskState }>;
+
+export interface Settlement {
+  leaseId: string;
+  taskId: string;
+  outcome: Outcome;
+  result?: Uint8Array;
+  error?: string;
+}
+
+export interface LeaseStatusView {
+  leaseId: string;
+  held: boolean;
+  cancelRequested: boolean;
+  cancelReason: string;
+  leaseExpiresAtMs: number;
+}
+
+interface LeaseState {
+  id: string;
+  taskIds: Set<string>;
+  expiresAtMs: number;
+}
+
+type DueKind = "ready" | "expire" | "deadline";
+interface DueItem {
+  atMs: number;
+  id: string;
+  kind: DueKind;
+}
+
+const WAITING: ReadonlySet<TaskState> = new Set(["pending", "scheduled", "retry"]);
+
+export class QueueCore {
+  private readonly entries = new Map<string, TaskIndexEntry>();
+  private readonly ready = new Heap<ReadyItem>(readyOrder);
+  private readonly due = new Heap<DueItem>((a, b) => a.atMs < b.atMs);
+  private readonly leases = new Map<string, LeaseState>();
+  private readonly leaseExpiry = new Heap<{ atMs: number; leaseId: string }>((a, b) => a.atMs < b.atMs);
+  /** Leases whose every task was cancelled: heartbeats report the cancel until they lapse. */
+  private readonly revoked = new Map<string, { reason: string; untilMs: number }>();
+  private readonly unique = new Map<string, { taskId: string; untilMs: number }>();
+  private readonly slots = new KeySlots((item) => this.isReady(item));
+  private nextSeq = 1;
+  private pausedFlag = false;
+  private effects: Effect[] = [];
+  private events: CoreEvent[] = [];
+  /** Set when something may have become dispatchable; the shell wakes parked leases. */
+  private readyChanged = false;
+
+  constructor(
+    readonly queue: string,
+    private readonly config: CoreConfig,
+    private readonly deps: CoreDeps,
+  ) {}
+
+  // ---- activation -------------------------------------------------------------------
+
+  /**
+   * Rebuilds the index from durable rows. Active leases get at least a full TTL from
+   * now: heartbeats are not persisted (they would cost a write per beat), so a lease
+   * loaded from disk is given the benefit of the doubt once.
+   */
+  load(rows: readonly TaskIndexEntry[], options: { paused: boolean; keyLimit?: number }, nowMs: number): void {
+    this.pausedFlag = options.paused;
+    this.slots.setLimit(options.keyLimit);
+    for (const row of rows) {
+      const e = { ...row };
+      this.entries.set(e.id, e);
+      this.nextSeq = Math.max(this.nextSeq, e.seq + 1);
+      if (e.uniqueKey && (e.uniqueUntilMs === 0 || e.uniqueUntilMs > nowMs)) {
+        this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
+      }
+      if (e.state === "active") this.loadActive(e, nowMs);
+      else this.schedule(e);
+    }
+    this.readyChanged = true;
+  }
+
+  private loadActive(e: TaskIndexEntry, nowMs: number): void {
+    e.leaseExpiresAtMs = Math.max(e.leaseExpiresAtMs, nowMs + this.config.leaseTtlMs);
+    let lease = this.leases.get(e.leaseId);
+    if (!lease) {
+      lease = { id: e.leaseId, taskIds: new Set(), expiresAtMs: e.leaseExpiresAtMs };
+      this.leases.set(lease.id, lease);
+      this.leaseExpiry.push({ atMs: lease.expiresAtMs, leaseId: lease.id });
+    }
+    lease.taskIds.add(e.id);
+    this.slots.acquire(e.concurrencyKey);
+  }
+
+  // ---- producers ----------------------------------------------------------------------
+
+  /**
+   * Admits new tasks. With `atomic`, nothing is admitted when any item fails (the
+   * outcomes still tell which items failed). `known` lists caller-chosen ids that
+   * exist in storage but not in memory (finished tasks).
+   */
+  enqueue(tasks: readonly NewTask[], known: KnownIds, nowMs: number, atomic: boolean): EnqueueOutcome[] {
+    const plannedIds = new Set<string>();
+    const plannedKeys = new Set<string>();
+    const outcomes = tasks.map((t) => this.admit(t, known, nowMs, plannedIds, plannedKeys));
+    const failure = outcomes.find((o) => !o.ok);
+    if (atomic && failure) return outcomes;
+    tasks.forEach((t, i) => {
+      const o = outcomes[i]!;
+      if (o.ok && !o.existed) this.insert(t, nowMs);
+    });
+    return outcomes;
+  }
+
+  private admit(t: NewTask, known: KnownIds, nowMs: number, ids: Set<string>, keys: Set<string>): EnqueueOutcome {
+    if (t.idChosen) {
+      const live = this.entries.get(t.id);
+      if (live) return { ok: true, id: t.id, state: live.state, existed: true };
+      const stored = known.get(t.id);
+      if (stored && stored.queue === this.queue) return { ok: true, id: t.id, state: stored.state, existed: true };
+      if (stored) {
+        return fail(new ConveyorError("ALREADY_EXISTS", "TASK_ID_CONFLICT",
+          `task_id ${JSON.stringify(t.id)} is already used by a task in queue ${JSON.stringify(stored.queue)}`, "task.task_id"));
+      }
+      if (ids.has(t.id)) return { ok: true, id: t.id, state: initialState(t, nowMs), existed: true };
+      ids.add(t.id);
+    }
+    if (t.uniqueKey) {
+      const holder = this.uniqueHolder(t.uniqueKey, nowMs);
+      if (holder || keys.has(t.uniqueKey)) {
+        return fail(new ConveyorError("ALREADY_EXISTS", "UNIQUE_KEY_CONFLICT",
+          `unique_key ${JSON.stringify(t.uniqueKey)} is held by unfinished task ${JSON.stringify(holder ?? "in this batch")}`,
+          "task.unique_key"));
+      }
+      keys.add(t.uniqueKey);
+    }
+    return { ok: true, id: t.id, state: initialState(t, nowMs), existed: false };
+  }
+
+  private uniqueHolder(key: string, nowMs: number): string | undefined {
+    const held = this.unique.get(key);
+    if (!held) return undefined;
+    if ((held.untilMs !== 0 && held.untilMs <= nowMs) || !this.entries.has(held.taskId)) {
+      this.unique.delete(key);
+      return undefined;
+    }
+    return held.taskId;
+  }
+
+  private insert(t: NewTask, nowMs: number): void {
+    const state = initialState(t, nowMs);
+    const e: TaskIndexEntry = {
+      id: t.id, state, type: t.type, priority: t.priority, seq: state === "pending" ? this.nextSeq++ : 0,
+      concurrencyKey: t.concurrencyKey, readyAtMs: Math.max(t.processAtMs, nowMs), timeoutMs: t.timeoutMs,
+      deadlineAtMs: t.deadlineAtMs, expiresAtMs: t.expiresAtMs, uniqueKey: t.uniqueKey,
+      uniqueUntilMs: t.uniqueKey && t.uniqueTtlMs > 0 ? nowMs + t.uniqueTtlMs : 0,
+      retried: 0, maxRetry: t.maxRetry, backoffBaseMs: t.backoffBaseMs, backoffMaxMs: t.backoffMaxMs,
+      leaseId: "", leaseExpiresAtMs: 0,
+    };
+    this.entries.set(e.id, e);
+    if (e.uniqueKey) this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
+    this.schedule(e);
+    this.effects.push({ kind: "insert", task: t, entry: { ...e }, createdAtMs: nowMs });
+  }
+
+  /** Puts a waiting entry where it belongs: the ready heap or the due timers. */
+  private schedule(e: TaskIndexEntry): void {
+    if (e.state === "pending") {
+      this.ready.push({ id: e.id, priority: e.priority, seq: e.seq });
+      this.readyChanged = true;
+    } else if (e.state === "scheduled" || e.state === "retry") {
+      this.due.push({ atMs: e.readyAtMs, id: e.id, kind: "ready" });
+    }
+    this.armExpiry(e);
+  }
+
+  /** Arms the pre-dispatch expiry and deadline timers of a waiting task. */
+  private armExpiry(e: TaskIndexEntry): void {
+    if (e.expiresAtMs > 0) this.due.push({ atMs: e.expiresAtMs, id: e.id, kind: "expire" });
+    if (e.deadlineAtMs > 0) this.due.push({ atMs: e.deadlineAtMs, id: e.id, kind: "deadline" });
+  }
+
+  // ---- workers ------------------------------------------------------------------------
+
+  /** Hands out up to `max` deliveries, highest priority first, FIFO within a priority. */
+  lease(max: number, nowMs: number): DeliveryPlan[] {
+    const plans: DeliveryPlan[] = [];
+    if (this.pausedFlag) return plans;
+    let throttled = false;
+    while (plans.length < max) {
+      const item = this.ready.pop();
+      if (!item) break;
+      const e = this.liveReady(item);
+      if (!e) continue;
+      if (this.expireIfOverdue(e, nowMs)) continue;
+      if (this.slots.isSaturated(e.concurrencyKey)) {
+        this.slots.hold(e.concurrencyKey, item);
+        throttled = true;
+        continue;
+      }
+      plans.push(this.startLease([e], nowMs));
+    }
+    if (throttled) this.events.push({ kind: "throttled" });
+    if (plans.length > 0) this.events.push({ kind: "dispatched", count: plans.length });
+    return plans;
+  }
+
+  private startLease(batch: TaskIndexEntry[], nowMs: number): DeliveryPlan {
+    const leaseId = this.deps.newLeaseId();
+    const expiresAtMs = nowMs + this.config.leaseTtlMs;
+    const lease: LeaseState = { id: leaseId, taskIds: new Set(), expiresAtMs };
+    let deadlineAtMs = 0;
+    for (const e of batch) {
+      this.slots.acquire(e.concurrencyKey);
+      e.state = "active";
+      e.leaseId = leaseId;
+      e.leaseExpiresAtMs = expiresAtMs;
+      lease.taskIds.add(e.id);
+      deadlineAtMs = earliest(deadlineAtMs, effectiveDeadline(e, nowMs));
+      this.effects.push({ kind: "transition", entry: { ...e } });
+    }
+    this.leases.set(leaseId, lease);
+    this.leaseExpiry.push({ atMs: expiresAtMs, leaseId });
+    return { leaseId, taskIds: [...lease.taskIds], leaseExpiresAtMs: expiresAtMs, deadlineAtMs };
+  }
+
+  /** Archives a waiting task whose expiry or deadline has passed; true if it did. */
+  private expireIfOverdue(e: TaskIndexEntry, nowMs: number): boolean {
+    if (e.expiresAtMs > 0 && e.expiresAtMs <= nowMs && e.state !== "retry") {
+      this.finish(e, "archived", { lastError: "expired before dispatch", lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+      return true;
+    }
+    if (e.deadlineAtMs > 0 && e.deadlineAtMs <= nowMs) {
+      this.finish(e, "archived", { lastError: "deadline exceeded before dispatch", lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+      return true;
+    }
+    return false;
+  }
+
+  /** Extends held leases by a full TTL; reports lost and cancelled ones. */
+  heartbeat(leaseIds: readonly string[], nowMs: number): LeaseStatusView[] {
+    return leaseIds.map((leaseId) => {
+      const lease = this.leases.get(leaseId);
+      if (lease) {
+        lease.expiresAtMs = nowMs + this.config.leaseTtlMs;
+        return { leaseId, held: true, cancelRequested: false, cancelReason: "", leaseExpiresAtMs: lease.expiresAtMs };
+      }
+      const revoked = this.revoked.get(leaseId);
+      return { leaseId, held: false, cancelRequested: !!revoked, cancelReason: revoked?.reason ?? "", leaseExpiresAtMs: 0 };
+    });
+  }
+
+  /** Applies worker outcomes; returns null per applied item or the error that refused it. */
+  settle(items: readonly Settlement[], nowMs: number): (ConveyorError | null)[] {
+    return items.map((s) => this.settleOne(s, nowMs));
+  }
+
+  private settleOne(s: Settlement, nowMs: number): ConveyorError | null {
+    const lease = this.leases.get(s.leaseId);
+    const e = this.entries.get(s.taskId);
+    if (!lease || !lease.taskIds.has(s.taskId) || !e || e.state !== "active" || e.leaseId !== s.leaseId) {
+      const why = this.revoked.has(s.leaseId) ? "the task was cancelled" : "it expired, was settled or never existed";
+      return new ConveyorError("FAILED_PRECONDITION", "LEASE_NOT_HELD",
+        `lease ${JSON.stringify(s.leaseId)} does not hold task ${JSON.stringify(s.taskId)}: ${why}`, "settlements.lease_id");
+    }
+    this.detachFromLease(lease, e);
+    switch (s.outcome) {
+      case "success":
+        this.finish(e, "completed", { finishedAtMs: nowMs, result: s.result ?? new Uint8Array() });
+        break;
+      case "retry":
+        this.fail(e, s.error || "handler failed", nowMs, "backoff");
+        break;
+      case "skip_retry":
+        this.finish(e, "archived", { lastError: s.error || "skip retry", lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+        break;
+      case "released":
+        this.makePending(e, e.seq);
+        this.persist(e);
+        break;
+      default: {
+        const never: never = s.outcome;
+        throw new Error(`unknown outcome ${String(never)}`);
+      }
+    }
+    return null;
+  }
+
+  /** Removes an active task from its lease and frees its key slot. */
+  private detachFromLease(lease: LeaseState, e: TaskIndexEntry): void {
+    lease.taskIds.delete(e.id);
+    if (lease.taskIds.size === 0) this.leases.delete(lease.id);
+    e.leaseId = "";
+    e.leaseExpiresAtMs = 0;
+    for (const freed of this.slots.release(e.concurrencyKey)) this.pushReady(freed);
+  }
+
+  /**
+   * A failed attempt. With retries left: "backoff" waits in `retry`, "immediate" (a
+   * lapsed lease) returns to pending at its old place. Without: archived.
+   */
+  private fail(e: TaskIndexEntry, error: string, nowMs: number, mode: "backoff" | "immediate"): void {
+    if (e.retried >= e.maxRetry) {
+      this.finish(e, "archived", { lastError: error, lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+      return;
+    }
+    e.retried += 1;
+    if (mode === "immediate") {
+      this.makePending(e, e.seq);
+    } else {
+      e.state = "retry";
+      e.readyAtMs = nowMs + retryDelayMs(e.retried, e.backoffBaseMs, e.backoffMaxMs, this.deps.random);
+      this.due.push({ atMs: e.readyAtMs, id: e.id, kind: "ready" });
+    }
+    this.persist(e, { lastError: error, lastFailedAtMs: nowMs });
+  }
+
+  private makePending(e: TaskIndexEntry, seq: number): void {
+    e.state = "pending";
+    e.seq = seq;
+    this.ready.push({ id: e.id, priority: e.priority, seq });
+    this.readyChanged = true;
+  }
+
+  private pushReady(item: ReadyItem): void {
+    this.ready.push(item);
+    this.readyChanged = true;
+  }
+
+  /** Moves a task to a finished state and out of memory. */
+  private finish(e: TaskIndexEntry, state: "completed" | "archived" | "cancelled", outcome: TransitionOutcome): void {
+    e.state = state;
+    e.leaseId = "";
+    e.leaseExpiresAtMs = 0;
+    this.entries.delete(e.id);
+    if (e.uniqueKey && this.unique.get(e.uniqueKey)?.taskId === e.id) this.unique.delete(e.uniqueKey);
+    this.persist(e, outcome);
+    const kind = state === "completed" ? "completed" : state === "archived" ? "archived" : "cancelled";
+    this.events.push({ kind: "settled", outcome: kind, count: 1 });
+  }
+
+  private persist(e: TaskIndexEntry, outcome?: TransitionOutcome): void {
+    this.effects.push(outcome ? { kind: "transition", entry: { ...e }, outcome } : { kind: "transition", entry: { ...e } });
+  }
+
+  // ---- time ----------------------------------------------------------------------------
+
+  /** Promotes due tasks, expires overdue ones and reclaims lapsed leases. */
+  tick(nowMs: number): void {
+    for (let top = this.due.peek(); top && top.atMs <= nowMs; top = this.due.peek()) {
+      this.due.pop();
+      this.fireDue(top, nowMs);
+    }
+    for (let top = this.leaseExpiry.peek(); top && top.atMs <= nowMs; top = this.leaseExpiry.peek()) {
+      this.leaseExpiry.pop();
+      const lease = this.leases.get(top.leaseId);
+      if (!lease) continue;
+      // A heartbeat moved the expiry: re-arm at the new time (lazy deletion).
+      if (lease.expiresAtMs > nowMs) this.leaseExpiry.push({ atMs: lease.expiresAtMs, leaseId: lease.id });
+      else this.expireLease(lease, nowMs);
+    }
+    for (const [leaseId, r] of this.revoked) if (r.untilMs <= nowMs) this.revoked.delete(leaseId);
+  }
+
+  private fireDue(item: DueItem, nowMs: number): void {
+    const e = this.entries.get(item.id);
+    if (!e) return;
+    if (item.kind === "ready") {
+      if ((e.state === "scheduled" || e.state === "retry") && e.readyAtMs === item.atMs) {
+        this.makePending(e, this.nextSeq++);
+        this.persist(e);
+      }
+    } else if (WAITING.has(e.state)) {
+      this.expireIfOverdue(e, nowMs);
+    }
+  }
+
+  private expireLease(lease: LeaseState, nowMs: number): void {
+    const ids = [...lease.taskIds];
+    this.events.push({ kind: "lease_expired", leaseId: lease.id, taskIds: ids });
+    for (const id of ids) {
+      const e = this.entries.get(id);
+      if (!e) continue;
+      this.detachFromLease(lease, e);
+      this.fail(e, "lease expired: the worker stopped heartbeating", nowMs, "immediate");
+    }
+    this.leases.delete(lease.id);
+  }
+
+  /** When `tick` next has work; undefined when nothing is timed. */
+  nextWakeAtMs(): number | undefined {
+    const due = this.due.peek()?.atMs;
+    const lease = this.leaseExpiry.peek()?.atMs;
+    if (due === undefined) return lease;
+    return lease === undefined ? due : Math.min(due, lease);
+  }
+
+  // ---- operators ---------------------------------------------------------------------
+
+  setPaused(paused: boolean): void {
+    if (this.pausedFlag === paused) return;
+    this.pausedFlag = paused;
+    this.effects.push({ kind: "paused", paused });
+    if (!paused) this.readyChanged = true;
+  }
+
+  get paused(): boolean {
+    return this.pausedFlag;
+  }
+
+  /** Changes the per-key limit live; lowering it keeps running tasks. */
+  setKeyLimit(limit: number | undefined): void {
+    for (const freed of this.slots.setLimit(limit)) this.pushReady(freed);
+  }
+
+  /** Cancels an unfinished task in memory; a running one loses its lease at once. */
+  cancel(id: string, reason: CancelReason, nowMs: number): ConveyorError | null {
+    const e = this.entries.get(id);
+    if (!e) return notInMemory(id);
+    if (e.state === "active") {
+      const lease = this.leases.get(e.leaseId);
+      if (lease) {
+        this.detachFromLease(lease, e);
+        if (!this.leases.has(lease.id)) this.revoked.set(lease.id, { reason, untilMs: nowMs + this.config.leaseTtlMs });
+      }
+    }
+    this.finish(e, "cancelled", { finishedAtMs: nowMs, cancelReason: reason });
+    return null;
+  }
+
+  /** Makes a scheduled or retry task pending now. */
+  runNow(id: string): ConveyorError | null {
+    const e = this.entries.get(id);
+    if (!e) return notInMemory(id);
+    if (e.state !== "scheduled" && e.state !== "retry") return wrongState(id, e.state, "run", "scheduled or retry");
+    this.makePending(e, this.nextSeq++);
+    this.persist(e);
+    return null;
+  }
+
+  /** Dead-letters a waiting task. */
+  archive(id: string, nowMs: number): ConveyorError | null {
+    const e = this.entries.get(id);
+    if (!e) return notInMemory(id);
+    if (!WAITING.has(e.state)) return wrongState(id, e.state, "archive", "pending, scheduled or retry");
+    this.finish(e, "archived", { lastError: "archived by an operator", finishedAtMs: nowMs });
+    return null;
+  }
+
+  /** Deletes a waiting task (finished tasks are deleted by the shell, not the core). */
+  delete(id: string): ConveyorError | null {
+    const e = this.entries.get(id);
+    if (!e) return notInMemory(id);
+    if (e.state === "active") return wrongState(id, e.state, "delete", "not running (cancel it first)");
+    this.entries.delete(id);
+    if (e.uniqueKey && this.unique.get(e.uniqueKey)?.taskId === id) this.unique.delete(e.uniqueKey);
+    this.effects.push({ kind: "delete", id });
+    return null;
+  }
+
+  /** Brings an archived or cancelled task back to pending with a fresh set of retries. */
+  revive(record: TaskRecord, nowMs: number): ConveyorError | null {
+    if (record.state !== "archived" && record.state !== "cancelled") {
+      return wrongState(record.id, record.state, "retry", "archived or cancelled");
+    }
+    if (record.uniqueKey && this.uniqueHolder(record.uniqueKey, nowMs)) {
+      return new ConveyorError("ALREADY_EXISTS", "UNIQUE_KEY_CONFLICT",
+        `unique_key ${JSON.stringify(record.uniqueKey)} is held by another unfinished task`, "id");
+    }
+    const e: TaskIndexEntry = {
+      id: record.id, state: "pending", type: record.type, priority: record.priority, seq: 0,
+      concurrencyKey: record.concurrencyKey, readyAtMs: nowMs, timeoutMs: record.timeoutMs,
+      deadlineAtMs: record.deadlineAtMs, expiresAtMs: 0, uniqueKey: record.uniqueKey,
+      uniqueUntilMs: record.uniqueUntilMs, retried: 0, maxRetry: record.maxRetry,
+      backoffBaseMs: record.backoffBaseMs, backoffMaxMs: record.backoffMaxMs, leaseId: "", leaseExpiresAtMs: 0,
+    };
+    this.entries.set(e.id, e);
+    if (e.uniqueKey) this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
+    this.makePending(e, this.nextSeq++);
+    this.armExpiry(e);
+    this.persist(e, { finishedAtMs: 0 });
+    return null;
+  }
+
+  // ---- views for the shell -----------------------------------------------------------
+
+  /** True when a lease call could get work now (held tasks do not count). */
+  hasDispatchable(): boolean {
+    if (this.pausedFlag) return false;
+    for (let top = this.ready.peek(); top; top = this.ready.peek()) {
+      if (this.liveReady(top)) return true;
+      this.ready.pop();
+    }
+    return false;
+  }
+
+  has(id: string): boolean {
+    return this.entries.has(id);
+  }
+
+  /** Unfinished tasks in memory, copies (for tests and the rebuild check). */
+  snapshot(): TaskIndexEntry[] {
+    return [...this.entries.values()].map((e) => ({ ...e }));
+  }
+
+  stats(): { unfinished: number; leases: number; inflightKeyed: number; held: number } {
+    return { unfinished: this.entries.size, leases: this.leases.size, inflightKeyed: this.slots.inflightTotal(), held: this.slots.heldTotal() };
+  }
+
+  get keyLimit(): number | undefined {
+    return this.slots.limit;
+  }
+
+  inflightOfKey(key: string): number {
+    return this.slots.inflightOf(key);
+  }
+
+  /** Hands the shell what this turn must persist and report, and resets them. */
+  drain(): { effects: Effect[]; events: CoreEvent[]; readyChanged: boolean } {
+    const out = { effects: this.effects, events: this.events, readyChanged: this.readyChanged };
+    this.effects = [];
+    this.events = [];
+    this.readyChanged = false;
+    return out;
+  }
+
+  private liveReady(item: ReadyItem): TaskIndexEntry | undefined {
+    const e = this.entries.get(item.id);
+    return e && e.state === "pending" && e.seq === item.seq ? e : undefined;
+  }
+
+  private isReady(item: ReadyItem): boolean {
+    return this.liveReady(item) !== undefined;
+  }
+}
+
+function initialState(t: NewTask, nowMs: number): TaskState {
+  return t.processAtMs > nowMs ? "scheduled" : "pending";
+}
+
+function effectiveDeadline(e: TaskIndexEntry, nowMs: number): number {
+  return earliest(e.deadlineAtMs, e.timeoutMs > 0 ? nowMs + e.timeoutMs : 0);
+}
+
+/** The earlier of two instants where 0 means "none". */
+function earliest(a: number, b: number): number {
+  if (a === 0) return b;
+  if (b === 0) return a;
+  return Math.min(a, b);
+}
+
+const fail = (error: ConveyorError): EnqueueOutcome => ({ ok: false, error });
+
+/** The core only holds unfinished tasks; the shell resolves what this means. */
+function notInMemory(id: string): ConveyorError {
+  return new ConveyorError("NOT_FOUND", "TASK_NOT_FOUND", `task ${JSON.stringify(id)} is not unfinished in this queue`);
+}
+
+function wrongState(id: string, state: TaskState, action: string, wanted: string): ConveyorError {
+  return new ConveyorError("FAILED_PRECONDITION", "TASK_STATE_CONFLICT",
+    `cannot ${action} task ${JSON.stringify(id)}: it is ${state}, the action needs it ${wanted}`);
+}

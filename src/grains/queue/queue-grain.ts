@@ -1,0 +1,195 @@
+/**
+ * The queue grain's shell: runs one operation of the pure core per call, persists the
+ * core's effects through the `QueueStore` port in the same turn, reports events,
+ * wakes parked lease calls when work appears, and keeps one timer armed at the core's
+ * next deadline.
+ *
+ * Every method is synchronous: the core decides, the store writes into the open
+ * group-commit transaction, and callers await `store.committed()` before they reply.
+ * Two calls can therefore never interleave inside a grain; the event loop is the
+ * grain's mailbox.
+ */
+import type { Clock } from "../../base/clock.js";
+import { ConveyorError, taskNotFound } from "../../base/errors.js";
+import type { CoreEvent } from "./effects.js";
+import type { DeliveryPlan, EnqueueOutcome, LeaseStatusView, QueueCore, Settlement } from "./queue-core.js";
+import type { QueueStore } from "./ports.js";
+import type { CancelReason, NewTask, TaskRecord } from "./task.js";
+
+/** A delivery with its task rows, ready to send to a worker. */
+export interface LeasedDelivery extends DeliveryPlan {
+  queue: string;
+  tasks: TaskRecord[];
+}
+
+export interface GrainHooks {
+  /** Something may have become dispatchable. Called after the turn's writes. */
+  onReady(queue: string): void;
+  onEvents(queue: string, events: readonly CoreEvent[]): void;
+  /** A storage write failed: memory no longer matches disk and the grain must go. */
+  onFailure(queue: string, error: unknown): void;
+}
+
+export type TaskAction = "cancel" | "delete" | "run" | "archive" | "retry";
+
+const EMPTY_KNOWN = new Map<string, never>();
+
+export class QueueGrain {
+  /** Last time a call reached this grain (for idle passivation). */
+  lastUsedMs: number;
+  private timerAtMs: number | undefined;
+  private cancelTimer: (() => void) | undefined;
+  private active = true;
+
+  constructor(
+    readonly queue: string,
+    private readonly core: QueueCore,
+    private readonly store: QueueStore,
+    private readonly clock: Clock,
+    private readonly hooks: GrainHooks,
+  ) {
+    this.lastUsedMs = clock.nowMs();
+  }
+
+  /** Rebuilds the core from storage and arms its timer. */
+  activate(): void {
+    const nowMs = this.clock.nowMs();
+    this.core.load(this.store.loadUnfinished(this.queue), this.store.loadSettings(this.queue), nowMs);
+    this.core.tick(nowMs);
+    this.afterTurn();
+  }
+
+  enqueue(tasks: readonly NewTask[], atomic: boolean): EnqueueOutcome[] {
+    return this.turn(() => {
+      const chosen = tasks.filter((t) => t.idChosen && !this.core.has(t.id)).map((t) => t.id);
+      const known = chosen.length > 0 ? this.store.findIds(chosen) : EMPTY_KNOWN;
+      return this.core.enqueue(tasks, known, this.clock.nowMs(), atomic);
+    });
+  }
+
+  lease(max: number): LeasedDelivery[] {
+    const plans = this.turn(() => this.core.lease(max, this.clock.nowMs()));
+    return plans.map((plan) => ({ ...plan, queue: this.queue, tasks: plan.taskIds.map((id) => this.mustGet(id)) }));
+  }
+
+  heartbeat(leaseIds: readonly string[]): LeaseStatusView[] {
+    return this.turn(() => this.core.heartbeat(leaseIds, this.clock.nowMs()));
+  }
+
+  settle(items: readonly Settlement[]): (ConveyorError | null)[] {
+    return this.turn(() => this.core.settle(items, this.clock.nowMs()));
+  }
+
+  /** Operator and producer actions on one task of this queue. */
+  act(id: string, action: TaskAction, reason: CancelReason = "OPERATOR"): ConveyorError | null {
+    return this.turn(() => {
+      const nowMs = this.clock.nowMs();
+      if (action === "retry") {
+        if (this.core.has(id)) return this.finishedOnly(id);
+        const record = this.store.getTask(id);
+        return record && record.queue === this.queue ? this.core.revive(record, nowMs) : taskNotFound(id);
+      }
+      if (!this.core.has(id)) return this.actOnFinished(id, action);
+      switch (action) {
+        case "cancel": return this.core.cancel(id, reason, nowMs);
+        case "delete": return this.core.delete(id);
+        case "run": return this.core.runNow(id);
+        case "archive": return this.core.archive(id, nowMs);
+      }
+    });
+  }
+
+  private actOnFinished(id: string, action: Exclude<TaskAction, "retry">): ConveyorError | null {
+    const record = this.store.getTask(id);
+    if (!record || record.queue !== this.queue) return taskNotFound(id);
+    if (action === "delete") {
+      this.store.deleteTask(id);
+      return null;
+    }
+    return new ConveyorError("FAILED_PRECONDITION", "TASK_STATE_CONFLICT",
+      `cannot ${action} task ${JSON.stringify(id)}: it is already ${record.state}`);
+  }
+
+  private finishedOnly(id: string): ConveyorError {
+    return new ConveyorError("FAILED_PRECONDITION", "TASK_STATE_CONFLICT",
+      `cannot retry task ${JSON.stringify(id)}: it has not finished (only archived or cancelled tasks can be retried)`);
+  }
+
+  setPaused(paused: boolean): void {
+    this.turn(() => this.core.setPaused(paused));
+  }
+
+  setKeyLimit(limit: number | undefined): void {
+    this.turn(() => this.core.setKeyLimit(limit));
+  }
+
+  hasDispatchable(): boolean {
+    return this.core.hasDispatchable();
+  }
+
+  get paused(): boolean {
+    return this.core.paused;
+  }
+
+  stats() {
+    return { ...this.core.stats(), keyLimit: this.core.keyLimit };
+  }
+
+  /** When the grain next needs to run on its own (a reminder for passivation). */
+  nextWakeAtMs(): number | undefined {
+    return this.core.nextWakeAtMs();
+  }
+
+  /** Stops the grain's timer; the instance must not be used afterwards. */
+  deactivate(): void {
+    this.active = false;
+    this.cancelTimer?.();
+    this.cancelTimer = undefined;
+  }
+
+  private turn<T>(decide: () => T): T {
+    if (!this.active) throw new ConveyorError("UNAVAILABLE", "INTERNAL", `queue grain ${this.queue} was deactivated; retry`);
+    this.lastUsedMs = this.clock.nowMs();
+    const result = decide();
+    this.afterTurn();
+    return result;
+  }
+
+  private afterTurn(): void {
+    const { effects, events, readyChanged } = this.core.drain();
+    if (effects.length > 0) {
+      try {
+        this.store.apply(this.queue, effects);
+      } catch (error) {
+        this.hooks.onFailure(this.queue, error);
+        throw new ConveyorError("UNAVAILABLE", "STORAGE_FAILURE", `storage write failed for queue ${this.queue}; retry`);
+      }
+    }
+    if (events.length > 0) this.hooks.onEvents(this.queue, events);
+    if (readyChanged) this.hooks.onReady(this.queue);
+    this.armTimer();
+  }
+
+  private armTimer(): void {
+    const atMs = this.core.nextWakeAtMs();
+    if (atMs === this.timerAtMs) return;
+    this.cancelTimer?.();
+    this.timerAtMs = atMs;
+    this.cancelTimer = atMs === undefined ? undefined : this.clock.setTimer(atMs - this.clock.nowMs(), () => {
+      this.timerAtMs = undefined;
+      this.cancelTimer = undefined;
+      if (!this.active) return;
+      try {
+        this.turn(() => this.core.tick(this.clock.nowMs()));
+      } catch {
+        // onFailure has already deactivated the grain; the next call rebuilds it.
+      }
+    });
+  }
+
+  private mustGet(id: string): TaskRecord {
+    const record = this.store.getTask(id);
+    if (!record) throw new Error(`leased task ${id} of queue ${this.queue} has no row`);
+    return record;
+  }
+}

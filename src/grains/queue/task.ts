@@ -1,0 +1,118 @@
+/**
+ * Domain types of the queue grain. Nothing here knows about protobuf, gRPC or SQLite:
+ * the server translates wire messages to these, the storage layer persists them.
+ */
+
+/** Lifecycle states; keep docs/task-states.md in step with this union. */
+export type TaskState =
+  | "scheduled"
+  | "pending"
+  | "aggregating"
+  | "active"
+  | "retry"
+  | "completed"
+  | "archived"
+  | "cancelled";
+
+export const TASK_STATES: readonly TaskState[] = [
+  "scheduled", "pending", "aggregating", "active", "retry", "completed", "archived", "cancelled",
+];
+
+/** States a task never leaves on its own (an operator may still retry or delete it). */
+export const FINISHED_STATES: ReadonlySet<TaskState> = new Set(["completed", "archived", "cancelled"]);
+
+export type Outcome = "success" | "retry" | "skip_retry" | "released";
+
+/** Why a task was cancelled. */
+export type CancelReason = "OPERATOR" | "CONCURRENCY_LIMIT";
+
+/**
+ * A validated request to create a task, with every default resolved and every relative
+ * time made absolute by the server, so the grain decides with plain numbers.
+ */
+export interface NewTask {
+  id: string;
+  /** True when the caller chose the id (idempotent enqueue). */
+  idChosen: boolean;
+  queue: string;
+  type: string;
+  payload: Uint8Array;
+  contentType: string;
+  metadata: Record<string, string>;
+  priority: number;
+  maxRetry: number;
+  timeoutMs: number;
+  deadlineAtMs: number;
+  /** When the task may first run; ≤ now means at once. */
+  processAtMs: number;
+  uniqueKey: string;
+  /** 0: the unique key is held until the task finishes. */
+  uniqueTtlMs: number;
+  retentionMs: number;
+  expiresAtMs: number;
+  concurrencyKey: string;
+  group: string;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+}
+
+/** The full stored view of a task. */
+export interface TaskRecord {
+  id: string;
+  queue: string;
+  type: string;
+  payload: Uint8Array;
+  contentType: string;
+  metadata: Record<string, string>;
+  state: TaskState;
+  priority: number;
+  /** Dispatch order within a priority; assigned when the task becomes pending. */
+  seq: number;
+  maxRetry: number;
+  retried: number;
+  createdAtMs: number;
+  readyAtMs: number;
+  timeoutMs: number;
+  deadlineAtMs: number;
+  expiresAtMs: number;
+  uniqueKey: string;
+  /** 0: held while unfinished. */
+  uniqueUntilMs: number;
+  concurrencyKey: string;
+  group: string;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  retentionMs: number;
+  lastError: string;
+  lastFailedAtMs: number;
+  finishedAtMs: number;
+  result: Uint8Array;
+  cancelReason: string;
+  leaseId: string;
+  leaseExpiresAtMs: number;
+}
+
+/**
+ * What the grain keeps in memory per unfinished task: enough to dispatch, gate, expire
+ * and retry it, never the payload. Rebuilt from storage on activation.
+ */
+export interface TaskIndexEntry {
+  id: string;
+  state: TaskState;
+  type: string;
+  priority: number;
+  seq: number;
+  concurrencyKey: string;
+  readyAtMs: number;
+  timeoutMs: number;
+  deadlineAtMs: number;
+  expiresAtMs: number;
+  uniqueKey: string;
+  uniqueUntilMs: number;
+  retried: number;
+  maxRetry: number;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  leaseId: string;
+  leaseExpiresAtMs: number;
+}

@@ -1,0 +1,124 @@
+/**
+ * Hosts the queue grains of one node: activates a grain on first use, passivates it
+ * after `idleMs` without calls, and remembers when a passivated grain must wake on
+ * its own (a scheduled task coming due, a lease lapsing) so that timers survive
+ * passivation.
+ *
+ * Grain memory is disposable: deactivation (idle, storage failure, shutdown, and later
+ * relocation) only drops it, and the next activation rebuilds it from storage.
+ */
+import type { Logger } from "pino";
+import type { Clock } from "../../base/clock.js";
+import type { Random } from "../../base/random.js";
+import { QueueCore, type CoreConfig } from "../queue/queue-core.js";
+import { QueueGrain, type GrainHooks } from "../queue/queue-grain.js";
+import type { QueueStore } from "../queue/ports.js";
+
+export type DeactivationReason = "idle" | "failed" | "shutdown";
+
+export interface GrainHostOptions {
+  store: QueueStore;
+  clock: Clock;
+  random: Random;
+  newLeaseId: () => string;
+  core: CoreConfig;
+  /** Passivate a grain after this long without calls. */
+  idleMs: number;
+  logger: Logger;
+  hooks: Omit<GrainHooks, "onFailure">;
+  /** True while something outside (a parked lease call) needs the grain in memory. */
+  isPinned: (queue: string) => boolean;
+  onLifecycle?: (queue: string, event: "activated" | DeactivationReason) => void;
+}
+
+export class GrainHost {
+  private readonly grains = new Map<string, QueueGrain>();
+  private readonly reminders = new Map<string, () => void>();
+  private cancelSweep: (() => void) | undefined;
+  private stopped = false;
+
+  constructor(private readonly options: GrainHostOptions) {}
+
+  /** Starts the idle sweep. */
+  start(): void {
+    this.scheduleSweep();
+  }
+
+  /** The grain for `queue`, activated from storage if it is not in memory. */
+  get(queue: string): QueueGrain {
+    const existing = this.grains.get(queue);
+    if (existing) return existing;
+    if (this.stopped) throw new Error("grain host is stopped");
+    this.reminders.get(queue)?.();
+    this.reminders.delete(queue);
+    const { store, clock, random, newLeaseId, core, hooks, logger } = this.options;
+    const grain = new QueueGrain(queue, new QueueCore(queue, core, { random, newLeaseId }), store, clock, {
+      ...hooks,
+      onFailure: (q, error) => {
+        logger.error({ queue: q, err: error }, "grain storage write failed; deactivating");
+        this.deactivate(q, "failed");
+      },
+    });
+    this.grains.set(queue, grain);
+    grain.activate();
+    this.options.onLifecycle?.(queue, "activated");
+    logger.debug({ queue }, "grain activated");
+    return grain;
+  }
+
+  /** Grains currently in memory. */
+  activeQueues(): string[] {
+    return [...this.grains.keys()];
+  }
+
+  peek(queue: string): QueueGrain | undefined {
+    return this.grains.get(queue);
+  }
+
+  deactivate(queue: string, reason: DeactivationReason): void {
+    const grain = this.grains.get(queue);
+    if (!grain) return;
+    this.grains.delete(queue);
+    const wakeAtMs = grain.nextWakeAtMs();
+    grain.deactivate();
+    if (reason === "idle" && wakeAtMs !== undefined) this.remind(queue, wakeAtMs);
+    this.options.onLifecycle?.(queue, reason);
+    this.options.logger.debug({ queue, reason }, "grain deactivated");
+  }
+
+  /** Deactivates every grain (storage rolled back, or the node stops). */
+  deactivateAll(reason: DeactivationReason): void {
+    for (const queue of [...this.grains.keys()]) this.deactivate(queue, reason);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.cancelSweep?.();
+    for (const cancel of this.reminders.values()) cancel();
+    this.reminders.clear();
+    this.deactivateAll("shutdown");
+  }
+
+  private remind(queue: string, atMs: number): void {
+    const { clock } = this.options;
+    this.reminders.set(queue, clock.setTimer(atMs - clock.nowMs(), () => {
+      this.reminders.delete(queue);
+      if (!this.stopped) this.get(queue);
+    }));
+  }
+
+  private scheduleSweep(): void {
+    const { clock, idleMs } = this.options;
+    this.cancelSweep = clock.setTimer(Math.max(10, Math.floor(idleMs / 2)), () => {
+      this.passivateIdle();
+      if (!this.stopped) this.scheduleSweep();
+    });
+  }
+
+  private passivateIdle(): void {
+    const cutoff = this.options.clock.nowMs() - this.options.idleMs;
+    for (const [queue, grain] of this.grains) {
+      if (grain.lastUsedMs <= cutoff && !this.options.isPinned(queue)) this.deactivate(queue, "idle");
+    }
+  }
+}

@@ -1,0 +1,136 @@
+/**
+ * Long-poll leasing across queues. A Lease call first takes what its queues have now;
+ * if nothing is dispatchable it parks as a waiter on each of its queues, and the first
+ * grain that gets work (an enqueue, a promotion, a freed key slot, a release, a
+ * resume) serves it directly: no poll interval anywhere. Waiters are bounded per node
+ * (RESOURCE_EXHAUSTED when full) and always end by their wait bound.
+ *
+ * Queue weights pick the order in which a call's queues are tried, by weighted random
+ * sampling (Efraimidis–Spirakis), so a queue of weight 6 is tried first about six
+ * times as often as one of weight 1, and no queue is starved.
+ */
+import type { Clock } from "../../base/clock.js";
+import { ConveyorError } from "../../base/errors.js";
+import type { Random } from "../../base/random.js";
+import type { LeasedDelivery, QueueGrain } from "../queue/queue-grain.js";
+
+export interface LeaseQueue {
+  name: string;
+  weight: number;
+}
+
+export interface LeaseCall {
+  queues: readonly LeaseQueue[];
+  max: number;
+  waitMs: number;
+  /** Aborts a parked call (the client went away). */
+  signal?: AbortSignal;
+}
+
+interface Waiter {
+  call: LeaseCall;
+  resolve: (deliveries: LeasedDelivery[]) => void;
+  cancelTimer: () => void;
+  done: boolean;
+}
+
+export interface LeaseBrokerOptions {
+  grainOf: (queue: string) => QueueGrain;
+  clock: Clock;
+  random: Random;
+  waitersMax: number;
+}
+
+export class LeaseBroker {
+  private readonly waiters = new Map<string, Set<Waiter>>();
+  private waiterCount = 0;
+  private readonly serveScheduled = new Set<string>();
+
+  constructor(private readonly options: LeaseBrokerOptions) {}
+
+  async lease(call: LeaseCall): Promise<LeasedDelivery[]> {
+    const now = this.take(call.queues, call.max);
+    if (now.length > 0 || call.waitMs <= 0 || call.signal?.aborted) return now;
+    if (this.waiterCount >= this.options.waitersMax) {
+      throw new ConveyorError("RESOURCE_EXHAUSTED", "WAITERS_FULL",
+        `too many parked lease calls on this node (${this.options.waitersMax}); retry later`);
+    }
+    return new Promise((resolve) => {
+      const waiter: Waiter = { call, resolve, done: false, cancelTimer: () => {} };
+      waiter.cancelTimer = this.options.clock.setTimer(call.waitMs, () => this.finish(waiter, []));
+      call.signal?.addEventListener("abort", () => this.finish(waiter, []), { once: true });
+      this.waiterCount += 1;
+      for (const q of call.queues) {
+        let set = this.waiters.get(q.name);
+        if (!set) this.waiters.set(q.name, (set = new Set()));
+        set.add(waiter);
+      }
+    });
+  }
+
+  /** A grain may have work: serve its parked waiters once the current turn is over. */
+  onReady(queue: string): void {
+    if (!this.waiters.get(queue)?.size || this.serveScheduled.has(queue)) return;
+    this.serveScheduled.add(queue);
+    queueMicrotask(() => {
+      this.serveScheduled.delete(queue);
+      this.serve(queue);
+    });
+  }
+
+  /** True while parked calls wait on `queue` (its grain must stay in memory). */
+  isPinned(queue: string): boolean {
+    return (this.waiters.get(queue)?.size ?? 0) > 0;
+  }
+
+  get parked(): number {
+    return this.waiterCount;
+  }
+
+  /** Ends every parked call with no work (node shutdown). */
+  releaseAll(): void {
+    for (const set of [...this.waiters.values()]) for (const w of [...set]) this.finish(w, []);
+  }
+
+  private serve(queue: string): void {
+    const set = this.waiters.get(queue);
+    if (!set) return;
+    const grain = this.options.grainOf(queue);
+    for (const waiter of [...set]) {
+      if (!grain.hasDispatchable()) return;
+      const deliveries = grain.lease(waiter.call.max);
+      if (deliveries.length > 0) this.finish(waiter, deliveries);
+    }
+  }
+
+  private take(queues: readonly LeaseQueue[], max: number): LeasedDelivery[] {
+    const out: LeasedDelivery[] = [];
+    for (const q of this.weightedOrder(queues)) {
+      if (out.length >= max) break;
+      out.push(...this.options.grainOf(q.name).lease(max - out.length));
+    }
+    return out;
+  }
+
+  private weightedOrder(queues: readonly LeaseQueue[]): LeaseQueue[] {
+    if (queues.length <= 1) return [...queues];
+    const { random } = this.options;
+    return queues
+      .map((q) => ({ q, key: -Math.log(1 - random.next()) / Math.max(q.weight, 1e-9) }))
+      .sort((a, b) => a.key - b.key)
+      .map((x) => x.q);
+  }
+
+  private finish(waiter: Waiter, deliveries: LeasedDelivery[]): void {
+    if (waiter.done) return;
+    waiter.done = true;
+    waiter.cancelTimer();
+    this.waiterCount -= 1;
+    for (const q of waiter.call.queues) {
+      const set = this.waiters.get(q.name);
+      set?.delete(waiter);
+      if (set?.size === 0) this.waiters.delete(q.name);
+    }
+    waiter.resolve(deliveries);
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * conveyord: the process entry. Reads flags, conveyor.yaml and CONVEYOR_* variables,
+ * starts a node, and stops it gracefully on SIGTERM/SIGINT.
+ */
+import { Command } from "commander";
+import { pino } from "pino";
+import { loadConfig, SETTING_NAMES, envNameOf } from "./server/config.js";
+import { ConveyorNode } from "./server/node.js";
+
+const program = new Command()
+  .name("conveyord")
+  .description("Run a conveyor node: gRPC for producers and workers, HTTP for metrics, health and the dashboard.")
+  .option("--listen <host:port>", "gRPC listen address (default 127.0.0.1:7233)")
+  .option("--http <host:port>", "HTTP listen address for /metrics, /healthz and the dashboard (default 127.0.0.1:8080)")
+  .option("--data-dir <dir>", "directory of the SQLite data file (default ./data)")
+  .option("--config <file>", "a conveyor.yaml with any of the settings below")
+  .option("--log-level <level>", "trace, debug, info, warn or error (default info)")
+  .option("--set <key=value...>", "override any setting, e.g. --set lease_ttl=10s")
+  .addHelpText("after", `\nSettings (conveyor.yaml keys; env ${envNameOf("<key>")}):\n  ${SETTING_NAMES.join(", ")}\n`);
+
+async function main(): Promise<void> {
+  program.parse();
+  const opts = program.opts<{ listen?: string; http?: string; dataDir?: string; config?: string; logLevel?: string; set?: string[] }>();
+  const overrides: Record<string, string> = {};
+  for (const pair of opts.set ?? []) {
+    const eq = pair.indexOf("=");
+    if (eq <= 0) throw new Error(`--set expects key=value, got ${JSON.stringify(pair)}`);
+    overrides[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  for (const k of Object.keys(overrides)) {
+    if (!SETTING_NAMES.includes(k)) throw new Error(`--set: unknown setting ${JSON.stringify(k)}; known: ${SETTING_NAMES.join(", ")}`);
+  }
+  if (opts.listen) overrides.listen = opts.listen;
+  if (opts.http) overrides.http = opts.http;
+  if (opts.dataDir) overrides.data_dir = opts.dataDir;
+  if (opts.logLevel) overrides.log_level = opts.logLevel;
+  const config = loadConfig({ ...(opts.config ? { file: opts.config } : {}), env: process.env, overrides });
+  const logger = pino({ level: config.logLevel, base: { node: config.nodeId } });
+  const node = await ConveyorNode.start({ config, logger });
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, "stopping: draining in-flight calls");
+    node.stop().then(() => process.exit(0), (err: unknown) => {
+      logger.error({ err }, "error while stopping");
+      process.exit(1);
+    });
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`conveyord: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

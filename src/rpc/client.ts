@@ -1,0 +1,53 @@
+import * as grpc from "@grpc/grpc-js";
+import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
+import type { DescMethod } from "@bufbuild/protobuf";
+import { toGrpcDefinition, type CallOptions, type UnaryClient } from "./service-definition.js";
+import { fromServiceError } from "./status.js";
+
+export interface ChannelConfig {
+  /** host:port */
+  address: string;
+  credentials?: grpc.ChannelCredentials;
+}
+
+/** Client keepalive: notice a dead server in seconds, even on an idle channel. */
+const CHANNEL_OPTIONS: grpc.ChannelOptions = {
+  "grpc.keepalive_time_ms": 10_000,
+  "grpc.keepalive_timeout_ms": 5_000,
+  "grpc.keepalive_permit_without_calls": 1,
+  "grpc.max_receive_message_length": 64 * 1024 * 1024,
+  "grpc.max_send_message_length": 64 * 1024 * 1024,
+};
+
+/** One gRPC channel shared by several typed service clients. */
+export class RpcChannel {
+  private readonly clients: grpc.Client[] = [];
+  constructor(private readonly config: ChannelConfig) {}
+
+  /** A promise-based client; errors reject as ConveyorError. */
+  service<S extends GenService<GenServiceMethods>>(service: S): UnaryClient<S> {
+    const Ctor = grpc.makeGenericClientConstructor(toGrpcDefinition(service), service.typeName);
+    const first = this.clients[0];
+    const raw = new Ctor(this.config.address, this.config.credentials ?? grpc.credentials.createInsecure(), {
+      ...CHANNEL_OPTIONS,
+      ...(first ? { channelOverride: first.getChannel() } : {}),
+    }) as unknown as Record<string, Function>;
+    this.clients.push(raw as unknown as grpc.Client);
+    const typed: Record<string, unknown> = {};
+    for (const m of service.methods as DescMethod[]) {
+      const method = raw[m.localName]!.bind(raw);
+      typed[m.localName] = (request: unknown, options: CallOptions = {}) =>
+        new Promise((resolve, reject) => {
+          const callOptions: grpc.CallOptions = options.timeoutMs ? { deadline: Date.now() + options.timeoutMs } : {};
+          const call = method(request, new grpc.Metadata(), callOptions, (err: grpc.ServiceError | null, res: unknown) =>
+            err ? reject(fromServiceError(err)) : resolve(res));
+          options.signal?.addEventListener("abort", () => call.cancel(), { once: true });
+        });
+    }
+    return typed as UnaryClient<S>;
+  }
+
+  close(): void {
+    for (const c of this.clients) c.close();
+  }
+}

@@ -1,0 +1,31 @@
+import * as grpc from "@grpc/grpc-js";
+import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
+import { toGrpcDefinition, type UnaryImpl } from "./service-definition.js";
+import { toServiceError } from "./status.js";
+
+/**
+ * Registers promise-returning handlers for a unary-only service. A rejected handler
+ * becomes a gRPC status (ConveyorError → its code; anything else → INTERNAL, reported
+ * through `onInternal` and never sent).
+ */
+export function addUnaryService<S extends GenService<GenServiceMethods>>(
+  server: grpc.Server,
+  service: S,
+  impl: UnaryImpl<S>,
+  onInternal: (method: string, error: unknown) => void,
+): void {
+  const handlers: grpc.UntypedServiceImplementation = {};
+  for (const [name, fn] of Object.entries(impl as Record<string, (call: unknown) => Promise<unknown>>)) {
+    handlers[name] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+      fn(call).then(
+        (response) => callback(null, response),
+        (error: unknown) => {
+          const status = toServiceError(error);
+          if (status.code === grpc.status.INTERNAL) onInternal(name, error);
+          callback(status);
+        },
+      );
+    };
+  }
+  server.addService(toGrpcDefinition(service), handlers);
+}

@@ -1,0 +1,57 @@
+/**
+ * The grpc-js ↔ protobuf-es adapter. protoc-gen-es emits service descriptors but no
+ * grpc-js definitions, so one loop over a descriptor's methods builds the
+ * `ServiceDefinition` that both the server (`addService`) and clients
+ * (`makeGenericClientConstructor`) use. No proto-loader, no protobufjs at runtime.
+ */
+import * as grpc from "@grpc/grpc-js";
+import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
+import type { MessageInitShape, MessageShape } from "@bufbuild/protobuf";
+
+const serialize = (schema: DescMessage) => (message: unknown) =>
+  Buffer.from(toBinary(schema, create(schema, message as never)));
+const deserialize = (schema: DescMessage) => (bytes: Buffer) => fromBinary(schema, bytes);
+
+export function toGrpcDefinition(service: DescService): grpc.ServiceDefinition {
+  const definition: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+  for (const m of service.methods as DescMethod[]) {
+    const kind = m.methodKind;
+    definition[m.localName] = {
+      path: `/${service.typeName}/${m.name}`,
+      originalName: m.name,
+      requestStream: kind === "client_streaming" || kind === "bidi_streaming",
+      responseStream: kind === "server_streaming" || kind === "bidi_streaming",
+      requestSerialize: serialize(m.input),
+      requestDeserialize: deserialize(m.input),
+      responseSerialize: serialize(m.output),
+      responseDeserialize: deserialize(m.output),
+    };
+  }
+  return definition;
+}
+
+type Methods<S> = S extends GenService<infer M> ? M : never;
+type In<M> = M extends { input: infer I extends DescMessage } ? I : never;
+type Out<M> = M extends { output: infer O extends DescMessage } ? O : never;
+
+/** Server handlers for a unary-only service, typed from its descriptor. */
+export type UnaryImpl<S extends GenService<GenServiceMethods>> = {
+  [K in keyof Methods<S>]: (
+    call: grpc.ServerUnaryCall<MessageShape<In<Methods<S>[K]>>, MessageShape<Out<Methods<S>[K]>>>,
+  ) => Promise<MessageInitShape<Out<Methods<S>[K]>>>;
+};
+
+/** A typed promise client for a unary-only service. */
+export type UnaryClient<S extends GenService<GenServiceMethods>> = {
+  [K in keyof Methods<S>]: (
+    request: MessageInitShape<In<Methods<S>[K]>>,
+    options?: CallOptions,
+  ) => Promise<MessageShape<Out<Methods<S>[K]>>>;
+};
+
+export interface CallOptions {
+  /** Call deadline, relative. */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}

@@ -1,0 +1,69 @@
+/**
+ * ConveyorError ↔ gRPC status. The server sends the code, the message, and a
+ * google.rpc.Status with an ErrorInfo (stable reason, field) in the
+ * `grpc-status-details-bin` trailer; clients rebuild the same ConveyorError.
+ */
+import * as grpc from "@grpc/grpc-js";
+import { anyPack, anyUnpack } from "@bufbuild/protobuf/wkt";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { ConveyorError, type ErrorCode, type ErrorReason } from "../base/errors.js";
+import { ErrorInfoSchema, StatusSchema } from "../gen/google/rpc/status_pb.js";
+
+const DOMAIN = "conveyor.dev";
+const DETAILS_KEY = "grpc-status-details-bin";
+
+const CODE_TO_GRPC: Record<ErrorCode, grpc.status> = {
+  INVALID_ARGUMENT: grpc.status.INVALID_ARGUMENT,
+  NOT_FOUND: grpc.status.NOT_FOUND,
+  ALREADY_EXISTS: grpc.status.ALREADY_EXISTS,
+  FAILED_PRECONDITION: grpc.status.FAILED_PRECONDITION,
+  RESOURCE_EXHAUSTED: grpc.status.RESOURCE_EXHAUSTED,
+  UNAVAILABLE: grpc.status.UNAVAILABLE,
+  INTERNAL: grpc.status.INTERNAL,
+};
+
+export function grpcCodeOf(code: ErrorCode): grpc.status {
+  return CODE_TO_GRPC[code];
+}
+
+export function errorCodeOf(code: number): ErrorCode {
+  for (const [name, value] of Object.entries(CODE_TO_GRPC)) if (value === code) return name as ErrorCode;
+  return code === grpc.status.DEADLINE_EXCEEDED || code === grpc.status.CANCELLED ? "UNAVAILABLE" : "INTERNAL";
+}
+
+/** A grpc-js service error for `err`; anything that is not a ConveyorError is INTERNAL. */
+export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
+  const e = err instanceof ConveyorError
+    ? err
+    : new ConveyorError("INTERNAL", "INTERNAL", "internal error; see the server log");
+  const info = create(ErrorInfoSchema, { reason: e.reason, domain: DOMAIN, metadata: e.field ? { field: e.field } : {} });
+  const status = create(StatusSchema, { code: grpcCodeOf(e.code), message: e.message, details: [anyPack(ErrorInfoSchema, info)] });
+  const metadata = new grpc.Metadata();
+  metadata.set(DETAILS_KEY, Buffer.from(toBinary(StatusSchema, status)));
+  return { code: grpcCodeOf(e.code), details: e.message, metadata };
+}
+
+/** Rebuilds a ConveyorError from a grpc-js client error. */
+export function fromServiceError(err: grpc.ServiceError): ConveyorError {
+  let reason: ErrorReason = err.code === grpc.status.UNAVAILABLE ? "WRONG_OWNER" : "INTERNAL";
+  let field: string | undefined;
+  const raw = err.metadata?.get(DETAILS_KEY)[0];
+  if (raw instanceof Buffer) {
+    try {
+      const status = fromBinary(StatusSchema, raw);
+      for (const detail of status.details) {
+        const info = anyUnpack(detail, ErrorInfoSchema);
+        if (info) {
+          reason = info.reason as ErrorReason;
+          field = info.metadata.field;
+        }
+      }
+    } catch {
+      // Not our trailer: keep the plain status.
+    }
+  } else if (err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.DEADLINE_EXCEEDED) {
+    reason = "INTERNAL";
+  }
+  const message = err.details || err.message;
+  return new ConveyorError(errorCodeOf(err.code), reason, message, field);
+}

@@ -1,0 +1,71 @@
+/** AdminService: operator reads (from storage) and actions (through the owning grain). */
+import { create } from "@bufbuild/protobuf";
+import { invalidField } from "../base/errors.js";
+import { AdminService, QueueInfoSchema, type QueueInfo } from "../gen/conveyor/v1/admin_service_pb.js";
+import { TaskState as WireState } from "../gen/conveyor/v1/task_pb.js";
+import type { UnaryImpl } from "../rpc/service-definition.js";
+import type { QueueSummary } from "../storage/admin-queries.js";
+import { stateFromWire, taskToWire } from "./convert.js";
+import type { NodeContext } from "./node-context.js";
+import type { TaskAction } from "../grains/queue/queue-grain.js";
+import { checkQueueName } from "./validate.js";
+
+const PAGE_SIZE_DEFAULT = 50;
+const PAGE_SIZE_MAX = 1000;
+
+export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
+  const toQueueInfo = (q: QueueSummary): QueueInfo => create(QueueInfoSchema, {
+    name: q.name, paused: q.paused, owner: ctx.router.ownerOf(q.name),
+    counts: Object.fromEntries(Object.entries(q.counts).map(([k, v]) => [k, BigInt(v)])),
+  });
+
+  function queueInfo(name: string): QueueInfo {
+    const found = ctx.queries.listQueues().find((q) => q.name === name);
+    return toQueueInfo(found ?? { name, paused: false, counts: { scheduled: 0, pending: 0, aggregating: 0, active: 0, retry: 0, completed: 0, archived: 0, cancelled: 0 } });
+  }
+
+  async function setPaused(queue: string, paused: boolean) {
+    checkQueueName(queue, "queue");
+    ctx.router.grainFor(queue).setPaused(paused);
+    await ctx.committed();
+    return { queue: queueInfo(queue) };
+  }
+
+  async function act(id: string, action: TaskAction) {
+    if (id === "") throw invalidField("id", "must not be empty");
+    const task = await ctx.actOnTask(id, action);
+    return task ? { task: taskToWire(task) } : {};
+  }
+
+  return {
+    async listQueues() {
+      return { queues: ctx.queries.listQueues().map(toQueueInfo) };
+    },
+    pauseQueue: (call) => setPaused(call.request.queue, true),
+    resumeQueue: (call) => setPaused(call.request.queue, false),
+
+    async listTasks(call) {
+      const req = call.request;
+      const queue = checkQueueName(req.queue, "queue");
+      const state = req.state === WireState.UNSPECIFIED ? undefined : stateFromWire(req.state);
+      if (req.state !== WireState.UNSPECIFIED && !state) throw invalidField("state", `unknown state ${req.state}`);
+      if (req.pageSize > PAGE_SIZE_MAX) throw invalidField("page_size", `must be at most ${PAGE_SIZE_MAX}, got ${req.pageSize}`);
+      if (req.pageToken !== "" && !/^\d+$/.test(req.pageToken)) throw invalidField("page_token", "not a token from a previous page");
+      const page = ctx.queries.listTasks(queue, state, req.pageSize || PAGE_SIZE_DEFAULT, req.pageToken);
+      return { tasks: page.tasks.map((t) => taskToWire(t)), nextPageToken: page.nextCursor };
+    },
+
+    async getTask(call) {
+      if (call.request.id === "") throw invalidField("id", "must not be empty");
+      return { task: taskToWire(ctx.getTaskOrThrow(call.request.id)) };
+    },
+    cancelTask: (call) => act(call.request.id, "cancel"),
+    async deleteTask(call) {
+      await act(call.request.id, "delete");
+      return {};
+    },
+    runTask: (call) => act(call.request.id, "run"),
+    archiveTask: (call) => act(call.request.id, "archive"),
+    retryTask: (call) => act(call.request.id, "retry"),
+  };
+}

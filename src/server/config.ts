@@ -1,0 +1,135 @@
+/**
+ * conveyord configuration: defaults, then conveyor.yaml, then CONVEYOR_* environment
+ * variables, then command-line flags (later wins). Durations accept "30s", "5m", ...
+ */
+import { readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+import { parseDurationMs } from "../base/duration.js";
+
+export interface NodeConfig {
+  /** gRPC listen address, host:port. */
+  listen: string;
+  /** HTTP listen address (metrics, health, dashboard), host:port. */
+  http: string;
+  dataDir: string;
+  /** This node's name on the ring; defaults to the gRPC listen address. */
+  nodeId: string;
+  logLevel: string;
+  /** "full" (default) survives power loss; "normal" survives process crashes only. */
+  sqliteSynchronous: "full" | "normal";
+  leaseTtlMs: number;
+  /** Cap on how long one Lease call may park. */
+  leaseWaitMaxMs: number;
+  leaseWaitersMax: number;
+  grainIdleTimeoutMs: number;
+  /** Default retention of completed tasks. */
+  retentionMs: number;
+  /** Retention of archived and cancelled tasks. */
+  deadRetentionMs: number;
+  janitorIntervalMs: number;
+  defaultMaxRetry: number;
+  retryBackoffBaseMs: number;
+  retryBackoffMaxMs: number;
+  /** SIGTERM waits this long for in-flight calls before closing. */
+  shutdownGraceMs: number;
+}
+
+export const DEFAULT_CONFIG: NodeConfig = {
+  listen: "127.0.0.1:7233",
+  http: "127.0.0.1:8080",
+  dataDir: "./data",
+  nodeId: "",
+  logLevel: "info",
+  sqliteSynchronous: "full",
+  leaseTtlMs: 30_000,
+  leaseWaitMaxMs: 60_000,
+  leaseWaitersMax: 10_000,
+  grainIdleTimeoutMs: 5 * 60_000,
+  retentionMs: 24 * 3_600_000,
+  deadRetentionMs: 30 * 86_400_000,
+  janitorIntervalMs: 10_000,
+  defaultMaxRetry: 25,
+  retryBackoffBaseMs: 1_000,
+  retryBackoffMaxMs: 3_600_000,
+  shutdownGraceMs: 10_000,
+};
+
+type Kind = "string" | "duration" | "int" | "sync";
+/** Every setting: its yaml key, env var, and how to parse it. */
+const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind }> = [
+  { key: "listen", yaml: "listen", kind: "string" },
+  { key: "http", yaml: "http", kind: "string" },
+  { key: "dataDir", yaml: "data_dir", kind: "string" },
+  { key: "nodeId", yaml: "node_id", kind: "string" },
+  { key: "logLevel", yaml: "log_level", kind: "string" },
+  { key: "sqliteSynchronous", yaml: "sqlite_synchronous", kind: "sync" },
+  { key: "leaseTtlMs", yaml: "lease_ttl", kind: "duration" },
+  { key: "leaseWaitMaxMs", yaml: "lease_wait_max", kind: "duration" },
+  { key: "leaseWaitersMax", yaml: "lease_waiters_max", kind: "int" },
+  { key: "grainIdleTimeoutMs", yaml: "grain_idle_timeout", kind: "duration" },
+  { key: "retentionMs", yaml: "retention", kind: "duration" },
+  { key: "deadRetentionMs", yaml: "dead_retention", kind: "duration" },
+  { key: "janitorIntervalMs", yaml: "janitor_interval", kind: "duration" },
+  { key: "defaultMaxRetry", yaml: "max_retry", kind: "int" },
+  { key: "retryBackoffBaseMs", yaml: "retry_backoff_base", kind: "duration" },
+  { key: "retryBackoffMaxMs", yaml: "retry_backoff_max", kind: "duration" },
+  { key: "shutdownGraceMs", yaml: "shutdown_grace", kind: "duration" },
+];
+
+/** The yaml keys, for `conveyord --help`. */
+export const SETTING_NAMES = SETTINGS.map((s) => s.yaml);
+
+export const envNameOf = (yaml: string) => `CONVEYOR_${yaml.toUpperCase()}`;
+
+function parseValue(kind: Kind, name: string, raw: unknown): string | number {
+  const text = String(raw).trim();
+  switch (kind) {
+    case "string":
+      return text;
+    case "duration":
+      try {
+        return typeof raw === "number" ? raw : parseDurationMs(text);
+      } catch (e) {
+        throw new Error(`${name}: ${(e as Error).message}`);
+      }
+    case "int": {
+      const n = Number(text);
+      if (!Number.isInteger(n) || n < 0) throw new Error(`${name}: expected a non-negative integer, got ${JSON.stringify(raw)}`);
+      return n;
+    }
+    case "sync":
+      if (text !== "full" && text !== "normal") throw new Error(`${name}: expected "full" or "normal", got ${JSON.stringify(raw)}`);
+      return text;
+  }
+}
+
+/**
+ * Builds the config from a yaml file (optional), the environment and flag overrides
+ * (keyed by yaml name). Unknown yaml keys are an error, so a typo never goes unseen.
+ */
+export function loadConfig(options: { file?: string; env?: NodeJS.ProcessEnv; overrides?: Record<string, string> }): NodeConfig {
+  const config: Record<string, unknown> = { ...DEFAULT_CONFIG };
+  const layers: Array<[string, Record<string, unknown>]> = [];
+  if (options.file) {
+    const doc = (parseYaml(readFileSync(options.file, "utf8")) ?? {}) as Record<string, unknown>;
+    if (typeof doc !== "object" || Array.isArray(doc)) throw new Error(`${options.file}: expected a mapping of settings`);
+    for (const k of Object.keys(doc)) {
+      if (!SETTING_NAMES.includes(k)) throw new Error(`${options.file}: unknown setting ${JSON.stringify(k)}; known: ${SETTING_NAMES.join(", ")}`);
+    }
+    layers.push([options.file, doc]);
+  }
+  const env = options.env ?? {};
+  const fromEnv: Record<string, unknown> = {};
+  for (const s of SETTINGS) if (env[envNameOf(s.yaml)] !== undefined) fromEnv[s.yaml] = env[envNameOf(s.yaml)];
+  layers.push(["environment", fromEnv], ["flags", options.overrides ?? {}]);
+  for (const [source, layer] of layers) {
+    for (const s of SETTINGS) {
+      if (layer[s.yaml] === undefined) continue;
+      config[s.key] = parseValue(s.kind, `${source}: ${s.yaml}`, layer[s.yaml]);
+    }
+  }
+  const result = config as unknown as NodeConfig;
+  if (!result.nodeId) result.nodeId = result.listen;
+  if (result.leaseTtlMs < 100) throw new Error(`lease_ttl must be at least 100ms, got ${result.leaseTtlMs}ms`);
+  return result;
+}

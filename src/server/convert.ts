@@ -1,0 +1,37 @@
+/** Domain → wire conversions (the wire carries int64 as bigint). */
+import { create } from "@bufbuild/protobuf";
+import type { TaskRecord, TaskState } from "../grains/queue/task.js";
+import { TaskSchema, TaskState as WireState, type Task } from "../gen/conveyor/v1/task_pb.js";
+
+const STATE_TO_WIRE: Record<TaskState, WireState> = {
+  scheduled: WireState.SCHEDULED,
+  pending: WireState.PENDING,
+  aggregating: WireState.AGGREGATING,
+  active: WireState.ACTIVE,
+  retry: WireState.RETRY,
+  completed: WireState.COMPLETED,
+  archived: WireState.ARCHIVED,
+  cancelled: WireState.CANCELLED,
+};
+
+export const stateToWire = (s: TaskState): WireState => STATE_TO_WIRE[s];
+
+export function stateFromWire(s: WireState): TaskState | undefined {
+  for (const [k, v] of Object.entries(STATE_TO_WIRE)) if (v === s) return k as TaskState;
+  return undefined;
+}
+
+const big = (n: number) => BigInt(Math.round(n));
+
+export function taskToWire(t: TaskRecord, options: { withPayload: boolean } = { withPayload: true }): Task {
+  return create(TaskSchema, {
+    id: t.id, queue: t.queue, type: t.type, payload: options.withPayload ? t.payload : new Uint8Array(),
+    contentType: t.contentType, metadata: t.metadata, state: stateToWire(t.state), priority: t.priority,
+    maxRetry: t.maxRetry, retried: t.retried, createdAtMs: big(t.createdAtMs), readyAtMs: big(t.readyAtMs),
+    timeoutMs: big(t.timeoutMs), deadlineAtMs: big(t.deadlineAtMs), expiresAtMs: big(t.expiresAtMs),
+    uniqueKey: t.uniqueKey, concurrencyKey: t.concurrencyKey, group: t.group, lastError: t.lastError,
+    lastFailedAtMs: big(t.lastFailedAtMs), finishedAtMs: big(t.finishedAtMs), result: t.result,
+    cancelReason: t.cancelReason, leaseId: t.leaseId, leaseExpiresAtMs: big(t.leaseExpiresAtMs),
+    retentionMs: big(t.retentionMs),
+  });
+}

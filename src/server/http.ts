@@ -1,0 +1,32 @@
+/** The node's HTTP port: Prometheus /metrics and /healthz (the dashboard mounts here too). */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { NodeMetrics } from "./metrics.js";
+
+export type HttpRoute = (req: IncomingMessage, res: ServerResponse) => Promise<boolean> | boolean;
+
+export function createHttpServer(metrics: NodeMetrics, health: () => object, extraRoutes: HttpRoute[] = []): Server {
+  return createServer((req, res) => {
+    void handle(req, res).catch(() => {
+      if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
+      res.end("internal error\n");
+    });
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? "/").split("?")[0];
+    if (req.method === "GET" && path === "/metrics") {
+      const body = await metrics.registry.metrics();
+      res.writeHead(200, { "content-type": metrics.registry.contentType });
+      res.end(body);
+      return;
+    }
+    if (req.method === "GET" && path === "/healthz") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ status: "ok", ...health() }));
+      return;
+    }
+    for (const route of extraRoutes) if (await route(req, res)) return;
+    res.writeHead(404, { "content-type": "text/plain" });
+    res.end("not found\n");
+  }
+}

@@ -1,0 +1,182 @@
+/**
+ * The composition root of one conveyor node: the only place that wires storage, the
+ * grain runtime, the ring and the gRPC/HTTP surfaces together.
+ */
+import * as grpc from "@grpc/grpc-js";
+import { randomUUID } from "node:crypto";
+import { join } from "node:path";
+import type { Server as HttpServer } from "node:http";
+import type { Logger } from "pino";
+import { systemClock, type Clock } from "../base/clock.js";
+import { systemRandom, type Random } from "../base/random.js";
+import { taskNotFound } from "../base/errors.js";
+import { Ring } from "../cluster/ring.js";
+import { Router } from "../cluster/router.js";
+import { GrainHost } from "../grains/runtime/grain-host.js";
+import { LeaseBroker } from "../grains/runtime/lease-broker.js";
+import { Database } from "../storage/database.js";
+import { TaskStore } from "../storage/task-store.js";
+import { AdminQueries } from "../storage/admin-queries.js";
+import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
+import { WorkerService } from "../gen/conveyor/v1/worker_service_pb.js";
+import { AdminService } from "../gen/conveyor/v1/admin_service_pb.js";
+import { addUnaryService } from "../rpc/server.js";
+import { grpcCodeOf } from "../rpc/status.js";
+import type { NodeConfig } from "./config.js";
+import { NodeMetrics } from "./metrics.js";
+import type { NodeContext } from "./node-context.js";
+import { taskService } from "./task-service.js";
+import { workerService } from "./worker-service.js";
+import { adminService } from "./admin-service.js";
+import { createHttpServer } from "./http.js";
+
+export interface NodeDeps {
+  config: NodeConfig;
+  logger: Logger;
+  clock?: Clock;
+  random?: Random;
+}
+
+export class ConveyorNode {
+  private constructor(
+    readonly grpcAddress: string,
+    readonly httpAddress: string,
+    private readonly parts: {
+      grpcServer: grpc.Server; httpServer: HttpServer; db: Database; host: GrainHost; broker: LeaseBroker;
+      stopJanitor: () => void; logger: Logger; config: NodeConfig;
+    },
+  ) {}
+
+  static async start(deps: NodeDeps): Promise<ConveyorNode> {
+    const { config, logger } = deps;
+    const clock = deps.clock ?? systemClock;
+    const random = deps.random ?? systemRandom;
+    const metrics = new NodeMetrics();
+    const db = new Database({ path: join(config.dataDir, "conveyor.db"), synchronous: config.sqliteSynchronous });
+    const store = new TaskStore(db, { deadRetentionMs: config.deadRetentionMs });
+    const queries = new AdminQueries(db);
+    const ring = new Ring([config.nodeId], 1);
+
+    let broker: LeaseBroker | undefined;
+    const host: GrainHost = new GrainHost({
+      store, clock, random, newLeaseId: randomUUID, core: { leaseTtlMs: config.leaseTtlMs },
+      idleMs: config.grainIdleTimeoutMs, logger,
+      hooks: {
+        onReady: (queue) => broker?.onReady(queue),
+        onEvents: (queue, events) => metrics.record(queue, events),
+      },
+      isPinned: (queue) => broker?.isPinned(queue) ?? false,
+      onLifecycle: (queue, event) => {
+        metrics.grainLifecycle.inc({ queue, event });
+      },
+    });
+    const router = new Router({
+      selfId: config.nodeId, ring: () => ring, localGrain: (q) => host.get(q),
+      queueOfTask: (id) => store.findIds([id]).get(id)?.queue,
+    });
+    broker = new LeaseBroker({ grainOf: (q) => router.grainFor(q), clock, random, waitersMax: config.leaseWaitersMax });
+    db.onRollback((error) => {
+      logger.error({ err: error }, "storage transaction rolled back; dropping grain memory");
+      host.deactivateAll("failed");
+    });
+
+    const ctx: NodeContext = {
+      config, clock, router, broker, store, queries, metrics,
+      taskDefaults: {
+        maxRetry: config.defaultMaxRetry, retentionMs: config.retentionMs,
+        backoffBaseMs: config.retryBackoffBaseMs, backoffMaxMs: config.retryBackoffMaxMs,
+      },
+      newTaskId: randomUUID,
+      grpcCode: grpcCodeOf,
+      committed: () => db.committed(),
+      getTaskOrThrow: (id) => store.getTask(id) ?? (() => { throw taskNotFound(id); })(),
+      async actOnTask(id, action) {
+        const error = router.grainForTask(id).act(id, action);
+        if (error) throw error;
+        await db.committed();
+        return store.getTask(id);
+      },
+    };
+
+    host.start();
+    for (const queue of queries.queuesWithUnfinishedTasks()) host.get(queue);
+    const stopJanitor = startJanitor(queries, clock, config.janitorIntervalMs, logger);
+
+    const grpcServer = new grpc.Server({
+      "grpc.keepalive_time_ms": 30_000,
+      "grpc.keepalive_timeout_ms": 10_000,
+      "grpc.max_receive_message_length": 64 * 1024 * 1024,
+    });
+    const onInternal = (method: string, error: unknown) => logger.error({ method, err: error }, "rpc failed with an internal error");
+    addUnaryService(grpcServer, TaskService, taskService(ctx), onInternal);
+    addUnaryService(grpcServer, WorkerService, workerService(ctx), onInternal);
+    addUnaryService(grpcServer, AdminService, adminService(ctx), onInternal);
+    const grpcPort = await new Promise<number>((resolve, reject) =>
+      grpcServer.bindAsync(config.listen, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))));
+
+    const health = () => ({ node: config.nodeId, grains: host.activeQueues().length, parkedLeases: broker!.parked });
+    const httpServer = createHttpServer(metrics, health);
+    const [httpHost, httpPortText] = splitHostPort(config.http);
+    await new Promise<void>((resolve, reject) => {
+      httpServer.once("error", reject);
+      httpServer.listen(Number(httpPortText), httpHost, () => resolve());
+    });
+    const httpAddr = httpServer.address();
+    const httpPort = typeof httpAddr === "object" && httpAddr ? httpAddr.port : Number(httpPortText);
+    metrics.sources.commits = () => db.commits;
+    metrics.sources.parkedLeases = () => broker!.parked;
+    metrics.sources.activeGrains = () => host.activeQueues().length;
+
+    const grpcAddress = `${splitHostPort(config.listen)[0]}:${grpcPort}`;
+    const httpAddress = `${httpHost}:${httpPort}`;
+    logger.info({ grpc: grpcAddress, http: httpAddress, dataDir: config.dataDir }, "conveyord listening");
+    return new ConveyorNode(grpcAddress, httpAddress, { grpcServer, httpServer, db, host, broker, stopJanitor, logger, config });
+  }
+
+  /**
+   * Graceful stop: refuse new calls, end parked Lease calls empty, let in-flight calls
+   * finish (up to the shutdown grace), commit, and close the data file.
+   */
+  async stop(): Promise<void> {
+    const { grpcServer, httpServer, db, host, broker, stopJanitor, logger, config } = this.parts;
+    stopJanitor();
+    broker.releaseAll();
+    await new Promise<void>((resolve) => {
+      const force = setTimeout(() => {
+        grpcServer.forceShutdown();
+        resolve();
+      }, config.shutdownGraceMs);
+      grpcServer.tryShutdown(() => {
+        clearTimeout(force);
+        resolve();
+      });
+    });
+    await new Promise<void>((resolve) => httpServer.close(() => resolve()));
+    httpServer.closeAllConnections();
+    host.stop();
+    db.close();
+    logger.info("conveyord stopped");
+  }
+}
+
+function startJanitor(queries: AdminQueries, clock: Clock, intervalMs: number, logger: Logger): () => void {
+  let cancel = () => {};
+  const run = () => {
+    try {
+      // Bounded batches keep each transaction short; a backlog drains over several runs.
+      const purged = queries.purgeFinished(clock.nowMs(), 5_000);
+      if (purged > 0) logger.debug({ purged }, "purged finished tasks past retention");
+    } catch (err) {
+      logger.error({ err }, "retention purge failed");
+    }
+    cancel = clock.setTimer(intervalMs, run);
+  };
+  cancel = clock.setTimer(intervalMs, run);
+  return () => cancel();
+}
+
+export function splitHostPort(address: string): [string, string] {
+  const i = address.lastIndexOf(":");
+  if (i <= 0) throw new Error(`expected HOST:PORT, got ${JSON.stringify(address)}`);
+  return [address.slice(0, i), address.slice(i + 1)];
+}

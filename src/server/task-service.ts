@@ -1,0 +1,102 @@
+/** TaskService: translates producer calls to grain operations. No logic lives here. */
+import { create } from "@bufbuild/protobuf";
+import { ConveyorError, invalidField } from "../base/errors.js";
+import type { EnqueueOutcome } from "../grains/queue/queue-core.js";
+import type { NewTask } from "../grains/queue/task.js";
+import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
+import { EnqueueResultSchema, ItemErrorSchema, type TaskSpec } from "../gen/conveyor/v1/task_pb.js";
+import type { UnaryImpl } from "../rpc/service-definition.js";
+import { stateToWire, taskToWire } from "./convert.js";
+import type { NodeContext } from "./node-context.js";
+import { BATCH_MAX, validateSpec } from "./validate.js";
+
+export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
+  const validate = (spec: TaskSpec | undefined, field: string) =>
+    validateSpec(spec, field, ctx.taskDefaults, ctx.clock.nowMs(), ctx.newTaskId);
+
+  /** Admits tasks queue by queue (one grain turn per queue), keeping request order. */
+  function admit(tasks: Array<NewTask | ConveyorError>, atomic: boolean): Array<EnqueueOutcome> {
+    const out: EnqueueOutcome[] = new Array(tasks.length);
+    const byQueue = new Map<string, number[]>();
+    tasks.forEach((t, i) => {
+      if (t instanceof ConveyorError) {
+        out[i] = { ok: false, error: t };
+        return;
+      }
+      const list = byQueue.get(t.queue) ?? [];
+      list.push(i);
+      byQueue.set(t.queue, list);
+    });
+    for (const [queue, indexes] of byQueue) {
+      const outcomes = ctx.router.grainFor(queue).enqueue(indexes.map((i) => tasks[i] as NewTask), atomic);
+      outcomes.forEach((o, k) => (out[indexes[k]!] = o));
+      const admitted = outcomes.filter((o) => o.ok && !o.existed).length;
+      if (admitted > 0) ctx.metrics.enqueued.inc({ queue }, admitted);
+    }
+    return out;
+  }
+
+  const toResult = (o: Extract<EnqueueOutcome, { ok: true }>, queue: string) =>
+    create(EnqueueResultSchema, { id: o.id, queue, state: stateToWire(o.state), existed: o.existed });
+
+  function checkBatchSize(n: number) {
+    if (n < 1 || n > BATCH_MAX) throw invalidField("tasks", `must hold 1..${BATCH_MAX} tasks, got ${n}`);
+  }
+
+  return {
+    async enqueue(call) {
+      const task = validate(call.request.task, "task");
+      const [outcome] = admit([task], false);
+      if (!outcome!.ok) throw outcome!.error;
+      await ctx.committed();
+      return { result: toResult(outcome!, task.queue) };
+    },
+
+    async enqueueBatch(call) {
+      checkBatchSize(call.request.tasks.length);
+      const tasks = call.request.tasks.map((spec, i) => {
+        try {
+          return validate(spec, `tasks[${i}]`);
+        } catch (e) {
+          if (e instanceof ConveyorError) return e;
+          throw e;
+        }
+      });
+      const outcomes = admit(tasks, false);
+      await ctx.committed();
+      return {
+        items: outcomes.map((o, i) => o.ok
+          ? { outcome: { case: "result" as const, value: toResult(o, (tasks[i] as NewTask).queue) } }
+          : { outcome: { case: "error" as const, value: create(ItemErrorSchema, {
+              code: ctx.grpcCode(o.error.code), reason: o.error.reason, message: o.error.message, field: o.error.field ?? "" }) } }),
+      };
+    },
+
+    async enqueueTx(call) {
+      checkBatchSize(call.request.tasks.length);
+      const tasks = call.request.tasks.map((spec, i) => validate(spec, `tasks[${i}]`));
+      const queue = tasks[0]!.queue;
+      const other = tasks.findIndex((t) => t.queue !== queue);
+      if (other >= 0) {
+        throw invalidField(`tasks[${other}].queue`, `EnqueueTx is atomic within one queue; got ${JSON.stringify(tasks[other]!.queue)} after ${JSON.stringify(queue)}`);
+      }
+      const outcomes = admit(tasks, true);
+      const failed = outcomes.findIndex((o) => !o.ok);
+      if (failed >= 0) {
+        const error = (outcomes[failed] as { error: ConveyorError }).error;
+        throw new ConveyorError(error.code, error.reason, `tasks[${failed}]: ${error.message} (nothing was enqueued)`, error.field);
+      }
+      await ctx.committed();
+      return { results: outcomes.map((o) => toResult(o as Extract<EnqueueOutcome, { ok: true }>, queue)) };
+    },
+
+    async getTask(call) {
+      return { task: taskToWire(ctx.getTaskOrThrow(call.request.id)) };
+    },
+
+    async cancelTask(call) {
+      const task = await ctx.actOnTask(call.request.id, "cancel");
+      return task ? { task: taskToWire(task) } : {};
+    },
+  };
+}

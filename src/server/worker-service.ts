@@ -1,0 +1,111 @@
+/** WorkerService: long-poll Lease, Heartbeat and Settle, translated to grain calls. */
+import { create } from "@bufbuild/protobuf";
+import { invalidField } from "../base/errors.js";
+import type { Settlement } from "../grains/queue/queue-core.js";
+import type { LeasedDelivery } from "../grains/queue/queue-grain.js";
+import type { Outcome } from "../grains/queue/task.js";
+import { ItemErrorSchema } from "../gen/conveyor/v1/task_pb.js";
+import { DeliverySchema, Outcome as WireOutcome, WorkerService } from "../gen/conveyor/v1/worker_service_pb.js";
+import type { UnaryImpl } from "../rpc/service-definition.js";
+import { taskToWire } from "./convert.js";
+import type { NodeContext } from "./node-context.js";
+import { BATCH_MAX, checkQueueName } from "./validate.js";
+
+const OUTCOMES: Partial<Record<WireOutcome, Outcome>> = {
+  [WireOutcome.SUCCESS]: "success",
+  [WireOutcome.RETRY]: "retry",
+  [WireOutcome.SKIP_RETRY]: "skip_retry",
+  [WireOutcome.RELEASED]: "released",
+};
+
+/** Groups items by queue, keeping each item's position. */
+function byQueue<T extends { queue: string }>(items: readonly T[]): Map<string, number[]> {
+  const groups = new Map<string, number[]>();
+  items.forEach((item, i) => {
+    const list = groups.get(item.queue) ?? [];
+    list.push(i);
+    groups.set(item.queue, list);
+  });
+  return groups;
+}
+
+export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService> {
+  const toDelivery = (d: LeasedDelivery) => create(DeliverySchema, {
+    leaseId: d.leaseId, queue: d.queue, leaseExpiresAtMs: BigInt(d.leaseExpiresAtMs),
+    deadlineAtMs: BigInt(d.deadlineAtMs), tasks: d.tasks.map((t) => taskToWire(t)),
+  });
+
+  /** Deliveries whose caller went away go straight back to pending, no retry spent. */
+  function releaseOrphans(deliveries: readonly LeasedDelivery[]): void {
+    for (const d of deliveries) {
+      ctx.router.grainFor(d.queue).settle(d.taskIds.map((taskId) => ({ leaseId: d.leaseId, taskId, outcome: "released" as const })));
+    }
+  }
+
+  return {
+    async lease(call) {
+      const req = call.request;
+      if (req.queues.length === 0) throw invalidField("queues", "name at least one queue");
+      const queues = req.queues.map((q, i) => ({ name: checkQueueName(q.queue, `queues[${i}].queue`), weight: q.weight || 1 }));
+      if (req.maxDeliveries < 1 || req.maxDeliveries > BATCH_MAX) {
+        throw invalidField("max_deliveries", `must be 1..${BATCH_MAX}, got ${req.maxDeliveries}`);
+      }
+      const abort = new AbortController();
+      call.on("cancelled", () => abort.abort());
+      const deliveries = await ctx.broker.lease({
+        queues, max: req.maxDeliveries, waitMs: Math.min(req.waitMs, ctx.config.leaseWaitMaxMs), signal: abort.signal,
+      });
+      await ctx.committed();
+      if (call.cancelled && deliveries.length > 0) {
+        releaseOrphans(deliveries);
+        return {};
+      }
+      return {
+        deliveries: deliveries.map(toDelivery),
+        leaseTtlMs: ctx.config.leaseTtlMs,
+        heartbeatIntervalMs: Math.max(50, Math.floor(ctx.config.leaseTtlMs / 3)),
+      };
+    },
+
+    async heartbeat(call) {
+      const leases = call.request.leases;
+      leases.forEach((l, i) => checkQueueName(l.queue, `leases[${i}].queue`));
+      const statuses = new Array(leases.length);
+      for (const [queue, indexes] of byQueue(leases)) {
+        const views = ctx.router.grainFor(queue).heartbeat(indexes.map((i) => leases[i]!.leaseId));
+        views.forEach((v, k) => {
+          statuses[indexes[k]!] = {
+            queue, leaseId: v.leaseId, held: v.held, cancelRequested: v.cancelRequested,
+            cancelReason: v.cancelReason, leaseExpiresAtMs: BigInt(v.leaseExpiresAtMs),
+          };
+        });
+      }
+      return { leases: statuses };
+    },
+
+    async settle(call) {
+      const items = call.request.settlements;
+      if (items.length > BATCH_MAX * 10) throw invalidField("settlements", `at most ${BATCH_MAX * 10} per call`);
+      // Validate everything first: a bad item must not leave the call half applied.
+      const settlements: Settlement[] = items.map((s, i) => {
+        checkQueueName(s.queue, `settlements[${i}].queue`);
+        const outcome = OUTCOMES[s.outcome];
+        if (!outcome) throw invalidField(`settlements[${i}].outcome`, "must be SUCCESS, RETRY, SKIP_RETRY or RELEASED");
+        return { leaseId: s.leaseId, taskId: s.taskId, outcome, result: s.result, error: s.error };
+      });
+      const results = new Array(items.length);
+      for (const [queue, indexes] of byQueue(items)) {
+        const errors = ctx.router.grainFor(queue).settle(indexes.map((i) => settlements[i]!));
+        errors.forEach((e, k) => {
+          const i = indexes[k]!;
+          results[i] = {
+            taskId: items[i]!.taskId,
+            ...(e ? { error: create(ItemErrorSchema, { code: ctx.grpcCode(e.code), reason: e.reason, message: e.message, field: e.field ?? "" }) } : {}),
+          };
+        });
+      }
+      await ctx.committed();
+      return { results };
+    },
+  };
+}

@@ -1,0 +1,87 @@
+/**
+ * Read-only queries for operators (ListQueues, ListTasks) and the retention janitor.
+ * They read SQLite directly rather than asking grains: counts and listings are about
+ * durable state, and reading them never activates a grain.
+ */
+import { TASK_STATES, type TaskRecord, type TaskState } from "../grains/queue/task.js";
+import type { Database } from "./database.js";
+import { rowToRecord, type TaskRow } from "./rows.js";
+
+export interface QueueSummary {
+  name: string;
+  paused: boolean;
+  keyLimit?: number;
+  counts: Record<TaskState, number>;
+}
+
+export interface TaskPage {
+  tasks: TaskRecord[];
+  /** Opaque cursor for the next page; empty on the last page. */
+  nextCursor: string;
+}
+
+export class AdminQueries {
+  private readonly stmt;
+
+  constructor(private readonly db: Database) {
+    const s = db.sqlite;
+    this.stmt = {
+      queues: s.prepare("SELECT name, paused, key_limit FROM queues ORDER BY name"),
+      counts: s.prepare("SELECT queue, state, COUNT(*) AS n FROM tasks GROUP BY queue, state"),
+      pageByState: s.prepare(`SELECT rowid AS cursor, * FROM tasks WHERE queue = ? AND state = ? AND rowid > ?
+        ORDER BY rowid LIMIT ?`),
+      pageAll: s.prepare("SELECT rowid AS cursor, * FROM tasks WHERE queue = ? AND rowid > ? ORDER BY rowid LIMIT ?"),
+      unfinishedQueues: s.prepare(`SELECT DISTINCT queue FROM tasks
+        WHERE state IN ('pending','scheduled','retry','active','aggregating')`),
+      purge: s.prepare(`DELETE FROM tasks WHERE rowid IN
+        (SELECT rowid FROM tasks WHERE purge_at > 0 AND purge_at <= ? LIMIT ?)`),
+    };
+  }
+
+  listQueues(): QueueSummary[] {
+    const summaries = new Map<string, QueueSummary>();
+    for (const row of this.stmt.queues.all() as Array<{ name: string; paused: number; key_limit: number | null }>) {
+      summaries.set(row.name, {
+        name: row.name, paused: row.paused === 1, counts: emptyCounts(),
+        ...(row.key_limit !== null ? { keyLimit: row.key_limit } : {}),
+      });
+    }
+    for (const row of this.stmt.counts.all() as Array<{ queue: string; state: TaskState; n: number }>) {
+      let summary = summaries.get(row.queue);
+      if (!summary) summaries.set(row.queue, (summary = { name: row.queue, paused: false, counts: emptyCounts() }));
+      summary.counts[row.state] = row.n;
+    }
+    return [...summaries.values()].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  queueExists(queue: string): boolean {
+    return this.listQueues().some((q) => q.name === queue);
+  }
+
+  listTasks(queue: string, state: TaskState | undefined, pageSize: number, cursor: string): TaskPage {
+    const after = cursor === "" ? 0 : Number(cursor);
+    if (!Number.isSafeInteger(after) || after < 0) throw new Error("bad cursor");
+    const rows = (state
+      ? this.stmt.pageByState.all(queue, state, after, pageSize + 1)
+      : this.stmt.pageAll.all(queue, after, pageSize + 1)) as Array<TaskRow & { cursor: number }>;
+    const page = rows.slice(0, pageSize);
+    return {
+      tasks: page.map(rowToRecord),
+      nextCursor: rows.length > pageSize ? String(page.at(-1)!.cursor) : "",
+    };
+  }
+
+  /** Queues with unfinished tasks: their grains are activated when the node starts. */
+  queuesWithUnfinishedTasks(): string[] {
+    return (this.stmt.unfinishedQueues.all() as Array<{ queue: string }>).map((r) => r.queue);
+  }
+
+  /** Deletes up to `limit` finished tasks whose retention is over; returns how many. */
+  purgeFinished(nowMs: number, limit: number): number {
+    return this.db.write(() => this.stmt.purge.run(nowMs, limit).changes);
+  }
+}
+
+function emptyCounts(): Record<TaskState, number> {
+  return Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as Record<TaskState, number>;
+}

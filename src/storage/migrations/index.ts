@@ -1,0 +1,15 @@
+/**
+ * Numbered schema migrations, applied in order, each in its own transaction, and
+ * recorded in `schema_migrations`. They are TypeScript modules holding SQL (rather than
+ * .sql files) so that `tsc` ships them in dist/ with no copy step.
+ * Never edit a released migration: add the next number.
+ */
+import { m001Init } from "./001-init.js";
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [m001Init];

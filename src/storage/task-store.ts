@@ -1,0 +1,158 @@
+/**
+ * The grain's durable store (the `QueueStore` port) over SQLite. Every statement is
+ * prepared once. Writes run inside the database's group-commit transaction.
+ */
+import type { Effect, TransitionOutcome } from "../grains/queue/effects.js";
+import type { QueueSettings, QueueStore } from "../grains/queue/ports.js";
+import type { TaskIndexEntry, TaskRecord, TaskState } from "../grains/queue/task.js";
+import type { Database } from "./database.js";
+import { rowToRecord, toBuffer, type TaskRow } from "./rows.js";
+
+const UNFINISHED = "('pending','scheduled','retry','active','aggregating')";
+
+export interface TaskStoreOptions {
+  /** How long archived and cancelled tasks are kept before the janitor deletes them. */
+  deadRetentionMs: number;
+}
+
+export class TaskStore implements QueueStore {
+  private readonly knownQueues = new Set<string>();
+  private readonly stmt;
+
+  constructor(private readonly db: Database, private readonly options: TaskStoreOptions) {
+    const s = db.sqlite;
+    this.stmt = {
+      /** Params: every column of a new task, in table order up to lease columns. */
+      insert: s.prepare(`INSERT INTO tasks (id, queue, type, payload, content_type, metadata, state, priority, seq,
+        max_retry, retried, created_at, ready_at, timeout_ms, deadline_at, expires_at, unique_key, unique_until,
+        concurrency_key, grp, backoff_base_ms, backoff_max_ms, retention_ms)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      /**
+       * Params: state, seq, retried, ready_at, lease_id, lease_expires_at, last_error?,
+       * last_failed_at?, finished_at?, result?, cancel_reason?, dead retention, id.
+       * NULL outcome fields keep the stored value. purge_at is set when the task finishes.
+       */
+      transition: s.prepare(`UPDATE tasks SET state = ?1, seq = ?2, retried = ?3, ready_at = ?4, lease_id = ?5,
+        lease_expires_at = ?6, last_error = COALESCE(?7, last_error), last_failed_at = COALESCE(?8, last_failed_at),
+        finished_at = COALESCE(?9, finished_at), result = COALESCE(?10, result),
+        cancel_reason = COALESCE(?11, cancel_reason),
+        purge_at = CASE ?1 WHEN 'completed' THEN COALESCE(?9, finished_at) + retention_ms
+                           WHEN 'archived' THEN COALESCE(?9, finished_at) + ?12
+                           WHEN 'cancelled' THEN COALESCE(?9, finished_at) + ?12
+                           ELSE 0 END
+        WHERE id = ?13`),
+      delete: s.prepare("DELETE FROM tasks WHERE id = ?"),
+      ensureQueue: s.prepare("INSERT OR IGNORE INTO queues (name, paused, created_at) VALUES (?, 0, ?)"),
+      setPaused: s.prepare(`INSERT INTO queues (name, paused, created_at) VALUES (?1, ?2, ?3)
+        ON CONFLICT (name) DO UPDATE SET paused = ?2`),
+      setKeyLimit: s.prepare(`INSERT INTO queues (name, key_limit, created_at) VALUES (?1, ?2, ?3)
+        ON CONFLICT (name) DO UPDATE SET key_limit = ?2`),
+      settings: s.prepare("SELECT paused, key_limit FROM queues WHERE name = ?"),
+      getTask: s.prepare("SELECT * FROM tasks WHERE id = ?"),
+      findId: s.prepare("SELECT queue, state FROM tasks WHERE id = ?"),
+      unfinished: s.prepare(`SELECT id, state, type, priority, seq, concurrency_key, ready_at, timeout_ms, deadline_at,
+        expires_at, unique_key, unique_until, retried, max_retry, backoff_base_ms, backoff_max_ms, lease_id,
+        lease_expires_at FROM tasks WHERE queue = ? AND state IN ${UNFINISHED}`),
+    };
+  }
+
+  loadUnfinished(queue: string): TaskIndexEntry[] {
+    return (this.stmt.unfinished.all(queue) as IndexRow[]).map(indexRowToEntry);
+  }
+
+  loadSettings(queue: string): QueueSettings {
+    const row = this.stmt.settings.get(queue) as { paused: number; key_limit: number | null } | undefined;
+    return row ? { paused: row.paused === 1, ...(row.key_limit !== null ? { keyLimit: row.key_limit } : {}) } : { paused: false };
+  }
+
+  findIds(ids: readonly string[]): Map<string, { queue: string; state: TaskState }> {
+    const found = new Map<string, { queue: string; state: TaskState }>();
+    for (const id of ids) {
+      const row = this.stmt.findId.get(id) as { queue: string; state: TaskState } | undefined;
+      if (row) found.set(id, row);
+    }
+    return found;
+  }
+
+  getTask(id: string): TaskRecord | undefined {
+    const row = this.stmt.getTask.get(id) as TaskRow | undefined;
+    return row && rowToRecord(row);
+  }
+
+  apply(queue: string, effects: readonly Effect[]): void {
+    this.db.write(() => {
+      for (const effect of effects) this.applyOne(queue, effect);
+    });
+  }
+
+  private applyOne(queue: string, effect: Effect): void {
+    switch (effect.kind) {
+      case "insert": {
+        this.ensureQueue(queue);
+        const { task: t, entry: e } = effect;
+        this.stmt.insert.run(t.id, queue, t.type, toBuffer(t.payload), t.contentType,
+          Object.keys(t.metadata).length > 0 ? JSON.stringify(t.metadata) : null, e.state, e.priority, e.seq,
+          e.maxRetry, effect.createdAtMs, e.readyAtMs, e.timeoutMs, e.deadlineAtMs, e.expiresAtMs, e.uniqueKey,
+          e.uniqueUntilMs, e.concurrencyKey, t.group, e.backoffBaseMs, e.backoffMaxMs, t.retentionMs);
+        return;
+      }
+      case "transition":
+        this.transition(effect.entry, effect.outcome);
+        return;
+      case "delete":
+        this.stmt.delete.run(effect.id);
+        return;
+      case "paused":
+        this.stmt.setPaused.run(queue, effect.paused ? 1 : 0, Date.now());
+        return;
+      default: {
+        const never: never = effect;
+        throw new Error(`unknown effect ${JSON.stringify(never)}`);
+      }
+    }
+  }
+
+  private transition(e: TaskIndexEntry, o: TransitionOutcome | undefined): void {
+    this.stmt.transition.run(e.state, e.seq, e.retried, e.readyAtMs, e.leaseId, e.leaseExpiresAtMs,
+      o?.lastError ?? null, o?.lastFailedAtMs ?? null, o?.finishedAtMs ?? null,
+      o?.result ? toBuffer(o.result) : null, o?.cancelReason ?? null, this.options.deadRetentionMs, e.id);
+  }
+
+  deleteTask(id: string): boolean {
+    return this.db.write(() => this.stmt.delete.run(id).changes > 0);
+  }
+
+  /** Stores a per-key concurrency limit (undefined clears it). */
+  setKeyLimit(queue: string, limit: number | undefined): void {
+    this.db.write(() => this.stmt.setKeyLimit.run(queue, limit ?? null, Date.now()));
+    this.knownQueues.add(queue);
+  }
+
+  /** Records that a queue exists (so ListQueues shows it before it has tasks). */
+  ensureQueue(queue: string): void {
+    if (this.knownQueues.has(queue)) return;
+    this.db.write(() => this.stmt.ensureQueue.run(queue, Date.now()));
+    this.knownQueues.add(queue);
+  }
+
+  committed(): Promise<void> {
+    return this.db.committed();
+  }
+}
+
+interface IndexRow {
+  id: string; state: TaskState; type: string; priority: number; seq: number; concurrency_key: string;
+  ready_at: number; timeout_ms: number; deadline_at: number; expires_at: number; unique_key: string;
+  unique_until: number; retried: number; max_retry: number; backoff_base_ms: number; backoff_max_ms: number;
+  lease_id: string; lease_expires_at: number;
+}
+
+function indexRowToEntry(r: IndexRow): TaskIndexEntry {
+  return {
+    id: r.id, state: r.state, type: r.type, priority: r.priority, seq: r.seq, concurrencyKey: r.concurrency_key,
+    readyAtMs: r.ready_at, timeoutMs: r.timeout_ms, deadlineAtMs: r.deadline_at, expiresAtMs: r.expires_at,
+    uniqueKey: r.unique_key, uniqueUntilMs: r.unique_until, retried: r.retried, maxRetry: r.max_retry,
+    backoffBaseMs: r.backoff_base_ms, backoffMaxMs: r.backoff_max_ms, leaseId: r.lease_id,
+    leaseExpiresAtMs: r.lease_expires_at,
+  };
+}
