@@ -39,9 +39,14 @@ export class RpcChannel {
       typed[m.localName] = (request: unknown, options: CallOptions = {}) =>
         new Promise((resolve, reject) => {
           const callOptions: grpc.CallOptions = options.timeoutMs ? { deadline: Date.now() + options.timeoutMs } : {};
-          const call = method(request, new grpc.Metadata(), callOptions, (err: grpc.ServiceError | null, res: unknown) =>
-            err ? reject(fromServiceError(err)) : resolve(res));
-          options.signal?.addEventListener("abort", () => call.cancel(), { once: true });
+          const { signal } = options;
+          const onAbort = () => call.cancel();
+          const call = method(request, new grpc.Metadata(), callOptions, (err: grpc.ServiceError | null, res: unknown) => {
+            signal?.removeEventListener("abort", onAbort);
+            if (err) reject(fromServiceError(err));
+            else resolve(res);
+          });
+          signal?.addEventListener("abort", onAbort, { once: true });
         });
     }
     return typed as UnaryClient<S>;

@@ -11,6 +11,9 @@ import { taskToWire } from "./convert.js";
 import type { NodeContext } from "./node-context.js";
 import { BATCH_MAX, checkQueueName } from "./validate.js";
 
+/** How long a draining worker's id is refused (longer than any Lease call in flight). */
+const DRAIN_REMEMBER_MS = 5 * 60_000;
+
 const OUTCOMES: Partial<Record<WireOutcome, Outcome>> = {
   [WireOutcome.SUCCESS]: "success",
   [WireOutcome.RETRY]: "retry",
@@ -53,7 +56,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
       const abort = new AbortController();
       call.on("cancelled", () => abort.abort());
       const deliveries = await ctx.broker.lease({
-        queues, max: req.maxDeliveries, waitMs: Math.min(req.waitMs, ctx.config.leaseWaitMaxMs), signal: abort.signal,
+        workerId: req.workerId, queues, max: req.maxDeliveries, waitMs: Math.min(req.waitMs, ctx.config.leaseWaitMaxMs), signal: abort.signal,
       });
       await ctx.committed();
       if (call.cancelled && deliveries.length > 0) {
@@ -93,6 +96,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
         if (!outcome) throw invalidField(`settlements[${i}].outcome`, "must be SUCCESS, RETRY, SKIP_RETRY or RELEASED");
         return { leaseId: s.leaseId, taskId: s.taskId, outcome, result: s.result, error: s.error };
       });
+      if (call.request.workerDraining) ctx.broker.drain(call.request.workerId, DRAIN_REMEMBER_MS);
       const results = new Array(items.length);
       for (const [queue, indexes] of byQueue(items)) {
         const errors = ctx.router.grainFor(queue).settle(indexes.map((i) => settlements[i]!));

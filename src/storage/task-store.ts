@@ -28,25 +28,25 @@ export class TaskStore implements QueueStore {
         concurrency_key, grp, backoff_base_ms, backoff_max_ms, retention_ms)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       /**
-       * Params: state, seq, retried, ready_at, lease_id, lease_expires_at, last_error?,
-       * last_failed_at?, finished_at?, result?, cancel_reason?, dead retention, id.
-       * NULL outcome fields keep the stored value. purge_at is set when the task finishes.
+       * Writes an entry's new state and lease columns. NULL outcome fields keep the
+       * stored value; purge_at is set when the task reaches a final state.
        */
-      transition: s.prepare(`UPDATE tasks SET state = ?1, seq = ?2, retried = ?3, ready_at = ?4, lease_id = ?5,
-        lease_expires_at = ?6, last_error = COALESCE(?7, last_error), last_failed_at = COALESCE(?8, last_failed_at),
-        finished_at = COALESCE(?9, finished_at), result = COALESCE(?10, result),
-        cancel_reason = COALESCE(?11, cancel_reason),
-        purge_at = CASE ?1 WHEN 'completed' THEN COALESCE(?9, finished_at) + retention_ms
-                           WHEN 'archived' THEN COALESCE(?9, finished_at) + ?12
-                           WHEN 'cancelled' THEN COALESCE(?9, finished_at) + ?12
-                           ELSE 0 END
-        WHERE id = ?13`),
+      transition: s.prepare(`UPDATE tasks SET state = @state, seq = @seq, retried = @retried, ready_at = @readyAt,
+        lease_id = @leaseId, lease_expires_at = @leaseExpiresAt,
+        last_error = COALESCE(@lastError, last_error), last_failed_at = COALESCE(@lastFailedAt, last_failed_at),
+        finished_at = COALESCE(@finishedAt, finished_at), result = COALESCE(@result, result),
+        cancel_reason = COALESCE(@cancelReason, cancel_reason),
+        purge_at = CASE @state WHEN 'completed' THEN COALESCE(@finishedAt, finished_at) + retention_ms
+                               WHEN 'archived' THEN COALESCE(@finishedAt, finished_at) + @deadRetention
+                               WHEN 'cancelled' THEN COALESCE(@finishedAt, finished_at) + @deadRetention
+                               ELSE 0 END
+        WHERE id = @id`),
       delete: s.prepare("DELETE FROM tasks WHERE id = ?"),
       ensureQueue: s.prepare("INSERT OR IGNORE INTO queues (name, paused, created_at) VALUES (?, 0, ?)"),
-      setPaused: s.prepare(`INSERT INTO queues (name, paused, created_at) VALUES (?1, ?2, ?3)
-        ON CONFLICT (name) DO UPDATE SET paused = ?2`),
-      setKeyLimit: s.prepare(`INSERT INTO queues (name, key_limit, created_at) VALUES (?1, ?2, ?3)
-        ON CONFLICT (name) DO UPDATE SET key_limit = ?2`),
+      setPaused: s.prepare(`INSERT INTO queues (name, paused, created_at) VALUES (@name, @value, @now)
+        ON CONFLICT (name) DO UPDATE SET paused = @value`),
+      setKeyLimit: s.prepare(`INSERT INTO queues (name, key_limit, created_at) VALUES (@name, @value, @now)
+        ON CONFLICT (name) DO UPDATE SET key_limit = @value`),
       settings: s.prepare("SELECT paused, key_limit FROM queues WHERE name = ?"),
       getTask: s.prepare("SELECT * FROM tasks WHERE id = ?"),
       findId: s.prepare("SELECT queue, state FROM tasks WHERE id = ?"),
@@ -103,7 +103,7 @@ export class TaskStore implements QueueStore {
         this.stmt.delete.run(effect.id);
         return;
       case "paused":
-        this.stmt.setPaused.run(queue, effect.paused ? 1 : 0, Date.now());
+        this.stmt.setPaused.run({ name: queue, value: effect.paused ? 1 : 0, now: Date.now() });
         return;
       default: {
         const never: never = effect;
@@ -113,9 +113,12 @@ export class TaskStore implements QueueStore {
   }
 
   private transition(e: TaskIndexEntry, o: TransitionOutcome | undefined): void {
-    this.stmt.transition.run(e.state, e.seq, e.retried, e.readyAtMs, e.leaseId, e.leaseExpiresAtMs,
-      o?.lastError ?? null, o?.lastFailedAtMs ?? null, o?.finishedAtMs ?? null,
-      o?.result ? toBuffer(o.result) : null, o?.cancelReason ?? null, this.options.deadRetentionMs, e.id);
+    this.stmt.transition.run({
+      id: e.id, state: e.state, seq: e.seq, retried: e.retried, readyAt: e.readyAtMs, leaseId: e.leaseId,
+      leaseExpiresAt: e.leaseExpiresAtMs, lastError: o?.lastError ?? null, lastFailedAt: o?.lastFailedAtMs ?? null,
+      finishedAt: o?.finishedAtMs ?? null, result: o?.result ? toBuffer(o.result) : null,
+      cancelReason: o?.cancelReason ?? null, deadRetention: this.options.deadRetentionMs,
+    });
   }
 
   deleteTask(id: string): boolean {
@@ -124,7 +127,7 @@ export class TaskStore implements QueueStore {
 
   /** Stores a per-key concurrency limit (undefined clears it). */
   setKeyLimit(queue: string, limit: number | undefined): void {
-    this.db.write(() => this.stmt.setKeyLimit.run(queue, limit ?? null, Date.now()));
+    this.db.write(() => this.stmt.setKeyLimit.run({ name: queue, value: limit ?? null, now: Date.now() }));
     this.knownQueues.add(queue);
   }
 

@@ -20,6 +20,8 @@ export interface LeaseQueue {
 }
 
 export interface LeaseCall {
+  /** The calling worker; a draining worker gets nothing. */
+  workerId: string;
   queues: readonly LeaseQueue[];
   max: number;
   waitMs: number;
@@ -45,10 +47,13 @@ export class LeaseBroker {
   private readonly waiters = new Map<string, Set<Waiter>>();
   private waiterCount = 0;
   private readonly serveScheduled = new Set<string>();
+  /** Workers that announced a graceful stop, until when they are refused. */
+  private readonly draining = new Map<string, number>();
 
   constructor(private readonly options: LeaseBrokerOptions) {}
 
   async lease(call: LeaseCall): Promise<LeasedDelivery[]> {
+    if (this.isDraining(call.workerId)) return [];
     const now = this.take(call.queues, call.max);
     if (now.length > 0 || call.waitMs <= 0 || call.signal?.aborted) return now;
     if (this.waiterCount >= this.options.waitersMax) {
@@ -76,6 +81,25 @@ export class LeaseBroker {
       this.serveScheduled.delete(queue);
       this.serve(queue);
     });
+  }
+
+  /**
+   * A worker is stopping: its parked calls end empty and its calls for the next
+   * `forMs` get nothing. Called before its released tasks are applied, so a Lease call
+   * of that worker still in flight can never take them back.
+   */
+  drain(workerId: string, forMs: number): void {
+    const nowMs = this.options.clock.nowMs();
+    for (const [id, untilMs] of this.draining) if (untilMs <= nowMs) this.draining.delete(id);
+    this.draining.set(workerId, nowMs + forMs);
+    for (const set of [...this.waiters.values()]) {
+      for (const w of [...set]) if (w.call.workerId === workerId) this.finish(w, []);
+    }
+  }
+
+  private isDraining(workerId: string): boolean {
+    const untilMs = this.draining.get(workerId);
+    return untilMs !== undefined && untilMs > this.options.clock.nowMs();
   }
 
   /** True while parked calls wait on `queue` (its grain must stay in memory). */

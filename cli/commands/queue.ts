@@ -1,0 +1,60 @@
+/** `conveyor queue ls|pause|resume`: AdminService queue views and switches. */
+import type { Command } from "commander";
+import {
+  AdminService,
+  ListQueuesResponseSchema,
+  PauseQueueResponseSchema,
+  ResumeQueueResponseSchema,
+  type QueueInfo,
+} from "../../src/gen/conveyor/v1/admin_service_pb.js";
+import type { CliContext } from "../context.js";
+import { printJson, printLine, printTable, toPlain } from "../output.js";
+
+const COUNT_COLUMNS = ["scheduled", "pending", "aggregating", "active", "retry", "completed", "archived", "cancelled"] as const;
+
+export function registerQueueCommands(program: Command, ctx: CliContext): void {
+  const queue = program.command("queue").description("inspect, pause and resume queues");
+
+  queue
+    .command("ls")
+    .description("list queues with the number of tasks in each state")
+    .action(async (_opts: unknown, cmd: Command) => {
+      const s = ctx.session(cmd);
+      const res = await s.client(AdminService).listQueues({}, s.call);
+      if (s.json) return printJson(s.io, toPlain(ListQueuesResponseSchema, res));
+      if (res.queues.length === 0) return printLine(s.io, "no queues");
+      printTable(
+        s.io,
+        ["QUEUE", "PAUSED", ...COUNT_COLUMNS.map((c) => c.toUpperCase())],
+        res.queues.map(queueRow),
+        ["left", "left", ...COUNT_COLUMNS.map(() => "right" as const)],
+      );
+    });
+
+  queue
+    .command("pause")
+    .description("stop dispatching the queue's tasks (enqueueing still works)")
+    .argument("<queue>", "queue name")
+    .action(async (name: string, _opts: unknown, cmd: Command) => {
+      const s = ctx.session(cmd);
+      const res = await s.client(AdminService).pauseQueue({ queue: name }, s.call);
+      if (s.json) return printJson(s.io, toPlain(PauseQueueResponseSchema, res));
+      printLine(s.io, `queue ${res.queue?.name ?? name} paused`);
+    });
+
+  queue
+    .command("resume")
+    .description("dispatch the queue's tasks again")
+    .argument("<queue>", "queue name")
+    .action(async (name: string, _opts: unknown, cmd: Command) => {
+      const s = ctx.session(cmd);
+      const res = await s.client(AdminService).resumeQueue({ queue: name }, s.call);
+      if (s.json) return printJson(s.io, toPlain(ResumeQueueResponseSchema, res));
+      printLine(s.io, `queue ${res.queue?.name ?? name} resumed`);
+    });
+}
+
+function queueRow(q: QueueInfo): string[] {
+  const counts = q.counts;
+  return [q.name, q.paused ? "yes" : "no", ...COUNT_COLUMNS.map((c) => String(counts?.[c] ?? 0n))];
+}

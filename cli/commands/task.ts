@@ -1,0 +1,152 @@
+/** `conveyor task ls|get|cancel|delete|run|archive|retry`: AdminService task views and actions. */
+import { Option, type Command } from "commander";
+import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
+import {
+  AdminService,
+  AdminServiceCancelTaskResponseSchema,
+  AdminServiceGetTaskResponseSchema,
+  ArchiveTaskResponseSchema,
+  DeleteTaskResponseSchema,
+  ListTasksResponseSchema,
+  RetryTaskResponseSchema,
+  RunTaskResponseSchema,
+} from "../../src/gen/conveyor/v1/admin_service_pb.js";
+import { TaskState, type Task } from "../../src/gen/conveyor/v1/task_pb.js";
+import type { CliContext, Session } from "../context.js";
+import { intArg, STATE_BY_NAME, STATE_NAMES, stateName } from "../options.js";
+import {
+  formatBody,
+  formatDuration,
+  formatInstant,
+  orDash,
+  printFields,
+  printJson,
+  printLine,
+  printTable,
+  relativeTime,
+  toPlain,
+  truncate,
+} from "../output.js";
+
+interface ListOptions {
+  state?: string;
+  limit: number;
+  pageToken?: string;
+}
+
+export function registerTaskCommands(program: Command, ctx: CliContext): void {
+  const task = program.command("task").description("inspect tasks and act on them");
+
+  task
+    .command("ls")
+    .description("list a queue's tasks, oldest first")
+    .argument("<queue>", "queue name")
+    .addOption(new Option("--state <state>", "only tasks in this state").choices(STATE_NAMES))
+    .option("--limit <n>", "tasks per page, 1..1000", intArg(1, 1000), 50)
+    .option("--page-token <token>", "continue from a previous page")
+    .action(async (queue: string, opts: ListOptions, cmd: Command) => {
+      const s = ctx.session(cmd);
+      const res = await s.client(AdminService).listTasks({
+        queue,
+        state: opts.state === undefined ? TaskState.UNSPECIFIED : STATE_BY_NAME[opts.state]!,
+        pageSize: opts.limit,
+        pageToken: opts.pageToken ?? "",
+      }, s.call);
+      if (s.json) return printJson(s.io, toPlain(ListTasksResponseSchema, res));
+      if (res.tasks.length === 0) {
+        printLine(s.io, `no ${opts.state ? `${opts.state} ` : ""}tasks in queue ${queue}`);
+      } else {
+        const now = Date.now();
+        printTable(
+          s.io,
+          ["ID", "TYPE", "STATE", "PRIORITY", "RETRIED", "CREATED", "LAST ERROR"],
+          res.tasks.map((t) => [
+            t.id,
+            t.type,
+            stateName(t.state),
+            String(t.priority),
+            `${t.retried}/${t.maxRetry}`,
+            relativeTime(Number(t.createdAtMs), now),
+            truncate(t.lastError, 40),
+          ]),
+          ["left", "left", "left", "right", "right", "left", "left"],
+        );
+      }
+      if (res.nextPageToken !== "") printLine(s.io, `more: --page-token ${res.nextPageToken}`);
+    });
+
+  task
+    .command("get")
+    .description("show every field of a task")
+    .argument("<id>", "task id")
+    .action(async (id: string, _opts: unknown, cmd: Command) => {
+      const s = ctx.session(cmd);
+      const res = await s.client(AdminService).getTask({ id }, s.call);
+      if (s.json) return printJson(s.io, toPlain(AdminServiceGetTaskResponseSchema, res));
+      if (res.task) printFields(s.io, taskFields(res.task));
+    });
+
+  const action = <Desc extends DescMessage>(
+    name: string,
+    description: string,
+    schema: Desc,
+    call: (s: Session, id: string) => Promise<MessageShape<Desc>>,
+    describe: (id: string, task: Task | undefined) => string,
+  ) =>
+    task
+      .command(name)
+      .description(description)
+      .argument("<id>", "task id")
+      .action(async (id: string, _opts: unknown, cmd: Command) => {
+        const s = ctx.session(cmd);
+        const res = await call(s, id);
+        if (s.json) return printJson(s.io, toPlain(schema, res));
+        printLine(s.io, describe(id, (res as { task?: Task }).task));
+      });
+
+  const nowIn = (id: string, t: Task | undefined) => `task ${id} is now ${t ? stateName(t.state) : "pending"}`;
+  action("cancel", "cancel a task that has not finished", AdminServiceCancelTaskResponseSchema,
+    (s, id) => s.client(AdminService).cancelTask({ id }, s.call), (id) => `task ${id} cancelled`);
+  action("delete", "delete a task that is not running", DeleteTaskResponseSchema,
+    (s, id) => s.client(AdminService).deleteTask({ id }, s.call), (id) => `task ${id} deleted`);
+  action("run", "make a scheduled or retry task pending now", RunTaskResponseSchema,
+    (s, id) => s.client(AdminService).runTask({ id }, s.call), nowIn);
+  action("archive", "move a scheduled, pending or retry task to the dead letter", ArchiveTaskResponseSchema,
+    (s, id) => s.client(AdminService).archiveTask({ id }, s.call), (id) => `task ${id} archived`);
+  action("retry", "give an archived or cancelled task a fresh set of retries", RetryTaskResponseSchema,
+    (s, id) => s.client(AdminService).retryTask({ id }, s.call), nowIn);
+}
+
+/** Every field of a task, for `task get`. */
+export function taskFields(t: Task, nowMs: number = Date.now()): Array<[string, string]> {
+  const at = (ms: bigint) => formatInstant(ms, nowMs);
+  const metadata = Object.entries(t.metadata).map(([k, v]) => `${k}=${v}`);
+  return [
+    ["id", t.id],
+    ["queue", t.queue],
+    ["type", t.type],
+    ["state", stateName(t.state)],
+    ["priority", String(t.priority)],
+    ["retried", String(t.retried)],
+    ["max retry", String(t.maxRetry)],
+    ["created", at(t.createdAtMs)],
+    ["ready at", at(t.readyAtMs)],
+    ["timeout", formatDuration(t.timeoutMs)],
+    ["deadline", at(t.deadlineAtMs)],
+    ["expires at", at(t.expiresAtMs)],
+    ["unique key", orDash(t.uniqueKey)],
+    ["concurrency key", orDash(t.concurrencyKey)],
+    ["group", orDash(t.group)],
+    ["last error", orDash(t.lastError)],
+    ["last failed", at(t.lastFailedAtMs)],
+    ["finished", at(t.finishedAtMs)],
+    ["cancel reason", orDash(t.cancelReason)],
+    ["lease", orDash(t.leaseId)],
+    ["lease expires", at(t.leaseExpiresAtMs)],
+    ["retention", formatDuration(t.retentionMs)],
+    ["content type", orDash(t.contentType)],
+    ["metadata", metadata.length === 0 ? "-" : metadata.join("\n")],
+    ["payload", formatBody(t.payload, t.contentType)],
+    ["result", formatBody(t.result, "")],
+  ];
+}

@@ -1,0 +1,191 @@
+/**
+ * Printing: tables and key/value listings for people, plain JSON for machines, and
+ * the time formatting both share.
+ */
+import Table from "cli-table3";
+import type { DescField, DescMessage, MessageShape } from "@bufbuild/protobuf";
+import { formatDurationMs } from "../src/base/duration.js";
+
+/** Where the CLI writes; process streams by default, swappable for tests. */
+export interface Io {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+export const processIo: Io = {
+  out: (text) => void process.stdout.write(text),
+  err: (text) => void process.stderr.write(text),
+};
+
+export function printLine(io: Io, text: string): void {
+  io.out(`${text}\n`);
+}
+
+// ---------------------------------------------------------------------------------
+// Tables and listings
+
+export type Align = "left" | "right";
+
+/** A colourless table; `align` per column, left by default. */
+export function printTable(io: Io, head: string[], rows: string[][], align: Align[] = []): void {
+  const table = new Table({
+    head,
+    style: { head: [], border: [] },
+    // No rule between body rows.
+    chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" },
+    colAligns: head.map((_, i) => align[i] ?? "left"),
+  });
+  table.push(...rows);
+  printLine(io, table.toString());
+}
+
+/** `key: value` lines with aligned values; multi-line values go below their key, indented. */
+export function printFields(io: Io, fields: Array<[string, string]>): void {
+  const width = Math.max(...fields.map(([key]) => key.length)) + 2;
+  for (const [key, value] of fields) {
+    if (value.includes("\n")) {
+      printLine(io, `${key}:`);
+      printLine(io, value.split("\n").map((l) => `  ${l}`).join("\n"));
+    } else {
+      printLine(io, `${`${key}:`.padEnd(width)}${value}`);
+    }
+  }
+}
+
+/** The first line of `text`, cut to `max` characters; an ellipsis marks anything left out. */
+export function truncate(text: string, max: number): string {
+  const line = text.split("\n", 1)[0] ?? "";
+  if (line === text && line.length <= max) return line;
+  return `${line.slice(0, max - 1)}…`;
+}
+
+/** "-" for an empty string. */
+export const orDash = (text: string): string => (text === "" ? "-" : text);
+
+// ---------------------------------------------------------------------------------
+// Time
+
+/** A duration cut to its two largest units: 93784000 → "1d2h", 5400 → "5s". */
+export function coarseDuration(ms: number): string {
+  if (ms < 60_000) return formatDurationMs(Math.floor(ms / 1000) * 1000);
+  const parts = formatDurationMs(ms).match(/\d+[a-z]+/g) ?? [];
+  return parts.slice(0, 2).join("");
+}
+
+/** "5s ago", "in 2m30s", "just now". */
+export function relativeTime(atMs: number, nowMs: number = Date.now()): string {
+  const diff = nowMs - atMs;
+  if (Math.abs(diff) < 1000) return "just now";
+  return diff > 0 ? `${coarseDuration(diff)} ago` : `in ${coarseDuration(-diff)}`;
+}
+
+/** An epoch-ms instant as ISO plus relative ("2030-01-01T00:00:00.000Z (in 3d4h)"); "-" for zero. */
+export function formatInstant(atMs: bigint, nowMs: number = Date.now()): string {
+  if (atMs === 0n) return "-";
+  const ms = Number(atMs);
+  return `${new Date(ms).toISOString()} (${relativeTime(ms, nowMs)})`;
+}
+
+/** A duration in ms as "1m30s"; `zero` for 0. */
+export function formatDuration(ms: bigint, zero = "none"): string {
+  return ms === 0n ? zero : formatDurationMs(Number(ms));
+}
+
+// ---------------------------------------------------------------------------------
+// Bytes
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** The bytes as text if they are valid UTF-8. */
+export function decodeUtf8(bytes: Uint8Array): string | undefined {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A payload or result for people: pretty JSON when the content type says JSON or the
+ * text parses as JSON, else the text, else base64.
+ */
+export function formatBody(bytes: Uint8Array, contentType: string): string {
+  if (bytes.byteLength === 0) return "-";
+  const text = decodeUtf8(bytes);
+  if (text === undefined) return `${Buffer.from(bytes).toString("base64")} (base64, ${bytes.byteLength} bytes)`;
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (/json/i.test(contentType) || (parsed !== null && typeof parsed === "object")) return JSON.stringify(parsed, null, 2);
+  } catch {
+    // Not JSON: show the text.
+  }
+  return text;
+}
+
+// ---------------------------------------------------------------------------------
+// JSON
+
+export type Plain = null | boolean | number | string | Plain[] | { [key: string]: Plain };
+
+/**
+ * A readable plain shape of a protobuf message: every field under its JSON name
+ * (defaults included), 64-bit integers as numbers, bytes as UTF-8 text (base64 when
+ * not valid UTF-8), enum values as lowercase names ("pending"), no $typeName.
+ */
+export function toPlain<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): { [key: string]: Plain } {
+  const source = message as unknown as Record<string, unknown>;
+  const result: { [key: string]: Plain } = {};
+  for (const field of schema.fields) {
+    let value: unknown;
+    if (field.oneof) {
+      const selected = source[field.oneof.localName] as { case?: string; value?: unknown } | undefined;
+      if (selected?.case !== field.localName) continue;
+      value = selected.value;
+    } else {
+      value = source[field.localName];
+    }
+    if (value === undefined) continue;
+    result[field.jsonName] = fieldToPlain(field, value);
+  }
+  return result;
+}
+
+function fieldToPlain(field: DescField, value: unknown): Plain {
+  switch (field.fieldKind) {
+    case "scalar":
+      return scalarToPlain(value);
+    case "enum":
+      return enumToPlain(field.enum.value, value as number);
+    case "message":
+      return toPlain(field.message, value as never);
+    case "list":
+      return (value as unknown[]).map((item) =>
+        field.listKind === "message" ? toPlain(field.message, item as never)
+          : field.listKind === "enum" ? enumToPlain(field.enum.value, item as number)
+          : scalarToPlain(item));
+    case "map": {
+      const out: { [key: string]: Plain } = {};
+      for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+        out[k] = field.mapKind === "message" ? toPlain(field.message, v as never)
+          : field.mapKind === "enum" ? enumToPlain(field.enum.value, v as number)
+          : scalarToPlain(v);
+      }
+      return out;
+    }
+  }
+}
+
+function enumToPlain(values: Record<number, { localName: string } | undefined>, n: number): Plain {
+  const name = values[n]?.localName;
+  return name === undefined ? n : name.toLowerCase();
+}
+
+function scalarToPlain(value: unknown): Plain {
+  if (typeof value === "bigint") return Number(value);
+  if (value instanceof Uint8Array) return decodeUtf8(value) ?? Buffer.from(value).toString("base64");
+  return value as Plain;
+}
+
+export function printJson(io: Io, value: Plain): void {
+  printLine(io, JSON.stringify(value, null, 2));
+}

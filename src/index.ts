@@ -1,0 +1,10 @@
+/** The conveyor SDK: what `import { ... } from "conveyor"` gives you. */
+export { Client, type ClientOptions, type TaskInfo } from "./sdk/client.js";
+export { Worker, type WorkerOptions } from "./sdk/worker.js";
+export { Mux, type Handler, type HandlerContext } from "./sdk/mux.js";
+export { skipRetry, isSkipRetry, ConveyorError } from "./sdk/errors.js";
+export {
+  newTask, json, bytes,
+  type NewTaskSpec, type Payload, type EnqueueOptions, type TaskView, type TaskState, type Duration,
+} from "./sdk/task.js";
+export type { ErrorCode, ErrorReason } from "./base/errors.js";

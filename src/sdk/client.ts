@@ -1,0 +1,142 @@
+/**
+ * The producer client. Concurrent `enqueue` calls made in the same event-loop turn are
+ * coalesced into one EnqueueBatch RPC (a lone call goes out as a plain Enqueue), so a
+ * producer with many calls in flight pays one round trip per turn, not per task.
+ */
+import { ConveyorError } from "../base/errors.js";
+import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
+import type { EnqueueResult, TaskSpec } from "../gen/conveyor/v1/task_pb.js";
+import { RpcChannel } from "../rpc/client.js";
+import type { UnaryClient } from "../rpc/service-definition.js";
+import { stateName, toSpec, toTaskView, type EnqueueOptions, type NewTaskSpec, type TaskState, type TaskView } from "./task.js";
+
+export interface ClientOptions {
+  /** host:port; default $CONVEYOR_SERVER or 127.0.0.1:7233. */
+  address?: string;
+  /** Deadline of each RPC; default 30 s. */
+  timeoutMs?: number;
+}
+
+/** The answer to an enqueue. */
+export interface TaskInfo {
+  id: string;
+  queue: string;
+  state: TaskState;
+  /** True when `taskId` named an existing task: nothing new was stored. */
+  existed: boolean;
+}
+
+interface Pending {
+  spec: TaskSpec;
+  resolve: (info: TaskInfo) => void;
+  reject: (error: unknown) => void;
+}
+
+const BATCH_MAX = 1000;
+
+export const defaultAddress = () => process.env.CONVEYOR_SERVER || "127.0.0.1:7233";
+
+export class Client {
+  private readonly channel: RpcChannel;
+  private readonly tasks: UnaryClient<typeof TaskService>;
+  private readonly timeoutMs: number;
+  private pending: Pending[] = [];
+  private flushScheduled = false;
+
+  constructor(options: ClientOptions = {}) {
+    this.channel = new RpcChannel({ address: options.address ?? defaultAddress() });
+    this.tasks = this.channel.service(TaskService);
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+  }
+
+  /** Enqueues one task; resolves once it is durably stored. */
+  enqueue(task: NewTaskSpec, options: EnqueueOptions = {}): Promise<TaskInfo> {
+    let spec: TaskSpec;
+    try {
+      spec = toSpec(task, options);
+    } catch (e) {
+      return Promise.reject(new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD", (e as Error).message));
+    }
+    return new Promise((resolve, reject) => {
+      this.pending.push({ spec, resolve, reject });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  /** Enqueues many tasks in one call; each item succeeds or fails on its own. */
+  async enqueueBatch(items: ReadonlyArray<{ task: NewTaskSpec; options?: EnqueueOptions }>): Promise<Array<TaskInfo | ConveyorError>> {
+    const out: Array<TaskInfo | ConveyorError> = [];
+    for (let i = 0; i < items.length; i += BATCH_MAX) {
+      const chunk = items.slice(i, i + BATCH_MAX).map((it) => toSpec(it.task, it.options));
+      const res = await this.tasks.enqueueBatch({ tasks: chunk }, { timeoutMs: this.timeoutMs });
+      for (const item of res.items) {
+        out.push(item.outcome.case === "result"
+          ? toInfo(item.outcome.value)
+          : new ConveyorError(codeName(item.outcome.value?.code ?? 13), (item.outcome.value?.reason ?? "INTERNAL") as never,
+              item.outcome.value?.message ?? "unknown error", item.outcome.value?.field || undefined));
+      }
+    }
+    return out;
+  }
+
+  /** Enqueues up to 1000 tasks of one queue all-or-nothing. */
+  async enqueueTx(items: ReadonlyArray<{ task: NewTaskSpec; options?: EnqueueOptions }>): Promise<TaskInfo[]> {
+    const res = await this.tasks.enqueueTx({ tasks: items.map((it) => toSpec(it.task, it.options)) }, { timeoutMs: this.timeoutMs });
+    return res.results.map(toInfo);
+  }
+
+  async getTask(id: string): Promise<TaskView> {
+    const res = await this.tasks.getTask({ id }, { timeoutMs: this.timeoutMs });
+    return toTaskView(res.task!);
+  }
+
+  async cancelTask(id: string): Promise<TaskView> {
+    const res = await this.tasks.cancelTask({ id }, { timeoutMs: this.timeoutMs });
+    return toTaskView(res.task!);
+  }
+
+  close(): void {
+    this.channel.close();
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    const pending = this.pending;
+    this.pending = [];
+    if (pending.length === 1) {
+      const [p] = pending;
+      this.tasks.enqueue({ task: p!.spec }, { timeoutMs: this.timeoutMs }).then((r) => p!.resolve(toInfo(r.result!)), p!.reject);
+      return;
+    }
+    for (let i = 0; i < pending.length; i += BATCH_MAX) this.sendBatch(pending.slice(i, i + BATCH_MAX));
+  }
+
+  private sendBatch(batch: Pending[]): void {
+    this.tasks.enqueueBatch({ tasks: batch.map((p) => p.spec) }, { timeoutMs: this.timeoutMs }).then(
+      (res) => res.items.forEach((item, i) => {
+        const p = batch[i]!;
+        if (item.outcome.case === "result") p.resolve(toInfo(item.outcome.value));
+        else {
+          const e = item.outcome.value;
+          // The batch names items as tasks[i]; a coalesced caller sent one task, so say "task".
+          const message = (e?.message ?? "unknown error").replace(/^tasks\[\d+\]/, "task");
+          p.reject(new ConveyorError(codeName(e?.code ?? 13), (e?.reason ?? "INTERNAL") as never, message,
+            e?.field ? e.field.replace(/^tasks\[\d+\]/, "task") : undefined));
+        }
+      }),
+      (error: unknown) => batch.forEach((p) => p.reject(error)),
+    );
+  }
+}
+
+function toInfo(r: EnqueueResult): TaskInfo {
+  return { id: r.id, queue: r.queue, state: stateName(r.state), existed: r.existed };
+}
+
+const CODE_NAMES: Record<number, ConveyorError["code"]> = {
+  3: "INVALID_ARGUMENT", 5: "NOT_FOUND", 6: "ALREADY_EXISTS", 9: "FAILED_PRECONDITION", 8: "RESOURCE_EXHAUSTED", 14: "UNAVAILABLE",
+};
+export const codeName = (code: number): ConveyorError["code"] => CODE_NAMES[code] ?? "INTERNAL";

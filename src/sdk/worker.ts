@@ -1,0 +1,265 @@
+/**
+ * The worker: leases deliveries with a long poll, runs them through a Mux with a total
+ * concurrency bound, heartbeats its leases at the server's interval, and settles
+ * outcomes in batches.
+ *
+ * - One Lease call is in flight at a time, asking for as many deliveries as there are
+ *   free slots; it parks on the server until work exists, so pickup needs no polling.
+ * - Outcomes finished in the same event-loop turn go out in one Settle call.
+ * - A lost lease, a cancel request, the attempt's deadline or `stop()` abort the
+ *   handler's AbortSignal. A lost or cancelled attempt is not settled (the server has
+ *   moved on); a settle that cannot reach the server is retried until it does or the
+ *   lease lapses (then the server retries the task: at-least-once).
+ * - `stop()` stops leasing, waits up to `graceMs` for running handlers, then releases
+ *   the rest (RELEASED: back to pending at once, no retry spent).
+ */
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import { ConveyorError } from "../base/errors.js";
+import { Outcome as WireOutcome, WorkerService, type Delivery, type Settlement } from "../gen/conveyor/v1/worker_service_pb.js";
+import { RpcChannel } from "../rpc/client.js";
+import type { UnaryClient } from "../rpc/service-definition.js";
+import { defaultAddress } from "./client.js";
+import { isSkipRetry } from "./errors.js";
+import { encodeResult, type Mux } from "./mux.js";
+import { toTaskView } from "./task.js";
+
+export interface WorkerOptions {
+  mux: Mux;
+  /** host:port; default $CONVEYOR_SERVER or 127.0.0.1:7233. */
+  address?: string;
+  /** Queue names (weight 1 each) or a map of queue → weight. Default { default: 1 }. */
+  queues?: readonly string[] | Record<string, number>;
+  /** Deliveries run at once; default 10. */
+  concurrency?: number;
+  /** How long one Lease call parks on the server; default 30 s. */
+  leaseWaitMs?: number;
+  workerId?: string;
+  /** Called for errors the worker handles itself (lost connection, failed settle). */
+  onError?: (error: unknown, context: string) => void;
+}
+
+interface Running {
+  delivery: Delivery;
+  controller: AbortController;
+  /** Set when the outcome must not be reported (lease lost, cancelled, released by stop). */
+  abandoned: boolean;
+}
+
+const RECONNECT_BASE_MS = 100;
+const RECONNECT_MAX_MS = 5_000;
+
+export class Worker {
+  readonly workerId: string;
+  private readonly channel: RpcChannel;
+  private readonly rpc: UnaryClient<typeof WorkerService>;
+  private readonly queues: Array<{ queue: string; weight: number }>;
+  private readonly concurrency: number;
+  private readonly leaseWaitMs: number;
+  private readonly running = new Map<string, Running>();
+  private readonly outbox: Settlement[] = [];
+  private flushScheduled = false;
+  private settling = 0;
+  private stopping = false;
+  private leaseAbort = new AbortController();
+  private slotFreed: (() => void) | undefined;
+  private heartbeatMs = 10_000;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private loop: Promise<void> | undefined;
+  private drained: (() => void) | undefined;
+
+  constructor(private readonly options: WorkerOptions) {
+    this.workerId = options.workerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+    this.channel = new RpcChannel({ address: options.address ?? defaultAddress() });
+    this.rpc = this.channel.service(WorkerService);
+    const q = options.queues ?? ["default"];
+    this.queues = Array.isArray(q)
+      ? q.map((queue) => ({ queue, weight: 1 }))
+      : Object.entries(q).map(([queue, weight]) => ({ queue, weight }));
+    if (this.queues.length === 0) throw new Error("Worker: name at least one queue");
+    this.concurrency = options.concurrency ?? 10;
+    if (!Number.isInteger(this.concurrency) || this.concurrency < 1) throw new Error("Worker: concurrency must be a positive integer");
+    this.leaseWaitMs = options.leaseWaitMs ?? 30_000;
+  }
+
+  /** Starts leasing in the background. */
+  start(): this {
+    if (this.loop) throw new Error("Worker already started");
+    this.loop = this.leaseLoop();
+    return this;
+  }
+
+  /** Handlers running now. */
+  get inFlight(): number {
+    return this.running.size;
+  }
+
+  /**
+   * Graceful stop: no new leases; running handlers get `graceMs` to finish, then the
+   * rest are aborted and released without spending a retry.
+   */
+  async stop(options: { graceMs?: number } = {}): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.leaseAbort.abort();
+    this.slotFreed?.();
+    await this.loop;
+    if (this.running.size > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, options.graceMs ?? 10_000);
+        this.drained = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    for (const [leaseId, r] of this.running) {
+      r.abandoned = true;
+      r.controller.abort(new Error("worker stopping: task released"));
+      for (const t of r.delivery.tasks) {
+        this.outbox.push(settlement(r.delivery, t.id, WireOutcome.RELEASED, new Uint8Array(), ""));
+      }
+      this.running.delete(leaseId);
+    }
+    // Always sent, even with nothing to release: it also fences off a Lease call of
+    // ours that may still reach the server after this point.
+    await this.flushSettles(true);
+    while (this.settling > 0) await new Promise((resolve) => setImmediate(resolve));
+    clearTimeout(this.heartbeatTimer);
+    this.channel.close();
+  }
+
+  private async leaseLoop(): Promise<void> {
+    let failures = 0;
+    while (!this.stopping) {
+      const free = this.concurrency - this.running.size;
+      if (free <= 0) {
+        await new Promise<void>((resolve) => (this.slotFreed = resolve));
+        this.slotFreed = undefined;
+        continue;
+      }
+      try {
+        const res = await this.rpc.lease(
+          { workerId: this.workerId, queues: this.queues, maxDeliveries: free, waitMs: this.leaseWaitMs },
+          { timeoutMs: this.leaseWaitMs + 15_000, signal: this.leaseAbort.signal },
+        );
+        failures = 0;
+        if (res.heartbeatIntervalMs > 0) this.heartbeatMs = res.heartbeatIntervalMs;
+        for (const d of res.deliveries) this.run(d);
+      } catch (error) {
+        if (this.stopping) break;
+        this.report(error, "lease");
+        failures += 1;
+        await sleep(jitter(Math.min(RECONNECT_MAX_MS, RECONNECT_BASE_MS * 2 ** Math.min(failures, 10))));
+      }
+    }
+  }
+
+  private run(delivery: Delivery): void {
+    const controller = new AbortController();
+    const entry: Running = { delivery, controller, abandoned: false };
+    this.running.set(delivery.leaseId, entry);
+    this.armHeartbeat();
+    const deadlineMs = Number(delivery.deadlineAtMs);
+    const deadlineTimer = deadlineMs > 0
+      ? setTimeout(() => controller.abort(new Error("deadline exceeded")), Math.max(0, deadlineMs - Date.now()))
+      : undefined;
+    void this.execute(delivery, controller.signal, deadlineMs).then((outcome) => {
+      clearTimeout(deadlineTimer);
+      if (!entry.abandoned) {
+        this.running.delete(delivery.leaseId);
+        this.outbox.push(...outcome);
+        this.scheduleFlush();
+      }
+      this.slotFreed?.();
+      if (this.running.size === 0) this.drained?.();
+    });
+  }
+
+  /** Runs the handler and turns its return or throw into settlements. */
+  private async execute(delivery: Delivery, signal: AbortSignal, deadlineMs: number): Promise<Settlement[]> {
+    const task = delivery.tasks[0]!;
+    const handler = this.options.mux.handlerFor(task.type);
+    if (!handler) {
+      return [settlement(delivery, task.id, WireOutcome.RETRY, new Uint8Array(), `no handler registered for task type ${JSON.stringify(task.type)}`)];
+    }
+    try {
+      const value = await handler(toTaskView(task), {
+        signal, deadline: deadlineMs > 0 ? new Date(deadlineMs) : undefined, leaseId: delivery.leaseId,
+      });
+      return [settlement(delivery, task.id, WireOutcome.SUCCESS, encodeResult(value), "")];
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      return [settlement(delivery, task.id, isSkipRetry(error) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, new Uint8Array(), message)];
+    }
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      void this.flushSettles();
+    });
+  }
+
+  /** Sends every queued outcome in one call; retries while the server is unreachable. */
+  private async flushSettles(draining = false): Promise<void> {
+    if (this.outbox.length === 0 && !draining) return;
+    const batch = this.outbox.splice(0, this.outbox.length);
+    this.settling += 1;
+    try {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const res = await this.rpc.settle({ workerId: this.workerId, settlements: batch, workerDraining: draining }, { timeoutMs: 30_000 });
+          for (const r of res.results) if (r.error) this.report(new ConveyorError("FAILED_PRECONDITION", "LEASE_NOT_HELD", r.error.message), "settle");
+          return;
+        } catch (error) {
+          this.report(error, "settle");
+          if (!(error instanceof ConveyorError) || error.code !== "UNAVAILABLE" || attempt >= 20) return;
+          await sleep(jitter(Math.min(RECONNECT_MAX_MS, RECONNECT_BASE_MS * 2 ** attempt)));
+        }
+      }
+    } finally {
+      this.settling -= 1;
+    }
+  }
+
+  private armHeartbeat(): void {
+    if (this.heartbeatTimer || this.running.size === 0) return;
+    this.heartbeatTimer = setTimeout(() => {
+      this.heartbeatTimer = undefined;
+      void this.heartbeat().finally(() => this.armHeartbeat());
+    }, this.heartbeatMs);
+  }
+
+  private async heartbeat(): Promise<void> {
+    const leases = [...this.running.values()].map((r) => ({ queue: r.delivery.queue, leaseId: r.delivery.leaseId }));
+    if (leases.length === 0) return;
+    try {
+      const res = await this.rpc.heartbeat({ workerId: this.workerId, leases }, { timeoutMs: this.heartbeatMs });
+      for (const status of res.leases) {
+        if (status.held && !status.cancelRequested) continue;
+        const r = this.running.get(status.leaseId);
+        if (!r) continue;
+        r.abandoned = true;
+        this.running.delete(status.leaseId);
+        r.controller.abort(new Error(status.cancelRequested ? `task cancelled (${status.cancelReason})` : "lease lost"));
+        this.slotFreed?.();
+      }
+    } catch (error) {
+      this.report(error, "heartbeat");
+    }
+  }
+
+  private report(error: unknown, context: string): void {
+    this.options.onError?.(error, context);
+  }
+}
+
+function settlement(d: Delivery, taskId: string, outcome: WireOutcome, result: Uint8Array, error: string): Settlement {
+  return { $typeName: "conveyor.v1.Settlement", queue: d.queue, leaseId: d.leaseId, taskId, outcome, result, error };
+}
+
+const jitter = (ms: number) => ms / 2 + Math.random() * (ms / 2);
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -1,0 +1,128 @@
+/**
+ * Starts a real conveyord process on 127.0.0.1 with a temp data dir (ephemeral ports),
+ * for integration tests. Waits for its "conveyord listening" log line, never sleeps.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+
+export const REPO_ROOT = resolve(import.meta.dirname, "../..");
+const DAEMON = join(REPO_ROOT, "bin/conveyord.js");
+
+export interface NodeProcessOptions {
+  /** Extra settings passed as --set key=value (e.g. { lease_ttl: "1s" }). */
+  settings?: Record<string, string>;
+  /** Reuse a data dir (for restart tests). */
+  dataDir?: string;
+  /** Reuse fixed ports (for restart tests); default ephemeral. */
+  grpcPort?: number;
+  httpPort?: number;
+}
+
+export class NodeProcess {
+  private exited: Promise<number | null>;
+  readonly logs: string[] = [];
+
+  private constructor(
+    readonly child: ChildProcess,
+    readonly dataDir: string,
+    readonly grpcAddress: string,
+    readonly httpAddress: string,
+    private readonly options: NodeProcessOptions,
+  ) {
+    this.exited = new Promise((resolve) => child.once("exit", (code) => resolve(code)));
+  }
+
+  static async start(options: NodeProcessOptions = {}): Promise<NodeProcess> {
+    const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "conveyor-test-"));
+    const args = [DAEMON, "--data-dir", dataDir, "--listen", `127.0.0.1:${options.grpcPort ?? 0}`,
+      "--http", `127.0.0.1:${options.httpPort ?? 0}`, "--log-level", "info"];
+    for (const [k, v] of Object.entries(options.settings ?? {})) args.push("--set", `${k}=${v}`);
+    const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
+    const logs: string[] = [];
+    let stderr = "";
+    child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+    const lines = createInterface({ input: child.stdout! });
+    const listening = await new Promise<{ grpc: string; http: string }>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`conveyord did not start in 20s; stderr: ${stderr}`)), 20_000);
+      child.once("exit", (code) => {
+        clearTimeout(timer);
+        reject(new Error(`conveyord exited with ${code} before listening; stderr: ${stderr}`));
+      });
+      lines.on("line", (line) => {
+        logs.push(line);
+        try {
+          const entry = JSON.parse(line) as { msg?: string; grpc?: string; http?: string };
+          if (entry.msg === "conveyord listening") {
+            clearTimeout(timer);
+            resolve({ grpc: entry.grpc!, http: entry.http! });
+          }
+        } catch {
+          // not JSON: ignore
+        }
+      });
+    });
+    const node = new NodeProcess(child, dataDir, listening.grpc, listening.http, options);
+    node.logs.push(...logs);
+    lines.on("line", (line) => node.logs.push(line));
+    return node;
+  }
+
+  get grpcPort(): number {
+    return Number(this.grpcAddress.split(":").pop());
+  }
+
+  get httpPort(): number {
+    return Number(this.httpAddress.split(":").pop());
+  }
+
+  /** kill -9: no shutdown code runs. */
+  async kill(): Promise<void> {
+    this.child.kill("SIGKILL");
+    await this.exited;
+  }
+
+  /** SIGTERM and wait for a clean exit; returns the exit code. */
+  async stop(): Promise<number | null> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return this.child.exitCode;
+    this.child.kill("SIGTERM");
+    return this.exited;
+  }
+
+  /** Starts a new process on the same data dir and ports. */
+  restart(extra: NodeProcessOptions = {}): Promise<NodeProcess> {
+    return NodeProcess.start({ ...this.options, ...extra, dataDir: this.dataDir, grpcPort: this.grpcPort, httpPort: this.httpPort });
+  }
+
+  async metrics(): Promise<string> {
+    const res = await fetch(`http://${this.httpAddress}/metrics`);
+    return res.text();
+  }
+
+  /** Removes the data dir (after the process is gone). */
+  cleanup(): void {
+    rmSync(this.dataDir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Polls `probe` until it returns a value that is not undefined. For observing another
+ * process's state (there is no in-process signal to await); the timeout message names
+ * what was expected and what was last seen.
+ */
+export async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const start = Date.now();
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}; last error: ${String(last)}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
