@@ -173,7 +173,7 @@ describe("task lifecycle", () => {
       throw signal.reason;
     });
     const info = await sdk.client.enqueue(newTask("long", json({})), { queue });
-    const worker = sdk.worker(mux, { queues: [queue]});
+    const worker = sdk.worker(mux, { queues: [queue] });
     await started.promise;
     await worker.stop({ graceMs: 0 });
     expect(String(await aborted.promise)).toContain("worker stopping");
