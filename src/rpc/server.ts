@@ -13,16 +13,22 @@ export function addUnaryService<S extends GenService<GenServiceMethods>>(
   service: S,
   impl: UnaryImpl<S>,
   onInternal: (method: string, error: unknown) => void,
+  observe?: (method: string, code: grpc.status, seconds: number) => void,
 ): void {
   const handlers: grpc.UntypedServiceImplementation = {};
   for (const [name, fn] of Object.entries(impl as Record<string, (call: unknown) => Promise<unknown>>)) {
     handlers[name] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+      const started = performance.now();
       fn(call).then(
-        (response) => callback(null, response),
+        (response) => {
+          callback(null, response);
+          observe?.(name, grpc.status.OK, (performance.now() - started) / 1000);
+        },
         (error: unknown) => {
           const status = toServiceError(error);
           if (status.code === grpc.status.INTERNAL) onInternal(name, error);
           callback(status);
+          observe?.(name, status.code ?? grpc.status.UNKNOWN, (performance.now() - started) / 1000);
         },
       );
     };

@@ -108,9 +108,11 @@ export class ConveyorNode {
       "grpc.max_receive_message_length": 64 * 1024 * 1024,
     });
     const onInternal = (method: string, error: unknown) => logger.error({ method, err: error }, "rpc failed with an internal error");
-    addUnaryService(grpcServer, TaskService, taskService(ctx), onInternal);
-    addUnaryService(grpcServer, WorkerService, workerService(ctx), onInternal);
-    addUnaryService(grpcServer, AdminService, adminService(ctx), onInternal);
+    const observe = (method: string, code: grpc.status, seconds: number) =>
+      metrics.rpcSeconds.observe({ method, code: grpc.status[code] ?? String(code) }, seconds);
+    addUnaryService(grpcServer, TaskService, taskService(ctx), onInternal, observe);
+    addUnaryService(grpcServer, WorkerService, workerService(ctx), onInternal, observe);
+    addUnaryService(grpcServer, AdminService, adminService(ctx), onInternal, observe);
     const grpcPort = await new Promise<number>((resolve, reject) =>
       grpcServer.bindAsync(config.listen, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))));
 
