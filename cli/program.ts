@@ -11,6 +11,8 @@ import { formatDurationMs } from "../src/base/duration.js";
 import { registerEnqueueCommand } from "./commands/enqueue.js";
 import { registerQueueCommands } from "./commands/queue.js";
 import { registerTaskCommands } from "./commands/task.js";
+import { registerConcurrencyCommands } from "./commands/concurrency.js";
+import { registerRateLimitCommands } from "./commands/ratelimit.js";
 import { addGlobalOptions, CliContext, installGlobalOptions, type GlobalOptions } from "./context.js";
 
 export type CommandGroup = (program: Command, ctx: CliContext) => void;
@@ -19,6 +21,8 @@ export const COMMAND_GROUPS: readonly CommandGroup[] = [
   registerQueueCommands,
   registerTaskCommands,
   registerEnqueueCommand,
+  registerConcurrencyCommands,
+  registerRateLimitCommands,
 ];
 
 /**
@@ -28,7 +32,7 @@ export const COMMAND_GROUPS: readonly CommandGroup[] = [
 export function buildProgram(ctx: CliContext = new CliContext(), groups: readonly CommandGroup[] = COMMAND_GROUPS): Command {
   const program = new Command()
     .name("conveyor")
-    .description("Operate a conveyor cluster: queues, tasks, enqueueing.")
+    .description("Operate a conveyor cluster: queues, tasks, enqueueing, limits.")
     .enablePositionalOptions()
     .exitOverride()
     .configureOutput({ writeOut: (t) => ctx.io.out(t), writeErr: (t) => ctx.io.err(t) })

@@ -18,6 +18,7 @@ export type ErrorReason =
   | "INVALID_FIELD"
   | "TASK_NOT_FOUND"
   | "QUEUE_NOT_FOUND"
+  | "LIMIT_NOT_FOUND"
   | "UNIQUE_KEY_CONFLICT"
   | "TASK_ID_CONFLICT"
   | "LEASE_NOT_HELD"

@@ -1,6 +1,7 @@
 /** AdminService: operator reads (from storage) and actions (through the owning grain). */
 import { create } from "@bufbuild/protobuf";
-import { invalidField } from "../base/errors.js";
+import { ConveyorError, invalidField } from "../base/errors.js";
+import { defaultRateLimit } from "./config.js";
 import { AdminService, QueueInfoSchema, type QueueInfo } from "../gen/conveyor/v1/admin_service_pb.js";
 import { TaskState as WireState } from "../gen/conveyor/v1/task_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
@@ -15,13 +16,19 @@ const PAGE_SIZE_MAX = 1000;
 
 export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
   const toQueueInfo = (q: QueueSummary): QueueInfo => create(QueueInfoSchema, {
-    name: q.name, paused: q.paused, owner: ctx.router.ownerOf(q.name),
+    name: q.name, paused: q.paused, owner: ctx.router.ownerOf(q.name), concurrencyLimit: q.keyLimit ?? 0,
     counts: Object.fromEntries(Object.entries(q.counts).map(([k, v]) => [k, BigInt(v)])),
   });
 
   function queueInfo(name: string): QueueInfo {
     const found = ctx.queries.listQueues().find((q) => q.name === name);
     return toQueueInfo(found ?? { name, paused: false, counts: { scheduled: 0, pending: 0, aggregating: 0, active: 0, retry: 0, completed: 0, archived: 0, cancelled: 0 } });
+  }
+
+  /** A limit with the live counts of its grain, when the grain is in memory. */
+  function concurrencyLimit(queue: string, max: number) {
+    const stats = ctx.host.peek(queue)?.stats();
+    return { queue, max, inFlight: stats?.inflightKeyed ?? 0, held: stats?.held ?? 0 };
   }
 
   async function setPaused(queue: string, paused: boolean) {
@@ -67,5 +74,63 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
     runTask: (call) => act(call.request.id, "run"),
     archiveTask: (call) => act(call.request.id, "archive"),
     retryTask: (call) => act(call.request.id, "retry"),
+
+    async setQueueConcurrencyLimit(call) {
+      const queue = checkQueueName(call.request.queue, "queue");
+      const max = call.request.max;
+      if (max < 1) throw invalidField("max", `must be at least 1, got ${max}`);
+      ctx.store.setKeyLimit(queue, max);
+      ctx.router.grainFor(queue).setKeyLimit(max);
+      await ctx.committed();
+      return { limit: concurrencyLimit(queue, max) };
+    },
+
+    async deleteQueueConcurrencyLimit(call) {
+      const queue = checkQueueName(call.request.queue, "queue");
+      if (ctx.queries.listQueues().find((q) => q.name === queue)?.keyLimit === undefined) {
+        throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${JSON.stringify(queue)} has no concurrency limit`);
+      }
+      ctx.store.setKeyLimit(queue, undefined);
+      ctx.router.grainFor(queue).setKeyLimit(undefined);
+      await ctx.committed();
+      return {};
+    },
+
+    async listConcurrencyLimits() {
+      return {
+        limits: ctx.queries.listQueues().filter((q) => q.keyLimit !== undefined).map((q) => concurrencyLimit(q.name, q.keyLimit!)),
+      };
+    },
+
+    async setQueueRateLimit(call) {
+      const queue = checkQueueName(call.request.queue, "queue");
+      const { ratePerSec } = call.request;
+      if (!(ratePerSec > 0) || !Number.isFinite(ratePerSec)) throw invalidField("rate_per_sec", `must be greater than 0, got ${ratePerSec}`);
+      const burst = call.request.burst || Math.max(1, Math.ceil(ratePerSec));
+      const spec = { ratePerSec, burst };
+      ctx.store.setRateLimit(queue, spec);
+      ctx.router.grainFor(queue).setRateLimit(spec);
+      await ctx.committed();
+      return { limit: { queue, ...spec } };
+    },
+
+    async deleteQueueRateLimit(call) {
+      const queue = checkQueueName(call.request.queue, "queue");
+      if (ctx.queries.listQueues().find((q) => q.name === queue)?.rateLimit === undefined) {
+        throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${JSON.stringify(queue)} has no rate limit override`);
+      }
+      ctx.store.setRateLimit(queue, undefined);
+      ctx.router.grainFor(queue).setRateLimit(undefined);
+      await ctx.committed();
+      return {};
+    },
+
+    async listRateLimits() {
+      const fallback = defaultRateLimit(ctx.config);
+      return {
+        limits: ctx.queries.listQueues().filter((q) => q.rateLimit !== undefined).map((q) => ({ queue: q.name, ...q.rateLimit! })),
+        ...(fallback ? { defaultLimit: { queue: "", ...fallback } } : {}),
+      };
+    },
   };
 }

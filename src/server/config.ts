@@ -32,6 +32,16 @@ export interface NodeConfig {
   retryBackoffMaxMs: number;
   /** SIGTERM waits this long for in-flight calls before closing. */
   shutdownGraceMs: number;
+  /** Default rate limit of every queue without an override; 0 = unlimited. */
+  rateLimitRatePerSec: number;
+  /** Burst of the default rate limit; 0 = max(1, ceil(rate)). */
+  rateLimitBurst: number;
+}
+
+/** The server-wide default rate limit, if one is configured. */
+export function defaultRateLimit(config: NodeConfig): { ratePerSec: number; burst: number } | undefined {
+  if (config.rateLimitRatePerSec <= 0) return undefined;
+  return { ratePerSec: config.rateLimitRatePerSec, burst: config.rateLimitBurst || Math.max(1, Math.ceil(config.rateLimitRatePerSec)) };
 }
 
 export const DEFAULT_CONFIG: NodeConfig = {
@@ -52,9 +62,11 @@ export const DEFAULT_CONFIG: NodeConfig = {
   retryBackoffBaseMs: 1_000,
   retryBackoffMaxMs: 3_600_000,
   shutdownGraceMs: 10_000,
+  rateLimitRatePerSec: 0,
+  rateLimitBurst: 0,
 };
 
-type Kind = "string" | "duration" | "int" | "sync";
+type Kind = "string" | "duration" | "int" | "number" | "sync";
 /** Every setting: its yaml key, env var, and how to parse it. */
 const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind }> = [
   { key: "listen", yaml: "listen", kind: "string" },
@@ -74,6 +86,8 @@ const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind }> = [
   { key: "retryBackoffBaseMs", yaml: "retry_backoff_base", kind: "duration" },
   { key: "retryBackoffMaxMs", yaml: "retry_backoff_max", kind: "duration" },
   { key: "shutdownGraceMs", yaml: "shutdown_grace", kind: "duration" },
+  { key: "rateLimitRatePerSec", yaml: "rate_limit_rate_per_sec", kind: "number" },
+  { key: "rateLimitBurst", yaml: "rate_limit_burst", kind: "int" },
 ];
 
 /** The yaml keys, for `conveyord --help`. */
@@ -95,6 +109,11 @@ function parseValue(kind: Kind, name: string, raw: unknown): string | number {
     case "int": {
       const n = Number(text);
       if (!Number.isInteger(n) || n < 0) throw new Error(`${name}: expected a non-negative integer, got ${JSON.stringify(raw)}`);
+      return n;
+    }
+    case "number": {
+      const n = Number(text);
+      if (!Number.isFinite(n) || n < 0) throw new Error(`${name}: expected a non-negative number, got ${JSON.stringify(raw)}`);
       return n;
     }
     case "sync":
@@ -130,6 +149,9 @@ export function loadConfig(options: { file?: string; env?: NodeJS.ProcessEnv; ov
   }
   const result = config as unknown as NodeConfig;
   if (!result.nodeId) result.nodeId = result.listen;
+  if (result.rateLimitBurst > 0 && result.rateLimitRatePerSec === 0) {
+    throw new Error("rate_limit_burst is set but rate_limit_rate_per_sec is not");
+  }
   if (result.leaseTtlMs < 100) throw new Error(`lease_ttl must be at least 100ms, got ${result.leaseTtlMs}ms`);
   return result;
 }

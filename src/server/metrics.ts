@@ -12,11 +12,17 @@ export class NodeMetrics {
   readonly dispatched = new Counter({ name: "conveyor_tasks_dispatched_total", help: "Deliveries handed to workers.", labelNames: ["queue"] as const, registers: [this.registry] });
   readonly finished = new Counter({ name: "conveyor_tasks_finished_total", help: "Tasks that reached a final state or a retry.", labelNames: ["queue", "outcome"] as const, registers: [this.registry] });
   readonly leasesExpired = new Counter({ name: "conveyor_leases_expired_total", help: "Leases reclaimed because their worker stopped heartbeating.", labelNames: ["queue"] as const, registers: [this.registry] });
+  readonly rateLimited = new Counter({ name: "conveyor_rate_limited_total", help: "Dispatch cycles stopped by the queue's rate limit.", labelNames: ["queue"] as const, registers: [this.registry] });
   readonly throttled = new Counter({ name: "conveyor_concurrency_throttled_total", help: "Dispatch cycles that held a task back because its concurrency key was saturated.", labelNames: ["queue"] as const, registers: [this.registry] });
   readonly grainLifecycle = new Counter({ name: "conveyor_grain_lifecycle_total", help: "Grain activations and deactivations by reason.", labelNames: ["queue", "event"] as const, registers: [this.registry] });
   readonly rpcSeconds = new Histogram({ name: "conveyor_rpc_duration_seconds", help: "RPC handling time.", labelNames: ["method", "code"] as const, buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5, 30, 60], registers: [this.registry] });
   /** Read at scrape time; the composition root points them at the live parts. */
-  readonly sources = { parkedLeases: () => 0, activeGrains: () => 0, commits: () => 0 };
+  readonly sources = {
+    parkedLeases: () => 0,
+    activeGrains: () => 0,
+    commits: () => 0,
+    concurrency: (): Array<{ queue: string; inFlight: number; held: number }> => [],
+  };
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
@@ -25,6 +31,10 @@ export class NodeMetrics {
       collect() { this.set(sources.parkedLeases()); } });
     new Gauge({ name: "conveyor_grains_active", help: "Queue grains in memory.", registers: [this.registry],
       collect() { this.set(sources.activeGrains()); } });
+    new Gauge({ name: "conveyor_concurrency_in_flight", help: "Keyed tasks running now, per queue (grains in memory).", labelNames: ["queue"] as const, registers: [this.registry],
+      collect() { this.reset(); for (const c of sources.concurrency()) this.set({ queue: c.queue }, c.inFlight); } });
+    new Gauge({ name: "conveyor_concurrency_held", help: "Tasks held back because their concurrency key is saturated, per queue.", labelNames: ["queue"] as const, registers: [this.registry],
+      collect() { this.reset(); for (const c of sources.concurrency()) this.set({ queue: c.queue }, c.held); } });
     new Counter({ name: "conveyor_sqlite_commits_total", help: "Group-commit transactions since start.", registers: [this.registry],
       collect() { this.reset(); this.inc(sources.commits()); } });
   }
@@ -37,6 +47,7 @@ export class NodeMetrics {
         case "settled": this.finished.inc({ queue, outcome: e.outcome }, e.count); break;
         case "lease_expired": this.leasesExpired.inc({ queue }); break;
         case "throttled": this.throttled.inc({ queue }); break;
+        case "rate_limited": this.rateLimited.inc({ queue }); break;
       }
     }
   }

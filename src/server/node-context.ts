@@ -2,6 +2,7 @@ import type { Clock } from "../base/clock.js";
 import type { ErrorCode } from "../base/errors.js";
 import type { Router } from "../cluster/router.js";
 import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
+import type { GrainHost } from "../grains/runtime/grain-host.js";
 import type { TaskAction } from "../grains/queue/queue-grain.js";
 import type { TaskRecord } from "../grains/queue/task.js";
 import type { AdminQueries } from "../storage/admin-queries.js";
@@ -16,6 +17,8 @@ export interface NodeContext {
   clock: Clock;
   router: Router;
   broker: LeaseBroker;
+  /** For live views of grains in memory (never to route calls: use `router`). */
+  host: GrainHost;
   store: TaskStore;
   queries: AdminQueries;
   metrics: NodeMetrics;

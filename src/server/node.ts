@@ -22,7 +22,7 @@ import { WorkerService } from "../gen/conveyor/v1/worker_service_pb.js";
 import { AdminService } from "../gen/conveyor/v1/admin_service_pb.js";
 import { addUnaryService } from "../rpc/server.js";
 import { grpcCodeOf } from "../rpc/status.js";
-import type { NodeConfig } from "./config.js";
+import { defaultRateLimit, type NodeConfig } from "./config.js";
 import { NodeMetrics } from "./metrics.js";
 import type { NodeContext } from "./node-context.js";
 import { taskService } from "./task-service.js";
@@ -59,7 +59,7 @@ export class ConveyorNode {
 
     let broker: LeaseBroker | undefined;
     const host: GrainHost = new GrainHost({
-      store, clock, random, newLeaseId: randomUUID, core: { leaseTtlMs: config.leaseTtlMs },
+      store, clock, random, newLeaseId: randomUUID, core: { leaseTtlMs: config.leaseTtlMs, ...withDefined("defaultRateLimit", defaultRateLimit(config)) },
       idleMs: config.grainIdleTimeoutMs, logger,
       hooks: {
         onReady: (queue) => broker?.onReady(queue),
@@ -81,7 +81,7 @@ export class ConveyorNode {
     });
 
     const ctx: NodeContext = {
-      config, clock, router, broker, store, queries, metrics,
+      config, clock, router, broker, store, queries, metrics, host,
       taskDefaults: {
         maxRetry: config.defaultMaxRetry, retentionMs: config.retentionMs,
         backoffBaseMs: config.retryBackoffBaseMs, backoffMaxMs: config.retryBackoffMaxMs,
@@ -128,6 +128,10 @@ export class ConveyorNode {
     metrics.sources.commits = () => db.commits;
     metrics.sources.parkedLeases = () => broker!.parked;
     metrics.sources.activeGrains = () => host.activeQueues().length;
+    metrics.sources.concurrency = () => host.activeQueues().map((queue) => {
+      const stats = host.peek(queue)!.stats();
+      return { queue, inFlight: stats.inflightKeyed, held: stats.held };
+    });
 
     const grpcAddress = `${splitHostPort(config.listen)[0]}:${grpcPort}`;
     const httpAddress = `${httpHost}:${httpPort}`;
@@ -175,6 +179,11 @@ function startJanitor(queries: AdminQueries, clock: Clock, intervalMs: number, l
   };
   cancel = clock.setTimer(intervalMs, run);
   return () => cancel();
+}
+
+/** `{ [key]: value }` when value is defined, `{}` otherwise (exactOptional-friendly spreads). */
+function withDefined<K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> {
+  return value === undefined ? {} : ({ [key]: value } as Record<K, V>);
 }
 
 export function splitHostPort(address: string): [string, string] {

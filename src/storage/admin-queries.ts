@@ -5,12 +5,14 @@
  */
 import { TASK_STATES, type TaskRecord, type TaskState } from "../grains/queue/task.js";
 import type { Database } from "./database.js";
+import type { RateLimitSpec } from "../grains/queue/token-bucket.js";
 import { rowToRecord, type TaskRow } from "./rows.js";
 
 export interface QueueSummary {
   name: string;
   paused: boolean;
   keyLimit?: number;
+  rateLimit?: RateLimitSpec;
   counts: Record<TaskState, number>;
 }
 
@@ -26,7 +28,7 @@ export class AdminQueries {
   constructor(private readonly db: Database) {
     const s = db.sqlite;
     this.stmt = {
-      queues: s.prepare("SELECT name, paused, key_limit FROM queues ORDER BY name"),
+      queues: s.prepare("SELECT name, paused, key_limit, rate_per_sec, rate_burst FROM queues ORDER BY name"),
       counts: s.prepare("SELECT queue, state, COUNT(*) AS n FROM tasks GROUP BY queue, state"),
       pageByState: s.prepare(`SELECT rowid AS cursor, * FROM tasks WHERE queue = ? AND state = ? AND rowid > ?
         ORDER BY rowid LIMIT ?`),
@@ -40,10 +42,12 @@ export class AdminQueries {
 
   listQueues(): QueueSummary[] {
     const summaries = new Map<string, QueueSummary>();
-    for (const row of this.stmt.queues.all() as Array<{ name: string; paused: number; key_limit: number | null }>) {
+    type Row = { name: string; paused: number; key_limit: number | null; rate_per_sec: number | null; rate_burst: number | null };
+    for (const row of this.stmt.queues.all() as Row[]) {
       summaries.set(row.name, {
         name: row.name, paused: row.paused === 1, counts: emptyCounts(),
         ...(row.key_limit !== null ? { keyLimit: row.key_limit } : {}),
+        ...(row.rate_per_sec !== null ? { rateLimit: { ratePerSec: row.rate_per_sec, burst: row.rate_burst ?? 1 } } : {}),
       });
     }
     for (const row of this.stmt.counts.all() as Array<{ queue: string; state: TaskState; n: number }>) {

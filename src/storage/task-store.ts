@@ -5,6 +5,7 @@
 import type { Effect, TransitionOutcome } from "../grains/queue/effects.js";
 import type { QueueSettings, QueueStore } from "../grains/queue/ports.js";
 import type { TaskIndexEntry, TaskRecord, TaskState } from "../grains/queue/task.js";
+import type { RateLimitSpec } from "../grains/queue/token-bucket.js";
 import type { Database } from "./database.js";
 import { rowToRecord, toBuffer, type TaskRow } from "./rows.js";
 
@@ -32,7 +33,7 @@ export class TaskStore implements QueueStore {
        * stored value; purge_at is set when the task reaches a final state.
        */
       transition: s.prepare(`UPDATE tasks SET state = @state, seq = @seq, retried = @retried, ready_at = @readyAt,
-        lease_id = @leaseId, lease_expires_at = @leaseExpiresAt,
+        lease_id = @leaseId, lease_expires_at = @leaseExpiresAt, expires_at = @expiresAt,
         last_error = COALESCE(@lastError, last_error), last_failed_at = COALESCE(@lastFailedAt, last_failed_at),
         finished_at = COALESCE(@finishedAt, finished_at), result = COALESCE(@result, result),
         cancel_reason = COALESCE(@cancelReason, cancel_reason),
@@ -47,7 +48,9 @@ export class TaskStore implements QueueStore {
         ON CONFLICT (name) DO UPDATE SET paused = @value`),
       setKeyLimit: s.prepare(`INSERT INTO queues (name, key_limit, created_at) VALUES (@name, @value, @now)
         ON CONFLICT (name) DO UPDATE SET key_limit = @value`),
-      settings: s.prepare("SELECT paused, key_limit FROM queues WHERE name = ?"),
+      setRateLimit: s.prepare(`INSERT INTO queues (name, rate_per_sec, rate_burst, created_at) VALUES (@name, @rate, @burst, @now)
+        ON CONFLICT (name) DO UPDATE SET rate_per_sec = @rate, rate_burst = @burst`),
+      settings: s.prepare("SELECT paused, key_limit, rate_per_sec, rate_burst FROM queues WHERE name = ?"),
       getTask: s.prepare("SELECT * FROM tasks WHERE id = ?"),
       findId: s.prepare("SELECT queue, state FROM tasks WHERE id = ?"),
       unfinished: s.prepare(`SELECT id, state, type, priority, seq, concurrency_key, ready_at, timeout_ms, deadline_at,
@@ -61,8 +64,13 @@ export class TaskStore implements QueueStore {
   }
 
   loadSettings(queue: string): QueueSettings {
-    const row = this.stmt.settings.get(queue) as { paused: number; key_limit: number | null } | undefined;
-    return row ? { paused: row.paused === 1, ...(row.key_limit !== null ? { keyLimit: row.key_limit } : {}) } : { paused: false };
+    const row = this.stmt.settings.get(queue) as SettingsRow | undefined;
+    if (!row) return { paused: false };
+    return {
+      paused: row.paused === 1,
+      ...(row.key_limit !== null ? { keyLimit: row.key_limit } : {}),
+      ...(row.rate_per_sec !== null ? { rateLimit: { ratePerSec: row.rate_per_sec, burst: row.rate_burst ?? 1 } } : {}),
+    };
   }
 
   findIds(ids: readonly string[]): Map<string, { queue: string; state: TaskState }> {
@@ -115,7 +123,7 @@ export class TaskStore implements QueueStore {
   private transition(e: TaskIndexEntry, o: TransitionOutcome | undefined): void {
     this.stmt.transition.run({
       id: e.id, state: e.state, seq: e.seq, retried: e.retried, readyAt: e.readyAtMs, leaseId: e.leaseId,
-      leaseExpiresAt: e.leaseExpiresAtMs, lastError: o?.lastError ?? null, lastFailedAt: o?.lastFailedAtMs ?? null,
+      leaseExpiresAt: e.leaseExpiresAtMs, expiresAt: e.expiresAtMs, lastError: o?.lastError ?? null, lastFailedAt: o?.lastFailedAtMs ?? null,
       finishedAt: o?.finishedAtMs ?? null, result: o?.result ? toBuffer(o.result) : null,
       cancelReason: o?.cancelReason ?? null, deadRetention: this.options.deadRetentionMs,
     });
@@ -131,6 +139,12 @@ export class TaskStore implements QueueStore {
     this.knownQueues.add(queue);
   }
 
+  /** Stores a queue's rate-limit override (undefined clears it). */
+  setRateLimit(queue: string, spec: RateLimitSpec | undefined): void {
+    this.db.write(() => this.stmt.setRateLimit.run({ name: queue, rate: spec?.ratePerSec ?? null, burst: spec?.burst ?? null, now: Date.now() }));
+    this.knownQueues.add(queue);
+  }
+
   /** Records that a queue exists (so ListQueues shows it before it has tasks). */
   ensureQueue(queue: string): void {
     if (this.knownQueues.has(queue)) return;
@@ -141,6 +155,13 @@ export class TaskStore implements QueueStore {
   committed(): Promise<void> {
     return this.db.committed();
   }
+}
+
+interface SettingsRow {
+  paused: number;
+  key_limit: number | null;
+  rate_per_sec: number | null;
+  rate_burst: number | null;
 }
 
 interface IndexRow {

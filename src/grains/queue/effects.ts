@@ -27,4 +27,5 @@ export type CoreEvent =
   | { kind: "dispatched"; count: number }
   | { kind: "settled"; outcome: "completed" | "retry" | "archived" | "released" | "cancelled"; count: number }
   | { kind: "lease_expired"; leaseId: string; taskIds: string[] }
-  | { kind: "throttled" };
+  | { kind: "throttled" }
+  | { kind: "rate_limited" };

@@ -75,6 +75,11 @@ export class KeySlots {
     return this.unhold(key);
   }
 
+  /** Held items of `key` that fit its free slots (after a waiting task of it went away). */
+  wake(key: string): ReadyItem[] {
+    return key === "" ? [] : this.unhold(key);
+  }
+
   /** Changes the limit live; returns the held items that may now run. */
   setLimit(limit: number | undefined): ReadyItem[] {
     this.limitValue = limit;

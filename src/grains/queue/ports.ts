@@ -1,4 +1,5 @@
 import type { Effect } from "./effects.js";
+import type { RateLimitSpec } from "./token-bucket.js";
 import type { TaskIndexEntry, TaskRecord, TaskState } from "./task.js";
 
 /** Durable per-queue settings the grain needs at activation. */
@@ -6,6 +7,8 @@ export interface QueueSettings {
   paused: boolean;
   /** Per-key concurrency limit; undefined = unlimited. */
   keyLimit?: number;
+  /** Rate-limit override; undefined = the server default. */
+  rateLimit?: RateLimitSpec;
 }
 
 /**

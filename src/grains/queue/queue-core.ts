@@ -14,7 +14,11 @@
  * - `due`: timers for scheduled/retry promotion, pre-dispatch expiry and deadlines;
  * - `leases` and `leaseExpiry`: deliveries held by workers and when they lapse;
  * - `slots`: per-key in-flight counts and held tasks (per-key concurrency limit);
- * - `unique`: unique keys held by unfinished tasks.
+ * - `unique`: unique keys held by unfinished tasks;
+ * - `bucket`: the queue's rate limit (token bucket), if any.
+ *
+ * Dispatch gates, in order: a saturated key holds the task (it spends no token and no
+ * worker capacity), then the rate limit stops the cycle (the task stays at the head).
  */
 import { ConveyorError } from "../../base/errors.js";
 import type { Random } from "../../base/random.js";
@@ -22,11 +26,14 @@ import { retryDelayMs } from "./backoff.js";
 import type { CoreEvent, Effect, TransitionOutcome } from "./effects.js";
 import { Heap } from "./heap.js";
 import { KeySlots, readyOrder, type ReadyItem } from "./key-slots.js";
+import { TokenBucket, type RateLimitSpec } from "./token-bucket.js";
 import type { CancelReason, NewTask, Outcome, TaskIndexEntry, TaskRecord, TaskState } from "./task.js";
 
 export interface CoreConfig {
   /** How long a lease lives without a heartbeat. */
   leaseTtlMs: number;
+  /** The rate limit of queues without an override; undefined = unlimited. */
+  defaultRateLimit?: RateLimitSpec;
 }
 
 export interface CoreDeps {
@@ -76,6 +83,8 @@ interface LeaseState {
 type DueKind = "ready" | "expire" | "deadline";
 interface DueItem {
   atMs: number;
+  /** Insertion order: tasks due at the same instant are promoted FIFO. */
+  order: number;
   id: string;
   kind: DueKind;
 }
@@ -85,13 +94,15 @@ const WAITING: ReadonlySet<TaskState> = new Set(["pending", "scheduled", "retry"
 export class QueueCore {
   private readonly entries = new Map<string, TaskIndexEntry>();
   private readonly ready = new Heap<ReadyItem>(readyOrder);
-  private readonly due = new Heap<DueItem>((a, b) => a.atMs < b.atMs);
+  private readonly due = new Heap<DueItem>((a, b) => (a.atMs !== b.atMs ? a.atMs < b.atMs : a.order < b.order));
+  private dueOrder = 0;
   private readonly leases = new Map<string, LeaseState>();
   private readonly leaseExpiry = new Heap<{ atMs: number; leaseId: string }>((a, b) => a.atMs < b.atMs);
   /** Leases whose every task was cancelled: heartbeats report the cancel until they lapse. */
   private readonly revoked = new Map<string, { reason: string; untilMs: number }>();
   private readonly unique = new Map<string, { taskId: string; untilMs: number }>();
   private readonly slots = new KeySlots((item) => this.isReady(item));
+  private bucket: TokenBucket | undefined;
   private nextSeq = 1;
   private pausedFlag = false;
   private effects: Effect[] = [];
@@ -112,9 +123,10 @@ export class QueueCore {
    * now: heartbeats are not persisted (they would cost a write per beat), so a lease
    * loaded from disk is given the benefit of the doubt once.
    */
-  load(rows: readonly TaskIndexEntry[], options: { paused: boolean; keyLimit?: number }, nowMs: number): void {
+  load(rows: readonly TaskIndexEntry[], options: { paused: boolean; keyLimit?: number; rateLimit?: RateLimitSpec }, nowMs: number): void {
     this.pausedFlag = options.paused;
     this.slots.setLimit(options.keyLimit);
+    this.setRateLimit(options.rateLimit, nowMs);
     for (const row of rows) {
       const e = { ...row };
       this.entries.set(e.id, e);
@@ -171,7 +183,6 @@ export class QueueCore {
           `task_id ${JSON.stringify(t.id)} is already used by a task in queue ${JSON.stringify(stored.queue)}`, "task.task_id"));
       }
       if (ids.has(t.id)) return { ok: true, id: t.id, state: initialState(t, nowMs), existed: true };
-      ids.add(t.id);
     }
     if (t.uniqueKey) {
       const holder = this.uniqueHolder(t.uniqueKey, nowMs);
@@ -182,6 +193,8 @@ export class QueueCore {
       }
       keys.add(t.uniqueKey);
     }
+    // Reserved only once admitted, so a refused item never makes a later duplicate "exist".
+    if (t.idChosen) ids.add(t.id);
     return { ok: true, id: t.id, state: initialState(t, nowMs), existed: false };
   }
 
@@ -217,15 +230,19 @@ export class QueueCore {
       this.ready.push({ id: e.id, priority: e.priority, seq: e.seq });
       this.readyChanged = true;
     } else if (e.state === "scheduled" || e.state === "retry") {
-      this.due.push({ atMs: e.readyAtMs, id: e.id, kind: "ready" });
+      this.pushDue(e.readyAtMs, e.id, "ready");
     }
     this.armExpiry(e);
   }
 
   /** Arms the pre-dispatch expiry and deadline timers of a waiting task. */
   private armExpiry(e: TaskIndexEntry): void {
-    if (e.expiresAtMs > 0) this.due.push({ atMs: e.expiresAtMs, id: e.id, kind: "expire" });
-    if (e.deadlineAtMs > 0) this.due.push({ atMs: e.deadlineAtMs, id: e.id, kind: "deadline" });
+    if (e.expiresAtMs > 0) this.pushDue(e.expiresAtMs, e.id, "expire");
+    if (e.deadlineAtMs > 0) this.pushDue(e.deadlineAtMs, e.id, "deadline");
+  }
+
+  private pushDue(atMs: number, id: string, kind: DueKind): void {
+    this.due.push({ atMs, order: this.dueOrder++, id, kind });
   }
 
   // ---- workers ------------------------------------------------------------------------
@@ -246,6 +263,11 @@ export class QueueCore {
         throttled = true;
         continue;
       }
+      if (this.bucket && !this.bucket.take(nowMs)) {
+        this.ready.push(item);
+        this.events.push({ kind: "rate_limited" });
+        break;
+      }
       plans.push(this.startLease([e], nowMs));
     }
     if (throttled) this.events.push({ kind: "throttled" });
@@ -261,6 +283,8 @@ export class QueueCore {
     for (const e of batch) {
       this.slots.acquire(e.concurrencyKey);
       e.state = "active";
+      e.expiresAtMs = 0; // the pre-dispatch TTL no longer applies once the task has run
+
       e.leaseId = leaseId;
       e.leaseExpiresAtMs = expiresAtMs;
       lease.taskIds.add(e.id);
@@ -274,7 +298,7 @@ export class QueueCore {
 
   /** Archives a waiting task whose expiry or deadline has passed; true if it did. */
   private expireIfOverdue(e: TaskIndexEntry, nowMs: number): boolean {
-    if (e.expiresAtMs > 0 && e.expiresAtMs <= nowMs && e.state !== "retry") {
+    if (e.expiresAtMs > 0 && e.expiresAtMs <= nowMs) {
       this.finish(e, "archived", { lastError: "expired before dispatch", lastFailedAtMs: nowMs, finishedAtMs: nowMs });
       return true;
     }
@@ -324,6 +348,7 @@ export class QueueCore {
         break;
       case "released":
         this.makePending(e, e.seq);
+        this.armExpiry(e);
         this.persist(e);
         break;
       default: {
@@ -348,6 +373,10 @@ export class QueueCore {
    * lapsed lease) returns to pending at its old place. Without: archived.
    */
   private fail(e: TaskIndexEntry, error: string, nowMs: number, mode: "backoff" | "immediate"): void {
+    if (e.deadlineAtMs > 0 && e.deadlineAtMs <= nowMs) {
+      this.finish(e, "archived", { lastError: `${error} (deadline exceeded: not retried)`, lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+      return;
+    }
     if (e.retried >= e.maxRetry) {
       this.finish(e, "archived", { lastError: error, lastFailedAtMs: nowMs, finishedAtMs: nowMs });
       return;
@@ -358,8 +387,9 @@ export class QueueCore {
     } else {
       e.state = "retry";
       e.readyAtMs = nowMs + retryDelayMs(e.retried, e.backoffBaseMs, e.backoffMaxMs, this.deps.random);
-      this.due.push({ atMs: e.readyAtMs, id: e.id, kind: "ready" });
+      this.pushDue(e.readyAtMs, e.id, "ready");
     }
+    this.armExpiry(e);
     this.persist(e, { lastError: error, lastFailedAtMs: nowMs });
   }
 
@@ -370,6 +400,14 @@ export class QueueCore {
     this.readyChanged = true;
   }
 
+  /**
+   * A waiting task of `key` left memory. It may have been a held task that was moved
+   * back to the ready heap for a freed slot, so give that slot to the next held task.
+   */
+  private wakeKey(key: string): void {
+    for (const freed of this.slots.wake(key)) this.pushReady(freed);
+  }
+
   private pushReady(item: ReadyItem): void {
     this.ready.push(item);
     this.readyChanged = true;
@@ -377,6 +415,7 @@ export class QueueCore {
 
   /** Moves a task to a finished state and out of memory. */
   private finish(e: TaskIndexEntry, state: "completed" | "archived" | "cancelled", outcome: TransitionOutcome): void {
+    if (e.state !== "active") this.wakeKey(e.concurrencyKey);
     e.state = state;
     e.leaseId = "";
     e.leaseExpiresAtMs = 0;
@@ -393,8 +432,10 @@ export class QueueCore {
 
   // ---- time ----------------------------------------------------------------------------
 
-  /** Promotes due tasks, expires overdue ones and reclaims lapsed leases. */
+  /** Promotes due tasks, expires overdue ones, reclaims lapsed leases, refills the rate limit. */
   tick(nowMs: number): void {
+    // A refilled token may make waiting work dispatchable again.
+    if (this.bucket && this.ready.size > 0 && this.bucket.hasToken(nowMs)) this.readyChanged = true;
     for (let top = this.due.peek(); top && top.atMs <= nowMs; top = this.due.peek()) {
       this.due.pop();
       this.fireDue(top, nowMs);
@@ -437,10 +478,12 @@ export class QueueCore {
 
   /** When `tick` next has work; undefined when nothing is timed. */
   nextWakeAtMs(): number | undefined {
-    const due = this.due.peek()?.atMs;
-    const lease = this.leaseExpiry.peek()?.atMs;
-    if (due === undefined) return lease;
-    return lease === undefined ? due : Math.min(due, lease);
+    const candidates = [this.due.peek()?.atMs, this.leaseExpiry.peek()?.atMs];
+    // Rate-limited work wakes the grain when the next token arrives.
+    if (this.bucket && this.ready.size > 0) candidates.push(this.bucket.nextTokenAtMs());
+    let next: number | undefined;
+    for (const c of candidates) if (c !== undefined && (next === undefined || c < next)) next = c;
+    return next;
   }
 
   // ---- operators ---------------------------------------------------------------------
@@ -459,6 +502,17 @@ export class QueueCore {
   /** Changes the per-key limit live; lowering it keeps running tasks. */
   setKeyLimit(limit: number | undefined): void {
     for (const freed of this.slots.setLimit(limit)) this.pushReady(freed);
+  }
+
+  /** Changes the rate limit live (undefined: back to the server default). */
+  setRateLimit(spec: RateLimitSpec | undefined, nowMs: number): void {
+    const effective = spec ?? this.config.defaultRateLimit;
+    this.bucket = effective ? new TokenBucket(effective, nowMs) : undefined;
+    this.readyChanged = true;
+  }
+
+  get rateLimit(): RateLimitSpec | undefined {
+    return this.bucket?.spec;
   }
 
   /** Cancels an unfinished task in memory; a running one loses its lease at once. */
@@ -502,6 +556,7 @@ export class QueueCore {
     if (e.state === "active") return wrongState(id, e.state, "delete", "not running (cancel it first)");
     this.entries.delete(id);
     if (e.uniqueKey && this.unique.get(e.uniqueKey)?.taskId === id) this.unique.delete(e.uniqueKey);
+    this.wakeKey(e.concurrencyKey);
     this.effects.push({ kind: "delete", id });
     return null;
   }
@@ -533,8 +588,9 @@ export class QueueCore {
   // ---- views for the shell -----------------------------------------------------------
 
   /** True when a lease call could get work now (held tasks do not count). */
-  hasDispatchable(): boolean {
+  hasDispatchable(nowMs: number): boolean {
     if (this.pausedFlag) return false;
+    if (this.bucket && !this.bucket.hasToken(nowMs)) return false;
     for (let top = this.ready.peek(); top; top = this.ready.peek()) {
       if (this.liveReady(top)) return true;
       this.ready.pop();

@@ -15,6 +15,7 @@ import type { CoreEvent } from "./effects.js";
 import type { DeliveryPlan, EnqueueOutcome, LeaseStatusView, QueueCore, Settlement } from "./queue-core.js";
 import type { QueueStore } from "./ports.js";
 import type { CancelReason, NewTask, TaskRecord } from "./task.js";
+import type { RateLimitSpec } from "./token-bucket.js";
 
 /** A delivery with its task rows, ready to send to a worker. */
 export interface LeasedDelivery extends DeliveryPlan {
@@ -123,8 +124,12 @@ export class QueueGrain {
     this.turn(() => this.core.setKeyLimit(limit));
   }
 
+  setRateLimit(spec: RateLimitSpec | undefined): void {
+    this.turn(() => this.core.setRateLimit(spec, this.clock.nowMs()));
+  }
+
   hasDispatchable(): boolean {
-    return this.core.hasDispatchable();
+    return this.core.hasDispatchable(this.clock.nowMs());
   }
 
   get paused(): boolean {
@@ -132,7 +137,7 @@ export class QueueGrain {
   }
 
   stats() {
-    return { ...this.core.stats(), keyLimit: this.core.keyLimit };
+    return { ...this.core.stats(), keyLimit: this.core.keyLimit, rateLimit: this.core.rateLimit };
   }
 
   /** When the grain next needs to run on its own (a reminder for passivation). */

@@ -5,6 +5,7 @@
  * Never edit a released migration: add the next number.
  */
 import { m001Init } from "./001-init.js";
+import { m002RateLimits } from "./002-rate-limits.js";
 
 export interface Migration {
   version: number;
@@ -12,4 +13,4 @@ export interface Migration {
   sql: string;
 }
 
-export const MIGRATIONS: readonly Migration[] = [m001Init];
+export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits];

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file conveyor/v1/admin_service.proto.
  */
 export const file_conveyor_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9jb252ZXlvci92MS9hZG1pbl9zZXJ2aWNlLnByb3RvEgtjb252ZXlvci52MSKdAQoLU3RhdGVDb3VudHMSEQoJc2NoZWR1bGVkGAEgASgEEg8KB3BlbmRpbmcYAiABKAQSEwoLYWdncmVnYXRpbmcYAyABKAQSDgoGYWN0aXZlGAQgASgEEg0KBXJldHJ5GAUgASgEEhEKCWNvbXBsZXRlZBgGIAEoBBIQCghhcmNoaXZlZBgHIAEoBBIRCgljYW5jZWxsZWQYCCABKAQiYgoJUXVldWVJbmZvEgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIEigKBmNvdW50cxgDIAEoCzIYLmNvbnZleW9yLnYxLlN0YXRlQ291bnRzEg0KBW93bmVyGAQgASgJIhMKEUxpc3RRdWV1ZXNSZXF1ZXN0IjwKEkxpc3RRdWV1ZXNSZXNwb25zZRImCgZxdWV1ZXMYASADKAsyFi5jb252ZXlvci52MS5RdWV1ZUluZm8iIgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiOwoSUGF1c2VRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSI8ChNSZXN1bWVRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIm8KEExpc3RUYXNrc1JlcXVlc3QSDQoFcXVldWUYASABKAkSJQoFc3RhdGUYAiABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkiTgoRTGlzdFRhc2tzUmVzcG9uc2USIAoFdGFza3MYASADKAsyES5jb252ZXlvci52MS5UYXNrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIoChpBZG1pblNlcnZpY2VHZXRUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI+ChtBZG1pblNlcnZpY2VHZXRUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siKwodQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1JlcXVlc3QSCgoCaWQYASABKAkiQQoeQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5jb252ZXlvci52MS5UYXNrIh8KEURlbGV0ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIhQKEkRlbGV0ZVRhc2tSZXNwb25zZSIcCg5SdW5UYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIyCg9SdW5UYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siIAoSQXJjaGl2ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIjYKE0FyY2hpdmVUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siHgoQUmV0cnlUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI0ChFSZXRyeVRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuY29udmV5b3IudjEuVGFzazLCBgoMQWRtaW5TZXJ2aWNlEk0KCkxpc3RRdWV1ZXMSHi5jb252ZXlvci52MS5MaXN0UXVldWVzUmVxdWVzdBofLmNvbnZleW9yLnYxLkxpc3RRdWV1ZXNSZXNwb25zZRJNCgpQYXVzZVF1ZXVlEh4uY29udmV5b3IudjEuUGF1c2VRdWV1ZVJlcXVlc3QaHy5jb252ZXlvci52MS5QYXVzZVF1ZXVlUmVzcG9uc2USUAoLUmVzdW1lUXVldWUSHy5jb252ZXlvci52MS5SZXN1bWVRdWV1ZVJlcXVlc3QaIC5jb252ZXlvci52MS5SZXN1bWVRdWV1ZVJlc3BvbnNlEkoKCUxpc3RUYXNrcxIdLmNvbnZleW9yLnYxLkxpc3RUYXNrc1JlcXVlc3QaHi5jb252ZXlvci52MS5MaXN0VGFza3NSZXNwb25zZRJcCgdHZXRUYXNrEicuY29udmV5b3IudjEuQWRtaW5TZXJ2aWNlR2V0VGFza1JlcXVlc3QaKC5jb252ZXlvci52MS5BZG1pblNlcnZpY2VHZXRUYXNrUmVzcG9uc2USZQoKQ2FuY2VsVGFzaxIqLmNvbnZleW9yLnYxLkFkbWluU2VydmljZUNhbmNlbFRhc2tSZXF1ZXN0GisuY29udmV5b3IudjEuQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1Jlc3BvbnNlEk0KCkRlbGV0ZVRhc2sSHi5jb252ZXlvci52MS5EZWxldGVUYXNrUmVxdWVzdBofLmNvbnZleW9yLnYxLkRlbGV0ZVRhc2tSZXNwb25zZRJECgdSdW5UYXNrEhsuY29udmV5b3IudjEuUnVuVGFza1JlcXVlc3QaHC5jb252ZXlvci52MS5SdW5UYXNrUmVzcG9uc2USUAoLQXJjaGl2ZVRhc2sSHy5jb252ZXlvci52MS5BcmNoaXZlVGFza1JlcXVlc3QaIC5jb252ZXlvci52MS5BcmNoaXZlVGFza1Jlc3BvbnNlEkoKCVJldHJ5VGFzaxIdLmNvbnZleW9yLnYxLlJldHJ5VGFza1JlcXVlc3QaHi5jb252ZXlvci52MS5SZXRyeVRhc2tSZXNwb25zZWIGcHJvdG8z", [file_conveyor_v1_task]);
+  fileDesc("Ch9jb252ZXlvci92MS9hZG1pbl9zZXJ2aWNlLnByb3RvEgtjb252ZXlvci52MSKdAQoLU3RhdGVDb3VudHMSEQoJc2NoZWR1bGVkGAEgASgEEg8KB3BlbmRpbmcYAiABKAQSEwoLYWdncmVnYXRpbmcYAyABKAQSDgoGYWN0aXZlGAQgASgEEg0KBXJldHJ5GAUgASgEEhEKCWNvbXBsZXRlZBgGIAEoBBIQCghhcmNoaXZlZBgHIAEoBBIRCgljYW5jZWxsZWQYCCABKAQifQoJUXVldWVJbmZvEgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIEigKBmNvdW50cxgDIAEoCzIYLmNvbnZleW9yLnYxLlN0YXRlQ291bnRzEg0KBW93bmVyGAQgASgJEhkKEWNvbmN1cnJlbmN5X2xpbWl0GAUgASgNIhMKEUxpc3RRdWV1ZXNSZXF1ZXN0IjwKEkxpc3RRdWV1ZXNSZXNwb25zZRImCgZxdWV1ZXMYASADKAsyFi5jb252ZXlvci52MS5RdWV1ZUluZm8iIgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiOwoSUGF1c2VRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSI8ChNSZXN1bWVRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIm8KEExpc3RUYXNrc1JlcXVlc3QSDQoFcXVldWUYASABKAkSJQoFc3RhdGUYAiABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkiTgoRTGlzdFRhc2tzUmVzcG9uc2USIAoFdGFza3MYASADKAsyES5jb252ZXlvci52MS5UYXNrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIoChpBZG1pblNlcnZpY2VHZXRUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI+ChtBZG1pblNlcnZpY2VHZXRUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siKwodQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1JlcXVlc3QSCgoCaWQYASABKAkiQQoeQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5jb252ZXlvci52MS5UYXNrIh8KEURlbGV0ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIhQKEkRlbGV0ZVRhc2tSZXNwb25zZSIcCg5SdW5UYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIyCg9SdW5UYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siIAoSQXJjaGl2ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIjYKE0FyY2hpdmVUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siHgoQUmV0cnlUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI0ChFSZXRyeVRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuY29udmV5b3IudjEuVGFzayJPChBDb25jdXJyZW5jeUxpbWl0Eg0KBXF1ZXVlGAEgASgJEgsKA21heBgCIAEoDRIRCglpbl9mbGlnaHQYAyABKA0SDAoEaGVsZBgEIAEoDSI9Ch9TZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEgsKA21heBgCIAEoDSJQCiBTZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZRIsCgVsaW1pdBgBIAEoCzIdLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5TGltaXQiMwoiRGVsZXRlUXVldWVDb25jdXJyZW5jeUxpbWl0UmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIlCiNEZWxldGVRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZSIeChxMaXN0Q29uY3VycmVuY3lMaW1pdHNSZXF1ZXN0Ik4KHUxpc3RDb25jdXJyZW5jeUxpbWl0c1Jlc3BvbnNlEi0KBmxpbWl0cxgBIAMoCzIdLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5TGltaXQiPwoJUmF0ZUxpbWl0Eg0KBXF1ZXVlGAEgASgJEhQKDHJhdGVfcGVyX3NlYxgCIAEoARINCgVidXJzdBgDIAEoDSJOChhTZXRRdWV1ZVJhdGVMaW1pdFJlcXVlc3QSDQoFcXVldWUYASABKAkSFAoMcmF0ZV9wZXJfc2VjGAIgASgBEg0KBWJ1cnN0GAMgASgNIkIKGVNldFF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2USJQoFbGltaXQYASABKAsyFi5jb252ZXlvci52MS5SYXRlTGltaXQiLAobRGVsZXRlUXVldWVSYXRlTGltaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIh4KHERlbGV0ZVF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2UiFwoVTGlzdFJhdGVMaW1pdHNSZXF1ZXN0Im8KFkxpc3RSYXRlTGltaXRzUmVzcG9uc2USJgoGbGltaXRzGAEgAygLMhYuY29udmV5b3IudjEuUmF0ZUxpbWl0Ei0KDWRlZmF1bHRfbGltaXQYAiABKAsyFi5jb252ZXlvci52MS5SYXRlTGltaXQy2gsKDEFkbWluU2VydmljZRJNCgpMaXN0UXVldWVzEh4uY29udmV5b3IudjEuTGlzdFF1ZXVlc1JlcXVlc3QaHy5jb252ZXlvci52MS5MaXN0UXVldWVzUmVzcG9uc2USTQoKUGF1c2VRdWV1ZRIeLmNvbnZleW9yLnYxLlBhdXNlUXVldWVSZXF1ZXN0Gh8uY29udmV5b3IudjEuUGF1c2VRdWV1ZVJlc3BvbnNlElAKC1Jlc3VtZVF1ZXVlEh8uY29udmV5b3IudjEuUmVzdW1lUXVldWVSZXF1ZXN0GiAuY29udmV5b3IudjEuUmVzdW1lUXVldWVSZXNwb25zZRJKCglMaXN0VGFza3MSHS5jb252ZXlvci52MS5MaXN0VGFza3NSZXF1ZXN0Gh4uY29udmV5b3IudjEuTGlzdFRhc2tzUmVzcG9uc2USXAoHR2V0VGFzaxInLmNvbnZleW9yLnYxLkFkbWluU2VydmljZUdldFRhc2tSZXF1ZXN0GiguY29udmV5b3IudjEuQWRtaW5TZXJ2aWNlR2V0VGFza1Jlc3BvbnNlEmUKCkNhbmNlbFRhc2sSKi5jb252ZXlvci52MS5BZG1pblNlcnZpY2VDYW5jZWxUYXNrUmVxdWVzdBorLmNvbnZleW9yLnYxLkFkbWluU2VydmljZUNhbmNlbFRhc2tSZXNwb25zZRJNCgpEZWxldGVUYXNrEh4uY29udmV5b3IudjEuRGVsZXRlVGFza1JlcXVlc3QaHy5jb252ZXlvci52MS5EZWxldGVUYXNrUmVzcG9uc2USRAoHUnVuVGFzaxIbLmNvbnZleW9yLnYxLlJ1blRhc2tSZXF1ZXN0GhwuY29udmV5b3IudjEuUnVuVGFza1Jlc3BvbnNlElAKC0FyY2hpdmVUYXNrEh8uY29udmV5b3IudjEuQXJjaGl2ZVRhc2tSZXF1ZXN0GiAuY29udmV5b3IudjEuQXJjaGl2ZVRhc2tSZXNwb25zZRJKCglSZXRyeVRhc2sSHS5jb252ZXlvci52MS5SZXRyeVRhc2tSZXF1ZXN0Gh4uY29udmV5b3IudjEuUmV0cnlUYXNrUmVzcG9uc2USdwoYU2V0UXVldWVDb25jdXJyZW5jeUxpbWl0EiwuY29udmV5b3IudjEuU2V0UXVldWVDb25jdXJyZW5jeUxpbWl0UmVxdWVzdBotLmNvbnZleW9yLnYxLlNldFF1ZXVlQ29uY3VycmVuY3lMaW1pdFJlc3BvbnNlEoABChtEZWxldGVRdWV1ZUNvbmN1cnJlbmN5TGltaXQSLy5jb252ZXlvci52MS5EZWxldGVRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXF1ZXN0GjAuY29udmV5b3IudjEuRGVsZXRlUXVldWVDb25jdXJyZW5jeUxpbWl0UmVzcG9uc2USbgoVTGlzdENvbmN1cnJlbmN5TGltaXRzEikuY29udmV5b3IudjEuTGlzdENvbmN1cnJlbmN5TGltaXRzUmVxdWVzdBoqLmNvbnZleW9yLnYxLkxpc3RDb25jdXJyZW5jeUxpbWl0c1Jlc3BvbnNlEmIKEVNldFF1ZXVlUmF0ZUxpbWl0EiUuY29udmV5b3IudjEuU2V0UXVldWVSYXRlTGltaXRSZXF1ZXN0GiYuY29udmV5b3IudjEuU2V0UXVldWVSYXRlTGltaXRSZXNwb25zZRJrChREZWxldGVRdWV1ZVJhdGVMaW1pdBIoLmNvbnZleW9yLnYxLkRlbGV0ZVF1ZXVlUmF0ZUxpbWl0UmVxdWVzdBopLmNvbnZleW9yLnYxLkRlbGV0ZVF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2USWQoOTGlzdFJhdGVMaW1pdHMSIi5jb252ZXlvci52MS5MaXN0UmF0ZUxpbWl0c1JlcXVlc3QaIy5jb252ZXlvci52MS5MaXN0UmF0ZUxpbWl0c1Jlc3BvbnNlYgZwcm90bzM", [file_conveyor_v1_task]);
 
 /**
  * Number of tasks in each state.
@@ -93,6 +93,13 @@ export type QueueInfo = Message<"conveyor.v1.QueueInfo"> & {
    * @generated from field: string owner = 4;
    */
   owner: string;
+
+  /**
+   * Per-key concurrency limit; 0 = none.
+   *
+   * @generated from field: uint32 concurrency_limit = 5;
+   */
+  concurrencyLimit: number;
 };
 
 /**
@@ -463,6 +470,295 @@ export const RetryTaskResponseSchema: GenMessage<RetryTaskResponse> = /*@__PURE_
   messageDesc(file_conveyor_v1_admin_service, 21);
 
 /**
+ * @generated from message conveyor.v1.ConcurrencyLimit
+ */
+export type ConcurrencyLimit = Message<"conveyor.v1.ConcurrencyLimit"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * Most tasks of any one concurrency key running at once.
+   *
+   * @generated from field: uint32 max = 2;
+   */
+  max: number;
+
+  /**
+   * Keyed tasks of the queue running now (0 when the queue's grain is not in memory).
+   *
+   * @generated from field: uint32 in_flight = 3;
+   */
+  inFlight: number;
+
+  /**
+   * Tasks held back because their key is saturated.
+   *
+   * @generated from field: uint32 held = 4;
+   */
+  held: number;
+};
+
+/**
+ * Describes the message conveyor.v1.ConcurrencyLimit.
+ * Use `create(ConcurrencyLimitSchema)` to create a new message.
+ */
+export const ConcurrencyLimitSchema: GenMessage<ConcurrencyLimit> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 22);
+
+/**
+ * @generated from message conveyor.v1.SetQueueConcurrencyLimitRequest
+ */
+export type SetQueueConcurrencyLimitRequest = Message<"conveyor.v1.SetQueueConcurrencyLimitRequest"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * At least 1.
+   *
+   * @generated from field: uint32 max = 2;
+   */
+  max: number;
+};
+
+/**
+ * Describes the message conveyor.v1.SetQueueConcurrencyLimitRequest.
+ * Use `create(SetQueueConcurrencyLimitRequestSchema)` to create a new message.
+ */
+export const SetQueueConcurrencyLimitRequestSchema: GenMessage<SetQueueConcurrencyLimitRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 23);
+
+/**
+ * @generated from message conveyor.v1.SetQueueConcurrencyLimitResponse
+ */
+export type SetQueueConcurrencyLimitResponse = Message<"conveyor.v1.SetQueueConcurrencyLimitResponse"> & {
+  /**
+   * @generated from field: conveyor.v1.ConcurrencyLimit limit = 1;
+   */
+  limit?: ConcurrencyLimit | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.SetQueueConcurrencyLimitResponse.
+ * Use `create(SetQueueConcurrencyLimitResponseSchema)` to create a new message.
+ */
+export const SetQueueConcurrencyLimitResponseSchema: GenMessage<SetQueueConcurrencyLimitResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 24);
+
+/**
+ * @generated from message conveyor.v1.DeleteQueueConcurrencyLimitRequest
+ */
+export type DeleteQueueConcurrencyLimitRequest = Message<"conveyor.v1.DeleteQueueConcurrencyLimitRequest"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+};
+
+/**
+ * Describes the message conveyor.v1.DeleteQueueConcurrencyLimitRequest.
+ * Use `create(DeleteQueueConcurrencyLimitRequestSchema)` to create a new message.
+ */
+export const DeleteQueueConcurrencyLimitRequestSchema: GenMessage<DeleteQueueConcurrencyLimitRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 25);
+
+/**
+ * @generated from message conveyor.v1.DeleteQueueConcurrencyLimitResponse
+ */
+export type DeleteQueueConcurrencyLimitResponse = Message<"conveyor.v1.DeleteQueueConcurrencyLimitResponse"> & {
+};
+
+/**
+ * Describes the message conveyor.v1.DeleteQueueConcurrencyLimitResponse.
+ * Use `create(DeleteQueueConcurrencyLimitResponseSchema)` to create a new message.
+ */
+export const DeleteQueueConcurrencyLimitResponseSchema: GenMessage<DeleteQueueConcurrencyLimitResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 26);
+
+/**
+ * @generated from message conveyor.v1.ListConcurrencyLimitsRequest
+ */
+export type ListConcurrencyLimitsRequest = Message<"conveyor.v1.ListConcurrencyLimitsRequest"> & {
+};
+
+/**
+ * Describes the message conveyor.v1.ListConcurrencyLimitsRequest.
+ * Use `create(ListConcurrencyLimitsRequestSchema)` to create a new message.
+ */
+export const ListConcurrencyLimitsRequestSchema: GenMessage<ListConcurrencyLimitsRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 27);
+
+/**
+ * @generated from message conveyor.v1.ListConcurrencyLimitsResponse
+ */
+export type ListConcurrencyLimitsResponse = Message<"conveyor.v1.ListConcurrencyLimitsResponse"> & {
+  /**
+   * @generated from field: repeated conveyor.v1.ConcurrencyLimit limits = 1;
+   */
+  limits: ConcurrencyLimit[];
+};
+
+/**
+ * Describes the message conveyor.v1.ListConcurrencyLimitsResponse.
+ * Use `create(ListConcurrencyLimitsResponseSchema)` to create a new message.
+ */
+export const ListConcurrencyLimitsResponseSchema: GenMessage<ListConcurrencyLimitsResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 28);
+
+/**
+ * @generated from message conveyor.v1.RateLimit
+ */
+export type RateLimit = Message<"conveyor.v1.RateLimit"> & {
+  /**
+   * Empty for the server default.
+   *
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * Sustained dispatches per second.
+   *
+   * @generated from field: double rate_per_sec = 2;
+   */
+  ratePerSec: number;
+
+  /**
+   * Dispatches allowed at once after an idle period.
+   *
+   * @generated from field: uint32 burst = 3;
+   */
+  burst: number;
+};
+
+/**
+ * Describes the message conveyor.v1.RateLimit.
+ * Use `create(RateLimitSchema)` to create a new message.
+ */
+export const RateLimitSchema: GenMessage<RateLimit> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 29);
+
+/**
+ * @generated from message conveyor.v1.SetQueueRateLimitRequest
+ */
+export type SetQueueRateLimitRequest = Message<"conveyor.v1.SetQueueRateLimitRequest"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * Greater than 0.
+   *
+   * @generated from field: double rate_per_sec = 2;
+   */
+  ratePerSec: number;
+
+  /**
+   * At least 1; 0 means max(1, ceil(rate_per_sec)).
+   *
+   * @generated from field: uint32 burst = 3;
+   */
+  burst: number;
+};
+
+/**
+ * Describes the message conveyor.v1.SetQueueRateLimitRequest.
+ * Use `create(SetQueueRateLimitRequestSchema)` to create a new message.
+ */
+export const SetQueueRateLimitRequestSchema: GenMessage<SetQueueRateLimitRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 30);
+
+/**
+ * @generated from message conveyor.v1.SetQueueRateLimitResponse
+ */
+export type SetQueueRateLimitResponse = Message<"conveyor.v1.SetQueueRateLimitResponse"> & {
+  /**
+   * @generated from field: conveyor.v1.RateLimit limit = 1;
+   */
+  limit?: RateLimit | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.SetQueueRateLimitResponse.
+ * Use `create(SetQueueRateLimitResponseSchema)` to create a new message.
+ */
+export const SetQueueRateLimitResponseSchema: GenMessage<SetQueueRateLimitResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 31);
+
+/**
+ * @generated from message conveyor.v1.DeleteQueueRateLimitRequest
+ */
+export type DeleteQueueRateLimitRequest = Message<"conveyor.v1.DeleteQueueRateLimitRequest"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+};
+
+/**
+ * Describes the message conveyor.v1.DeleteQueueRateLimitRequest.
+ * Use `create(DeleteQueueRateLimitRequestSchema)` to create a new message.
+ */
+export const DeleteQueueRateLimitRequestSchema: GenMessage<DeleteQueueRateLimitRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 32);
+
+/**
+ * @generated from message conveyor.v1.DeleteQueueRateLimitResponse
+ */
+export type DeleteQueueRateLimitResponse = Message<"conveyor.v1.DeleteQueueRateLimitResponse"> & {
+};
+
+/**
+ * Describes the message conveyor.v1.DeleteQueueRateLimitResponse.
+ * Use `create(DeleteQueueRateLimitResponseSchema)` to create a new message.
+ */
+export const DeleteQueueRateLimitResponseSchema: GenMessage<DeleteQueueRateLimitResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 33);
+
+/**
+ * @generated from message conveyor.v1.ListRateLimitsRequest
+ */
+export type ListRateLimitsRequest = Message<"conveyor.v1.ListRateLimitsRequest"> & {
+};
+
+/**
+ * Describes the message conveyor.v1.ListRateLimitsRequest.
+ * Use `create(ListRateLimitsRequestSchema)` to create a new message.
+ */
+export const ListRateLimitsRequestSchema: GenMessage<ListRateLimitsRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 34);
+
+/**
+ * @generated from message conveyor.v1.ListRateLimitsResponse
+ */
+export type ListRateLimitsResponse = Message<"conveyor.v1.ListRateLimitsResponse"> & {
+  /**
+   * Per-queue overrides.
+   *
+   * @generated from field: repeated conveyor.v1.RateLimit limits = 1;
+   */
+  limits: RateLimit[];
+
+  /**
+   * The server default every other queue uses; absent when queues are unlimited by default.
+   *
+   * @generated from field: conveyor.v1.RateLimit default_limit = 2;
+   */
+  defaultLimit?: RateLimit | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.ListRateLimitsResponse.
+ * Use `create(ListRateLimitsResponseSchema)` to create a new message.
+ */
+export const ListRateLimitsResponseSchema: GenMessage<ListRateLimitsResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 35);
+
+/**
  * Operators: inspect and steer queues and tasks. Used by the CLI and the dashboard.
  *
  * @generated from service conveyor.v1.AdminService
@@ -557,6 +853,64 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof RetryTaskRequestSchema;
     output: typeof RetryTaskResponseSchema;
+  },
+  /**
+   * Per-key concurrency limit of a queue: each distinct concurrency key runs at most
+   * `max` tasks at once. Takes effect at once on the live queue; stored durably.
+   *
+   * @generated from rpc conveyor.v1.AdminService.SetQueueConcurrencyLimit
+   */
+  setQueueConcurrencyLimit: {
+    methodKind: "unary";
+    input: typeof SetQueueConcurrencyLimitRequestSchema;
+    output: typeof SetQueueConcurrencyLimitResponseSchema;
+  },
+  /**
+   * Clears a queue's per-key limit: its keys go unbounded.
+   *
+   * @generated from rpc conveyor.v1.AdminService.DeleteQueueConcurrencyLimit
+   */
+  deleteQueueConcurrencyLimit: {
+    methodKind: "unary";
+    input: typeof DeleteQueueConcurrencyLimitRequestSchema;
+    output: typeof DeleteQueueConcurrencyLimitResponseSchema;
+  },
+  /**
+   * @generated from rpc conveyor.v1.AdminService.ListConcurrencyLimits
+   */
+  listConcurrencyLimits: {
+    methodKind: "unary";
+    input: typeof ListConcurrencyLimitsRequestSchema;
+    output: typeof ListConcurrencyLimitsResponseSchema;
+  },
+  /**
+   * Token-bucket rate limit of a queue (dispatches per second, burst). Overrides the
+   * server default; takes effect at once; stored durably.
+   *
+   * @generated from rpc conveyor.v1.AdminService.SetQueueRateLimit
+   */
+  setQueueRateLimit: {
+    methodKind: "unary";
+    input: typeof SetQueueRateLimitRequestSchema;
+    output: typeof SetQueueRateLimitResponseSchema;
+  },
+  /**
+   * Clears a queue's override: the queue falls back to the server default.
+   *
+   * @generated from rpc conveyor.v1.AdminService.DeleteQueueRateLimit
+   */
+  deleteQueueRateLimit: {
+    methodKind: "unary";
+    input: typeof DeleteQueueRateLimitRequestSchema;
+    output: typeof DeleteQueueRateLimitResponseSchema;
+  },
+  /**
+   * @generated from rpc conveyor.v1.AdminService.ListRateLimits
+   */
+  listRateLimits: {
+    methodKind: "unary";
+    input: typeof ListRateLimitsRequestSchema;
+    output: typeof ListRateLimitsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_conveyor_v1_admin_service, 0);

@@ -1,0 +1,62 @@
+/**
+ * CPU time of processes (Linux /proc), to tell whether a process was saturated during a
+ * measurement: a daemon at ~100% of one core is the bottleneck of a single-threaded engine.
+ */
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { performance } from "node:perf_hooks";
+
+let ticksPerSecond: number | undefined;
+
+function clockTicks(): number {
+  if (ticksPerSecond === undefined) {
+    try {
+      ticksPerSecond = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+    } catch {
+      ticksPerSecond = 100;
+    }
+  }
+  return ticksPerSecond;
+}
+
+/** user+system CPU milliseconds consumed so far by `pid`; undefined off Linux. */
+export function cpuMsOf(pid: number): number | undefined {
+  if (pid === process.pid) {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1000;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // Fields after the command name start at field 3 (state); utime is 14, stime 15.
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return (ticks * 1000) / clockTicks();
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU use of named processes over an interval, as % of one core. */
+export class CpuMeter {
+  private readonly start = new Map<string, number | undefined>();
+  private readonly startedAt = performance.now();
+
+  constructor(private readonly pids: Record<string, number>) {
+    for (const [name, pid] of Object.entries(pids)) this.start.set(name, cpuMsOf(pid));
+  }
+
+  /** e.g. { daemon: 97, worker: 41, bench: 60 } (percent of one core). */
+  read(): Record<string, number> {
+    const wall = performance.now() - this.startedAt;
+    const out: Record<string, number> = {};
+    for (const [name, pid] of Object.entries(this.pids)) {
+      const before = this.start.get(name);
+      const after = cpuMsOf(pid);
+      if (before !== undefined && after !== undefined && wall > 0) out[name] = Math.round(((after - before) / wall) * 100);
+    }
+    return out;
+  }
+}
+
+export const fmtCpu = (cpu: Record<string, number>): string =>
+  Object.entries(cpu).map(([k, v]) => `${k} ${v}%`).join(", ");

@@ -1,0 +1,43 @@
+/**
+ * A token bucket (the per-queue rate limit): holds up to `burst` tokens and refills
+ * at `ratePerSec`. Pure: time is passed in.
+ */
+export interface RateLimitSpec {
+  ratePerSec: number;
+  burst: number;
+}
+
+export class TokenBucket {
+  private tokens: number;
+  private refilledAtMs: number;
+
+  constructor(readonly spec: RateLimitSpec, nowMs: number) {
+    this.tokens = spec.burst;
+    this.refilledAtMs = nowMs;
+  }
+
+  /** Takes one token if there is one. */
+  take(nowMs: number): boolean {
+    this.refill(nowMs);
+    if (this.tokens < 1) return false;
+    this.tokens -= 1;
+    return true;
+  }
+
+  hasToken(nowMs: number): boolean {
+    this.refill(nowMs);
+    return this.tokens >= 1;
+  }
+
+  /** When the next whole token will be there (now or earlier if one is). */
+  nextTokenAtMs(): number {
+    if (this.tokens >= 1) return this.refilledAtMs;
+    return this.refilledAtMs + Math.ceil(((1 - this.tokens) / this.spec.ratePerSec) * 1000);
+  }
+
+  private refill(nowMs: number): void {
+    if (nowMs <= this.refilledAtMs) return;
+    this.tokens = Math.min(this.spec.burst, this.tokens + ((nowMs - this.refilledAtMs) / 1000) * this.spec.ratePerSec);
+    this.refilledAtMs = nowMs;
+  }
+}

@@ -1,0 +1,90 @@
+/**
+ * Per-queue rate limits (token bucket) with a server default, through a real node,
+ * the SDK worker and the CLI.
+ */
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Mux, json, newTask } from "../../src/index.js";
+import { NodeProcess, REPO_ROOT } from "../support/node-process.js";
+import { connect, deferred } from "../support/sdk.js";
+
+const run = promisify(execFile);
+let node: NodeProcess;
+let sdk: ReturnType<typeof connect>;
+
+const cli = (...args: string[]) => run(process.execPath, [join(REPO_ROOT, "bin/conveyor.js"), "--server", node.grpcAddress, ...args]);
+
+beforeAll(async () => {
+  node = await NodeProcess.start({ settings: { rate_limit_rate_per_sec: "50", rate_limit_burst: "10" } });
+  sdk = connect(node);
+});
+
+afterAll(async () => {
+  await sdk.close();
+  await node.stop();
+  node.cleanup();
+});
+
+const leaseNow = async (queue: string, max = 1000) =>
+  (await sdk.workerRpc.lease({ workerId: "t", queues: [{ queue, weight: 1 }], maxDeliveries: max, waitMs: 0 })).deliveries;
+
+async function fill(queue: string, n: number, options: object = {}) {
+  await sdk.client.enqueueBatch(Array.from({ length: n }, (_, i) => ({ task: newTask("tick", json({ i })), options: { queue, ...options } })));
+}
+
+describe("rate limits", () => {
+  it("a queue without an override uses the server default (burst, then the rate)", async () => {
+    await fill("default-rated", 30);
+    expect(await leaseNow("default-rated")).toHaveLength(10);
+    const listed = await cli("ratelimit", "ls");
+    expect(listed.stdout).toMatch(/\(default\)\s*│\s*50\s*│\s*10/);
+  });
+
+  it("dispatches within a few percent of rate × time + burst", async () => {
+    const queue = "rated";
+    await cli("ratelimit", "set", queue, "--rate", "20", "--burst", "5");
+    await fill(queue, 250);
+    const starts: number[] = [];
+    const windowMs = 3_000;
+    const done = deferred();
+    sdk.worker(new Mux().handle("tick", async () => {
+      const now = Date.now();
+      starts.push(now);
+      if (now - starts[0]! > windowMs) done.resolve();
+    }), { queues: [queue], concurrency: 50 });
+    await done.promise;
+    const inWindow = starts.filter((t) => t - starts[0]! <= windowMs).length;
+    const expected = 5 + 20 * (windowMs / 1000);
+    expect(Math.abs(inWindow - expected)).toBeLessThanOrEqual(3);
+    // Rate-limited tasks wait pending and spend no retry.
+    const waiting = await sdk.admin.listTasks({ queue, state: 2 /* PENDING */, pageSize: 5 });
+    expect(waiting.tasks.every((t) => t.retried === 0)).toBe(true);
+  });
+
+  it("the key gate comes first: a rate-limited task holds no concurrency slot", async () => {
+    const queue = "both-limits";
+    await sdk.admin.setQueueRateLimit({ queue, ratePerSec: 0.001, burst: 1 });
+    await sdk.admin.setQueueConcurrencyLimit({ queue, max: 1 });
+    for (const key of ["a", "a", "b"]) await sdk.client.enqueue(newTask("tick", json({})), { queue, concurrencyKey: key });
+    expect(await leaseNow(queue)).toHaveLength(1); // a#1 took the only token
+    expect(await leaseNow(queue)).toHaveLength(0); // b waits for a token, a#2 for its key
+    const limit = (await sdk.admin.listConcurrencyLimits({})).limits.find((l) => l.queue === queue);
+    expect(limit).toMatchObject({ inFlight: 1, held: 1 });
+  });
+
+  it("clearing an override falls back to the default; bad values change nothing", async () => {
+    const queue = "override";
+    await sdk.admin.setQueueRateLimit({ queue, ratePerSec: 0.001, burst: 2 });
+    await fill(queue, 20);
+    expect(await leaseNow(queue)).toHaveLength(2);
+    await expect(sdk.admin.setQueueRateLimit({ queue, ratePerSec: 0, burst: 1 })).rejects.toMatchObject({ code: "INVALID_ARGUMENT", field: "rate_per_sec" });
+    expect((await sdk.admin.listRateLimits({})).limits.find((l) => l.queue === queue)).toMatchObject({ ratePerSec: 0.001, burst: 2 });
+    await cli("ratelimit", "rm", queue);
+    expect(await leaseNow(queue)).toHaveLength(10); // the default's burst
+    const again = await cli("ratelimit", "rm", queue).catch((e: { code: number; stderr: string }) => e);
+    expect(again).toMatchObject({ code: 1 });
+    expect((again as { stderr: string }).stderr).toContain("has no rate limit override");
+  });
+});
