@@ -13,6 +13,7 @@ import { registerQueueCommands } from "./commands/queue.js";
 import { registerTaskCommands } from "./commands/task.js";
 import { registerConcurrencyCommands } from "./commands/concurrency.js";
 import { registerRateLimitCommands } from "./commands/ratelimit.js";
+import { registerGroupCommands } from "./commands/group.js";
 import { addGlobalOptions, CliContext, installGlobalOptions, type GlobalOptions } from "./context.js";
 
 export type CommandGroup = (program: Command, ctx: CliContext) => void;
@@ -23,6 +24,7 @@ export const COMMAND_GROUPS: readonly CommandGroup[] = [
   registerEnqueueCommand,
   registerConcurrencyCommands,
   registerRateLimitCommands,
+  registerGroupCommands,
 ];
 
 /**

@@ -1,8 +1,8 @@
 /** The conveyor SDK: what `import { ... } from "conveyor"` gives you. */
 export { Client, type ClientOptions, type TaskInfo } from "./sdk/client.js";
 export { Worker, type WorkerOptions } from "./sdk/worker.js";
-export { Mux, type Handler, type HandlerContext } from "./sdk/mux.js";
-export { skipRetry, isSkipRetry, ConveyorError } from "./sdk/errors.js";
+export { Mux, type Handler, type BatchHandler, type HandlerContext } from "./sdk/mux.js";
+export { skipRetry, isSkipRetry, BatchError, ConveyorError } from "./sdk/errors.js";
 export {
   newTask, json, bytes,
   type NewTaskSpec, type Payload, type EnqueueOptions, type TaskView, type TaskState, type Duration,

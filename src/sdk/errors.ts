@@ -13,4 +13,19 @@ export function isSkipRetry(err: unknown): boolean {
   return typeof err === "object" && err !== null && (err as Record<symbol, unknown>)[SKIP_RETRY] === true;
 }
 
+/**
+ * Thrown by a batch handler to give members their own outcome: members named in
+ * `errors` (by task id) fail: archived when the error is wrapped with `skipRetry`,
+ * retried otherwise. Members not named complete.
+ */
+export class BatchError extends Error {
+  override readonly name = "BatchError";
+  readonly errors: ReadonlyMap<string, unknown>;
+
+  constructor(errors: ReadonlyMap<string, unknown> | Record<string, unknown>, message = "some batch members failed") {
+    super(message);
+    this.errors = errors instanceof Map ? errors : new Map(Object.entries(errors));
+  }
+}
+
 export { ConveyorError } from "../base/errors.js";

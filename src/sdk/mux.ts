@@ -17,8 +17,16 @@ export interface HandlerContext {
  */
 export type Handler = (task: TaskView, ctx: HandlerContext) => Promise<unknown> | unknown;
 
+/**
+ * A batch handler: all members of a fired group in one call. Return normally to complete
+ * every member; throw to retry every member (or `skipRetry(err)` to archive them all);
+ * throw a `BatchError` to give named members their own outcome (the rest complete).
+ */
+export type BatchHandler = (tasks: TaskView[], ctx: HandlerContext) => Promise<unknown> | unknown;
+
 export class Mux {
   private readonly handlers = new Map<string, Handler>();
+  private readonly batchHandlers = new Map<string, BatchHandler>();
 
   /** Registers the handler of a task type; one handler per type. */
   handle(type: string, handler: Handler): this {
@@ -28,12 +36,36 @@ export class Mux {
     return this;
   }
 
+  /**
+   * Registers the batch handler of a task type. The worker then receives that type's
+   * group batches; the handler also serves single tasks of the type that have no plain
+   * handler (as a batch of one).
+   */
+  handleBatch(type: string, handler: BatchHandler): this {
+    if (type === "") throw new Error("Mux.handleBatch: type must not be empty");
+    if (this.batchHandlers.has(type)) throw new Error(`Mux.handleBatch: a batch handler for ${JSON.stringify(type)} is already registered`);
+    this.batchHandlers.set(type, handler);
+    return this;
+  }
+
   handlerFor(type: string): Handler | undefined {
-    return this.handlers.get(type);
+    const single = this.handlers.get(type);
+    if (single) return single;
+    const batch = this.batchHandlers.get(type);
+    return batch && ((task, ctx) => batch([task], ctx));
+  }
+
+  batchHandlerFor(type: string): BatchHandler | undefined {
+    return this.batchHandlers.get(type);
   }
 
   get types(): string[] {
-    return [...this.handlers.keys()];
+    return [...new Set([...this.handlers.keys(), ...this.batchHandlers.keys()])];
+  }
+
+  /** Types with a batch handler (advertised to the server in every Lease call). */
+  get batchTypes(): string[] {
+    return [...this.batchHandlers.keys()];
   }
 }
 

@@ -20,8 +20,8 @@ import { Outcome as WireOutcome, WorkerService, type Delivery, type Settlement }
 import { RpcChannel } from "../rpc/client.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
 import { defaultAddress } from "./client.js";
-import { isSkipRetry } from "./errors.js";
-import { encodeResult, type Mux } from "./mux.js";
+import { BatchError, isSkipRetry } from "./errors.js";
+import { encodeResult, type HandlerContext, type Mux } from "./mux.js";
 import { toTaskView } from "./task.js";
 
 export interface WorkerOptions {
@@ -140,7 +140,7 @@ export class Worker {
       }
       try {
         const res = await this.rpc.lease(
-          { workerId: this.workerId, queues: this.queues, maxDeliveries: free, waitMs: this.leaseWaitMs },
+          { workerId: this.workerId, queues: this.queues, maxDeliveries: free, waitMs: this.leaseWaitMs, batchTypes: this.options.mux.batchTypes },
           { timeoutMs: this.leaseWaitMs + 15_000, signal: this.leaseAbort.signal },
         );
         failures = 0;
@@ -178,19 +178,37 @@ export class Worker {
 
   /** Runs the handler and turns its return or throw into settlements. */
   private async execute(delivery: Delivery, signal: AbortSignal, deadlineMs: number): Promise<Settlement[]> {
+    const ctx = { signal, deadline: deadlineMs > 0 ? new Date(deadlineMs) : undefined, leaseId: delivery.leaseId };
+    if (delivery.batch) return this.executeBatch(delivery, ctx);
     const task = delivery.tasks[0]!;
     const handler = this.options.mux.handlerFor(task.type);
     if (!handler) {
       return [settlement(delivery, task.id, WireOutcome.RETRY, new Uint8Array(), `no handler registered for task type ${JSON.stringify(task.type)}`)];
     }
     try {
-      const value = await handler(toTaskView(task), {
-        signal, deadline: deadlineMs > 0 ? new Date(deadlineMs) : undefined, leaseId: delivery.leaseId,
-      });
+      const value = await handler(toTaskView(task), ctx);
       return [settlement(delivery, task.id, WireOutcome.SUCCESS, encodeResult(value), "")];
     } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      return [settlement(delivery, task.id, isSkipRetry(error) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, new Uint8Array(), message)];
+      return [settlement(delivery, task.id, isSkipRetry(error) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, new Uint8Array(), messageOf(error))];
+    }
+  }
+
+  /** A group batch: one call of the type's batch handler, one outcome per member. */
+  private async executeBatch(delivery: Delivery, ctx: HandlerContext): Promise<Settlement[]> {
+    const type = delivery.tasks[0]!.type;
+    const handler = this.options.mux.batchHandlerFor(type);
+    const all = (outcome: WireOutcome, error: string) => delivery.tasks.map((t) => settlement(delivery, t.id, outcome, new Uint8Array(), error));
+    if (!handler) return all(WireOutcome.RETRY, `no batch handler registered for task type ${JSON.stringify(type)}`);
+    try {
+      await handler(delivery.tasks.map(toTaskView), ctx);
+      return all(WireOutcome.SUCCESS, "");
+    } catch (error) {
+      if (!(error instanceof BatchError)) return all(isSkipRetry(error) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, messageOf(error));
+      return delivery.tasks.map((t) => {
+        if (!error.errors.has(t.id)) return settlement(delivery, t.id, WireOutcome.SUCCESS, new Uint8Array(), "");
+        const memberError = error.errors.get(t.id);
+        return settlement(delivery, t.id, isSkipRetry(memberError) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, new Uint8Array(), messageOf(memberError));
+      });
     }
   }
 
@@ -261,5 +279,6 @@ function settlement(d: Delivery, taskId: string, outcome: WireOutcome, result: U
   return { $typeName: "conveyor.v1.Settlement", queue: d.queue, leaseId: d.leaseId, taskId, outcome, result, error };
 }
 
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 const jitter = (ms: number) => ms / 2 + Math.random() * (ms / 2);
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

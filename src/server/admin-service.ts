@@ -2,7 +2,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ConveyorError, invalidField } from "../base/errors.js";
 import { defaultRateLimit } from "./config.js";
-import { AdminService, QueueInfoSchema, type QueueInfo } from "../gen/conveyor/v1/admin_service_pb.js";
+import { AdminService, GroupConfigSchema, GroupState, QueueInfoSchema, type QueueInfo } from "../gen/conveyor/v1/admin_service_pb.js";
 import { TaskState as WireState } from "../gen/conveyor/v1/task_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import type { QueueSummary } from "../storage/admin-queries.js";
@@ -29,6 +29,14 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
   function concurrencyLimit(queue: string, max: number) {
     const stats = ctx.host.peek(queue)?.stats();
     return { queue, max, inFlight: stats?.inflightKeyed ?? 0, held: stats?.held ?? 0 };
+  }
+
+  const serverGroupDefaults = () => ({
+    maxSize: ctx.config.groupMaxSize, maxDelayMs: ctx.config.groupMaxDelayMs, graceMs: ctx.config.groupGracePeriodMs,
+  });
+
+  function groupConfigToWire(queue: string, group: string, c: { maxSize: number; maxDelayMs: number; graceMs: number }) {
+    return create(GroupConfigSchema, { queue, group, maxSize: c.maxSize, maxDelayMs: BigInt(c.maxDelayMs), graceMs: BigInt(c.graceMs) });
   }
 
   async function setPaused(queue: string, paused: boolean) {
@@ -123,6 +131,61 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       ctx.router.grainFor(queue).setRateLimit(undefined);
       await ctx.committed();
       return {};
+    },
+
+    async setGroupConfig(call) {
+      const c = call.request.config;
+      if (!c) throw invalidField("config", "missing");
+      const queue = checkQueueName(c.queue, "config.queue");
+      if (c.group.length > 256) throw invalidField("config.group", "longer than 256 characters");
+      if (c.maxSize < 1) throw invalidField("config.max_size", `must be at least 1, got ${c.maxSize}`);
+      if (c.maxDelayMs <= 0n) throw invalidField("config.max_delay_ms", `must be above zero, got ${c.maxDelayMs}`);
+      if (c.graceMs <= 0n) throw invalidField("config.grace_ms", `must be above zero, got ${c.graceMs}`);
+      const config = { maxSize: c.maxSize, maxDelayMs: Number(c.maxDelayMs), graceMs: Number(c.graceMs) };
+      ctx.store.setGroupConfig(queue, c.group, config);
+      ctx.router.grainFor(queue).setGroupConfig(c.group, config);
+      await ctx.committed();
+      return { config: groupConfigToWire(queue, c.group, config) };
+    },
+
+    async listGroupConfigs(call) {
+      const filter = call.request.queue;
+      return {
+        configs: ctx.queries.listGroupConfigs().filter((g) => !filter || g.queue === filter).map((g) => groupConfigToWire(g.queue, g.group, g)),
+        serverDefault: groupConfigToWire("", "", serverGroupDefaults()),
+      };
+    },
+
+    async deleteGroupConfig(call) {
+      const queue = checkQueueName(call.request.queue, "queue");
+      const { group } = call.request;
+      if (!ctx.store.setGroupConfig(queue, group, undefined)) {
+        const what = group === "" ? "a queue-wide group default" : `an override for group ${JSON.stringify(group)}`;
+        throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${JSON.stringify(queue)} has no ${what}`);
+      }
+      ctx.router.grainFor(queue).setGroupConfig(group, undefined);
+      await ctx.committed();
+      return {};
+    },
+
+    async listGroups(call) {
+      const filter = call.request.queue;
+      const withinMs = ctx.config.leaseWaitMaxMs + 10_000;
+      const groups = [];
+      for (const q of ctx.queries.listQueues()) {
+        if (filter && q.name !== filter) continue;
+        if (q.counts.aggregating === 0 && q.counts.pending === 0) continue;
+        for (const g of ctx.router.grainFor(q.name).listGroups()) {
+          groups.push({
+            queue: q.name, group: g.group, type: g.type,
+            state: g.state === "aggregating" ? GroupState.AGGREGATING : GroupState.READY,
+            size: g.size, firstMemberAtMs: BigInt(g.firstAtMs), lastMemberAtMs: BigInt(g.lastAtMs),
+            nextFireAtMs: BigInt(g.nextFireAtMs), workerAvailable: ctx.broker.canTakeBatches(q.name, g.type, withinMs),
+            config: groupConfigToWire(q.name, g.group, g.config),
+          });
+        }
+      }
+      return { groups };
     },
 
     async listRateLimits() {

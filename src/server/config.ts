@@ -36,6 +36,11 @@ export interface NodeConfig {
   rateLimitRatePerSec: number;
   /** Burst of the default rate limit; 0 = max(1, ceil(rate)). */
   rateLimitBurst: number;
+  /** Server defaults of group aggregation (overridable per queue and per group). */
+  groupMaxSize: number;
+  groupMaxDelayMs: number;
+  groupGracePeriodMs: number;
+  groupSweepIntervalMs: number;
 }
 
 /** The server-wide default rate limit, if one is configured. */
@@ -64,6 +69,10 @@ export const DEFAULT_CONFIG: NodeConfig = {
   shutdownGraceMs: 10_000,
   rateLimitRatePerSec: 0,
   rateLimitBurst: 0,
+  groupMaxSize: 100,
+  groupMaxDelayMs: 60_000,
+  groupGracePeriodMs: 10_000,
+  groupSweepIntervalMs: 1_000,
 };
 
 type Kind = "string" | "duration" | "int" | "number" | "sync";
@@ -88,6 +97,10 @@ const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind }> = [
   { key: "shutdownGraceMs", yaml: "shutdown_grace", kind: "duration" },
   { key: "rateLimitRatePerSec", yaml: "rate_limit_rate_per_sec", kind: "number" },
   { key: "rateLimitBurst", yaml: "rate_limit_burst", kind: "int" },
+  { key: "groupMaxSize", yaml: "group_max_size", kind: "int" },
+  { key: "groupMaxDelayMs", yaml: "group_max_delay", kind: "duration" },
+  { key: "groupGracePeriodMs", yaml: "group_grace_period", kind: "duration" },
+  { key: "groupSweepIntervalMs", yaml: "group_sweep_interval", kind: "duration" },
 ];
 
 /** The yaml keys, for `conveyord --help`. */
@@ -151,6 +164,10 @@ export function loadConfig(options: { file?: string; env?: NodeJS.ProcessEnv; ov
   if (!result.nodeId) result.nodeId = result.listen;
   if (result.rateLimitBurst > 0 && result.rateLimitRatePerSec === 0) {
     throw new Error("rate_limit_burst is set but rate_limit_rate_per_sec is not");
+  }
+  if (result.groupMaxSize < 1) throw new Error(`group_max_size must be at least 1, got ${result.groupMaxSize}`);
+  for (const [name, v] of [["group_max_delay", result.groupMaxDelayMs], ["group_grace_period", result.groupGracePeriodMs], ["group_sweep_interval", result.groupSweepIntervalMs]] as const) {
+    if (v <= 0) throw new Error(`${name} must be above zero`);
   }
   if (result.leaseTtlMs < 100) throw new Error(`lease_ttl must be at least 100ms, got ${result.leaseTtlMs}ms`);
   return result;

@@ -29,6 +29,8 @@ import { taskService } from "./task-service.js";
 import { workerService } from "./worker-service.js";
 import { adminService } from "./admin-service.js";
 import { createHttpServer } from "./http.js";
+import { jsonApiRoute, jsonService } from "./json-api.js";
+import { findWebRoot, staticRoute } from "./static-files.js";
 
 export interface NodeDeps {
   config: NodeConfig;
@@ -59,7 +61,12 @@ export class ConveyorNode {
 
     let broker: LeaseBroker | undefined;
     const host: GrainHost = new GrainHost({
-      store, clock, random, newLeaseId: randomUUID, core: { leaseTtlMs: config.leaseTtlMs, ...withDefined("defaultRateLimit", defaultRateLimit(config)) },
+      store, clock, random, newLeaseId: randomUUID, core: {
+        leaseTtlMs: config.leaseTtlMs,
+        ...withDefined("defaultRateLimit", defaultRateLimit(config)),
+        groupDefaults: { maxSize: config.groupMaxSize, maxDelayMs: config.groupMaxDelayMs, graceMs: config.groupGracePeriodMs },
+        groupSweepIntervalMs: config.groupSweepIntervalMs,
+      },
       idleMs: config.grainIdleTimeoutMs, logger,
       hooks: {
         onReady: (queue) => broker?.onReady(queue),
@@ -117,7 +124,12 @@ export class ConveyorNode {
       grpcServer.bindAsync(config.listen, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))));
 
     const health = () => ({ node: config.nodeId, grains: host.activeQueues().length, parkedLeases: broker!.parked });
-    const httpServer = createHttpServer(metrics, health);
+    // Dashboard: the JSON API calls the same (stateless) service implementations as gRPC.
+    const dashboard = [
+      jsonApiRoute([jsonService(AdminService, adminService(ctx)), jsonService(TaskService, taskService(ctx))], { onInternal }),
+      staticRoute(findWebRoot()),
+    ];
+    const httpServer = createHttpServer(metrics, health, dashboard);
     const [httpHost, httpPortText] = splitHostPort(config.http);
     await new Promise<void>((resolve, reject) => {
       httpServer.once("error", reject);

@@ -59,7 +59,7 @@ export function validateSpec(spec: TaskSpec | undefined, prefix: string, d: Task
   if (spec.group !== "" && (spec.processAtMs !== 0n || spec.processInMs !== 0n)) {
     throw invalidField(f("group"), "group and process_at_ms/process_in_ms are mutually exclusive");
   }
-  if (spec.group !== "") throw invalidField(f("group"), "group aggregation is not available in this version of conveyord");
+  if (spec.group.length > 256) throw invalidField(f("group"), "longer than 256 characters");
   if (spec.uniqueTtlMs !== 0n && spec.uniqueKey === "") throw invalidField(f("unique_ttl_ms"), "needs unique_key");
   if (spec.taskId !== "" && !TASK_ID.test(spec.taskId)) {
     throw invalidField(f("task_id"), "use 1-128 letters, digits or . _ : @ / -");

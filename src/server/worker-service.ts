@@ -35,7 +35,7 @@ function byQueue<T extends { queue: string }>(items: readonly T[]): Map<string, 
 export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService> {
   const toDelivery = (d: LeasedDelivery) => create(DeliverySchema, {
     leaseId: d.leaseId, queue: d.queue, leaseExpiresAtMs: BigInt(d.leaseExpiresAtMs),
-    deadlineAtMs: BigInt(d.deadlineAtMs), tasks: d.tasks.map((t) => taskToWire(t)),
+    deadlineAtMs: BigInt(d.deadlineAtMs), tasks: d.tasks.map((t) => taskToWire(t)), batch: d.batch, group: d.group,
   });
 
   /** Deliveries whose caller went away go straight back to pending, no retry spent. */
@@ -56,7 +56,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
       const abort = new AbortController();
       call.on("cancelled", () => abort.abort());
       const deliveries = await ctx.broker.lease({
-        workerId: req.workerId, queues, max: req.maxDeliveries, waitMs: Math.min(req.waitMs, ctx.config.leaseWaitMaxMs), signal: abort.signal,
+        workerId: req.workerId, queues, caps: { batchTypes: new Set(req.batchTypes) }, max: req.maxDeliveries, waitMs: Math.min(req.waitMs, ctx.config.leaseWaitMaxMs), signal: abort.signal,
       });
       await ctx.committed();
       if (call.cancelled && deliveries.length > 0) {

@@ -35,6 +35,7 @@ export class AdminQueries {
       pageAll: s.prepare("SELECT rowid AS cursor, * FROM tasks WHERE queue = ? AND rowid > ? ORDER BY rowid LIMIT ?"),
       unfinishedQueues: s.prepare(`SELECT DISTINCT queue FROM tasks
         WHERE state IN ('pending','scheduled','retry','active','aggregating')`),
+      groupConfigs: s.prepare("SELECT queue, grp, max_size, max_delay_ms, grace_ms FROM group_configs ORDER BY queue, grp"),
       purge: s.prepare(`DELETE FROM tasks WHERE rowid IN
         (SELECT rowid FROM tasks WHERE purge_at > 0 AND purge_at <= ? LIMIT ?)`),
     };
@@ -73,6 +74,14 @@ export class AdminQueries {
       tasks: page.map(rowToRecord),
       nextCursor: rows.length > pageSize ? String(page.at(-1)!.cursor) : "",
     };
+  }
+
+  /** Every stored group override (group "" = a queue's default). */
+  listGroupConfigs(): Array<{ queue: string; group: string; maxSize: number; maxDelayMs: number; graceMs: number }> {
+    type Row = { queue: string; grp: string; max_size: number; max_delay_ms: number; grace_ms: number };
+    return (this.stmt.groupConfigs.all() as Row[]).map((r) => ({
+      queue: r.queue, group: r.grp, maxSize: r.max_size, maxDelayMs: r.max_delay_ms, graceMs: r.grace_ms,
+    }));
   }
 
   /** Queues with unfinished tasks: their grains are activated when the node starts. */

@@ -6,6 +6,7 @@ import type { Effect, TransitionOutcome } from "../grains/queue/effects.js";
 import type { QueueSettings, QueueStore } from "../grains/queue/ports.js";
 import type { TaskIndexEntry, TaskRecord, TaskState } from "../grains/queue/task.js";
 import type { RateLimitSpec } from "../grains/queue/token-bucket.js";
+import type { GroupConfig } from "../grains/queue/group-aggregator.js";
 import type { Database } from "./database.js";
 import { rowToRecord, toBuffer, type TaskRow } from "./rows.js";
 
@@ -33,7 +34,7 @@ export class TaskStore implements QueueStore {
        * stored value; purge_at is set when the task reaches a final state.
        */
       transition: s.prepare(`UPDATE tasks SET state = @state, seq = @seq, retried = @retried, ready_at = @readyAt,
-        lease_id = @leaseId, lease_expires_at = @leaseExpiresAt, expires_at = @expiresAt,
+        lease_id = @leaseId, lease_expires_at = @leaseExpiresAt, expires_at = @expiresAt, batch_id = @batchId,
         last_error = COALESCE(@lastError, last_error), last_failed_at = COALESCE(@lastFailedAt, last_failed_at),
         finished_at = COALESCE(@finishedAt, finished_at), result = COALESCE(@result, result),
         cancel_reason = COALESCE(@cancelReason, cancel_reason),
@@ -55,7 +56,12 @@ export class TaskStore implements QueueStore {
       findId: s.prepare("SELECT queue, state FROM tasks WHERE id = ?"),
       unfinished: s.prepare(`SELECT id, state, type, priority, seq, concurrency_key, ready_at, timeout_ms, deadline_at,
         expires_at, unique_key, unique_until, retried, max_retry, backoff_base_ms, backoff_max_ms, lease_id,
-        lease_expires_at FROM tasks WHERE queue = ? AND state IN ${UNFINISHED}`),
+        lease_expires_at, grp, batch_id FROM tasks WHERE queue = ? AND state IN ${UNFINISHED} ORDER BY seq`),
+      groupConfigs: s.prepare("SELECT grp, max_size, max_delay_ms, grace_ms FROM group_configs WHERE queue = ?"),
+      setGroupConfig: s.prepare(`INSERT INTO group_configs (queue, grp, max_size, max_delay_ms, grace_ms)
+        VALUES (@queue, @group, @maxSize, @maxDelayMs, @graceMs)
+        ON CONFLICT (queue, grp) DO UPDATE SET max_size = @maxSize, max_delay_ms = @maxDelayMs, grace_ms = @graceMs`),
+      deleteGroupConfig: s.prepare("DELETE FROM group_configs WHERE queue = ? AND grp = ?"),
     };
   }
 
@@ -65,9 +71,14 @@ export class TaskStore implements QueueStore {
 
   loadSettings(queue: string): QueueSettings {
     const row = this.stmt.settings.get(queue) as SettingsRow | undefined;
-    if (!row) return { paused: false };
+    const groupConfigs = new Map<string, GroupConfig>();
+    for (const g of this.stmt.groupConfigs.all(queue) as GroupConfigRow[]) {
+      groupConfigs.set(g.grp, { maxSize: g.max_size, maxDelayMs: g.max_delay_ms, graceMs: g.grace_ms });
+    }
+    if (!row) return { paused: false, groupConfigs };
     return {
       paused: row.paused === 1,
+      groupConfigs,
       ...(row.key_limit !== null ? { keyLimit: row.key_limit } : {}),
       ...(row.rate_per_sec !== null ? { rateLimit: { ratePerSec: row.rate_per_sec, burst: row.rate_burst ?? 1 } } : {}),
     };
@@ -123,7 +134,7 @@ export class TaskStore implements QueueStore {
   private transition(e: TaskIndexEntry, o: TransitionOutcome | undefined): void {
     this.stmt.transition.run({
       id: e.id, state: e.state, seq: e.seq, retried: e.retried, readyAt: e.readyAtMs, leaseId: e.leaseId,
-      leaseExpiresAt: e.leaseExpiresAtMs, expiresAt: e.expiresAtMs, lastError: o?.lastError ?? null, lastFailedAt: o?.lastFailedAtMs ?? null,
+      leaseExpiresAt: e.leaseExpiresAtMs, expiresAt: e.expiresAtMs, batchId: e.batchId, lastError: o?.lastError ?? null, lastFailedAt: o?.lastFailedAtMs ?? null,
       finishedAt: o?.finishedAtMs ?? null, result: o?.result ? toBuffer(o.result) : null,
       cancelReason: o?.cancelReason ?? null, deadRetention: this.options.deadRetentionMs,
     });
@@ -145,6 +156,16 @@ export class TaskStore implements QueueStore {
     this.knownQueues.add(queue);
   }
 
+  /** Stores a group override (group "" = the queue default); undefined deletes it. */
+  setGroupConfig(queue: string, group: string, config: GroupConfig | undefined): boolean {
+    return this.db.write(() => {
+      if (!config) return this.stmt.deleteGroupConfig.run(queue, group).changes > 0;
+      this.ensureQueue(queue);
+      this.stmt.setGroupConfig.run({ queue, group, ...config });
+      return true;
+    });
+  }
+
   /** Records that a queue exists (so ListQueues shows it before it has tasks). */
   ensureQueue(queue: string): void {
     if (this.knownQueues.has(queue)) return;
@@ -155,6 +176,13 @@ export class TaskStore implements QueueStore {
   committed(): Promise<void> {
     return this.db.committed();
   }
+}
+
+interface GroupConfigRow {
+  grp: string;
+  max_size: number;
+  max_delay_ms: number;
+  grace_ms: number;
 }
 
 interface SettingsRow {
@@ -168,7 +196,7 @@ interface IndexRow {
   id: string; state: TaskState; type: string; priority: number; seq: number; concurrency_key: string;
   ready_at: number; timeout_ms: number; deadline_at: number; expires_at: number; unique_key: string;
   unique_until: number; retried: number; max_retry: number; backoff_base_ms: number; backoff_max_ms: number;
-  lease_id: string; lease_expires_at: number;
+  lease_id: string; lease_expires_at: number; grp: string; batch_id: string;
 }
 
 function indexRowToEntry(r: IndexRow): TaskIndexEntry {
@@ -177,6 +205,6 @@ function indexRowToEntry(r: IndexRow): TaskIndexEntry {
     readyAtMs: r.ready_at, timeoutMs: r.timeout_ms, deadlineAtMs: r.deadline_at, expiresAtMs: r.expires_at,
     uniqueKey: r.unique_key, uniqueUntilMs: r.unique_until, retried: r.retried, maxRetry: r.max_retry,
     backoffBaseMs: r.backoff_base_ms, backoffMaxMs: r.backoff_max_ms, leaseId: r.lease_id,
-    leaseExpiresAtMs: r.lease_expires_at,
+    leaseExpiresAtMs: r.lease_expires_at, group: r.grp, batchId: r.batch_id,
   };
 }

@@ -15,7 +15,7 @@ import { seededRandom } from "../../src/base/random.js";
 import type { CoreEvent, Effect } from "../../src/grains/queue/effects.js";
 import { QueueCore, type DeliveryPlan, type KnownIds } from "../../src/grains/queue/queue-core.js";
 import { FINISHED_STATES, type NewTask, type Outcome, type TaskIndexEntry, type TaskState } from "../../src/grains/queue/task.js";
-import { QUEUE, newTask } from "../support/core-fixtures.js";
+import { QUEUE, coreConfig, newTask } from "../support/core-fixtures.js";
 
 const TTL = 1_000;
 const KEYS = ["", "A", "B", "C"] as const;
@@ -140,7 +140,7 @@ class Runner {
 
   private newCore(): QueueCore {
     this.coreNo += 1;
-    return new QueueCore(QUEUE, { leaseTtlMs: TTL }, {
+    return new QueueCore(QUEUE, coreConfig(TTL), {
       random: seededRandom(this.seed * 31 + this.coreNo),
       newLeaseId: () => `L${++this.leaseNo}`,
     });

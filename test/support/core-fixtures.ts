@@ -3,6 +3,7 @@
  * builder, a hand-advanced fake time, a core factory with seeded randomness and counted
  * lease ids, and small helpers to read effects and rebuild a core from its snapshot.
  */
+import type { CoreConfig } from "../../src/grains/queue/queue-core.js";
 import { expect } from "vitest";
 import { ConveyorError, type ErrorCode, type ErrorReason } from "../../src/base/errors.js";
 import { seededRandom, type Random } from "../../src/base/random.js";
@@ -86,10 +87,15 @@ export interface CoreOptions {
   newLeaseId?: () => string;
 }
 
+/** Core settings for tests: the seed's group defaults, a 1 s sweep. */
+export function coreConfig(leaseTtlMs: number = LEASE_TTL_MS): CoreConfig {
+  return { leaseTtlMs, groupDefaults: { maxSize: 100, maxDelayMs: 60_000, graceMs: 10_000 }, groupSweepIntervalMs: 1_000 };
+}
+
 export function makeCore(options: CoreOptions = {}): CoreHarness {
   const random = options.random ?? seededRandom(options.seed ?? 42);
   const newLeaseId = options.newLeaseId ?? leaseIdCounter();
-  const core = new QueueCore(QUEUE, { leaseTtlMs: options.leaseTtlMs ?? LEASE_TTL_MS }, { random, newLeaseId });
+  const core = new QueueCore(QUEUE, coreConfig(options.leaseTtlMs ?? LEASE_TTL_MS), { random, newLeaseId });
   return { core, time: new FakeTime(options.startMs), random, newLeaseId };
 }
 

@@ -1,10 +1,16 @@
-// A worker process for crash tests: runs every task of the queue given as argv[2] by
-// printing "started <taskId>" and then hanging until it is killed.
+// A worker process for crash tests. argv: address queue [batch]. Every task (or batch)
+// of type "hang" prints "started <id> <id> ..." and then hangs until the process is killed.
 import { Mux, Worker } from "../../dist/src/index.js";
 
-const [address, queue] = process.argv.slice(2);
-const mux = new Mux().handle("hang", async (task) => {
-  process.stdout.write(`started ${task.id}\n`);
-  await new Promise(() => {});
-});
+const [address, queue, mode] = process.argv.slice(2);
+const hang = () => new Promise(() => {});
+const mux = mode === "batch"
+  ? new Mux().handleBatch("hang", async (tasks) => {
+      process.stdout.write(`started ${tasks.map((t) => t.id).join(" ")}\n`);
+      await hang();
+    })
+  : new Mux().handle("hang", async (task) => {
+      process.stdout.write(`started ${task.id}\n`);
+      await hang();
+    });
 new Worker({ mux, address, queues: [queue], concurrency: 1 }).start();

@@ -35,6 +35,8 @@ describe("QueueCore: enqueue → lease → settle", () => {
       taskIds: [t.id],
       leaseExpiresAtMs: time.nowMs + LEASE_TTL_MS,
       deadlineAtMs: time.nowMs + 5_000,
+      batch: false,
+      group: "",
     });
     const afterLease = core.drain();
     expect(afterLease.effects).toHaveLength(1);

@@ -28,4 +28,5 @@ export type CoreEvent =
   | { kind: "settled"; outcome: "completed" | "retry" | "archived" | "released" | "cancelled"; count: number }
   | { kind: "lease_expired"; leaseId: string; taskIds: string[] }
   | { kind: "throttled" }
-  | { kind: "rate_limited" };
+  | { kind: "rate_limited" }
+  | { kind: "group_fired"; size: number };

@@ -1,5 +1,6 @@
 import type { Effect } from "./effects.js";
 import type { RateLimitSpec } from "./token-bucket.js";
+import type { GroupConfig } from "./group-aggregator.js";
 import type { TaskIndexEntry, TaskRecord, TaskState } from "./task.js";
 
 /** Durable per-queue settings the grain needs at activation. */
@@ -9,6 +10,8 @@ export interface QueueSettings {
   keyLimit?: number;
   /** Rate-limit override; undefined = the server default. */
   rateLimit?: RateLimitSpec;
+  /** Group overrides by group name ("" = the queue default). */
+  groupConfigs?: ReadonlyMap<string, GroupConfig>;
 }
 
 /**
@@ -17,6 +20,7 @@ export interface QueueSettings {
  * once everything written so far is on disk, and callers reply only after it.
  */
 export interface QueueStore {
+  /** Unfinished tasks of a queue, in seq order (group members in arrival order). */
   loadUnfinished(queue: string): TaskIndexEntry[];
   loadSettings(queue: string): QueueSettings;
   /** Where each of these ids lives, for ids that exist. */

@@ -27,6 +27,8 @@ import type { CoreEvent, Effect, TransitionOutcome } from "./effects.js";
 import { Heap } from "./heap.js";
 import { KeySlots, readyOrder, type ReadyItem } from "./key-slots.js";
 import { TokenBucket, type RateLimitSpec } from "./token-bucket.js";
+import { GroupAggregator, type GroupConfig } from "./group-aggregator.js";
+import { NO_BATCHES, ReadyQueues, type LeaseCaps } from "./ready-queues.js";
 import type { CancelReason, NewTask, Outcome, TaskIndexEntry, TaskRecord, TaskState } from "./task.js";
 
 export interface CoreConfig {
@@ -34,11 +36,15 @@ export interface CoreConfig {
   leaseTtlMs: number;
   /** The rate limit of queues without an override; undefined = unlimited. */
   defaultRateLimit?: RateLimitSpec;
+  /** Group thresholds of groups without an override (server config). */
+  groupDefaults: GroupConfig;
+  /** How often the grain checks its groups for a fire. */
+  groupSweepIntervalMs: number;
 }
 
 export interface CoreDeps {
   random: Random;
-  /** A fresh, unique lease id (a fencing token for settle and heartbeat). */
+  /** A fresh, unique id: lease ids (fencing tokens for settle and heartbeat) and batch ids. */
   newLeaseId: () => string;
 }
 
@@ -49,6 +55,30 @@ export interface DeliveryPlan {
   leaseExpiresAtMs: number;
   /** The effective deadline of the attempt; 0 when none. */
   deadlineAtMs: number;
+  /** A fired group's members (or one redelivered member), for a batch handler. */
+  batch: boolean;
+  group: string;
+}
+
+/** A group waiting to fire, or a fired batch waiting for a worker. */
+export interface GroupStatus {
+  group: string;
+  type: string;
+  size: number;
+  /** "aggregating": filling up; "ready": fired, waiting for a worker with a batch handler. */
+  state: "aggregating" | "ready";
+  firstAtMs: number;
+  lastAtMs: number;
+  /** When the sweep that fires it runs (aggregating groups only; 0 otherwise). */
+  nextFireAtMs: number;
+  config: GroupConfig;
+}
+
+interface BatchState {
+  type: string;
+  priority: number;
+  seq: number;
+  members: Set<string>;
 }
 
 export type EnqueueOutcome =
@@ -89,11 +119,17 @@ interface DueItem {
   kind: DueKind;
 }
 
-const WAITING: ReadonlySet<TaskState> = new Set(["pending", "scheduled", "retry"]);
+const WAITING: ReadonlySet<TaskState> = new Set(["pending", "scheduled", "retry", "aggregating"]);
 
 export class QueueCore {
   private readonly entries = new Map<string, TaskIndexEntry>();
-  private readonly ready = new Heap<ReadyItem>(readyOrder);
+  private readonly ready = new ReadyQueues();
+  /** Fired batches waiting in `ready`, by batch id. */
+  private readonly batches = new Map<string, BatchState>();
+  private readonly groups = new GroupAggregator();
+  /** Per-group threshold overrides; the key "" is the queue-wide default. */
+  private readonly groupConfigs = new Map<string, GroupConfig>();
+  private sweepAtMs: number | undefined;
   private readonly due = new Heap<DueItem>((a, b) => (a.atMs !== b.atMs ? a.atMs < b.atMs : a.order < b.order));
   private dueOrder = 0;
   private readonly leases = new Map<string, LeaseState>();
@@ -123,10 +159,11 @@ export class QueueCore {
    * now: heartbeats are not persisted (they would cost a write per beat), so a lease
    * loaded from disk is given the benefit of the doubt once.
    */
-  load(rows: readonly TaskIndexEntry[], options: { paused: boolean; keyLimit?: number; rateLimit?: RateLimitSpec }, nowMs: number): void {
+  load(rows: readonly TaskIndexEntry[], options: LoadOptions, nowMs: number): void {
     this.pausedFlag = options.paused;
     this.slots.setLimit(options.keyLimit);
     this.setRateLimit(options.rateLimit, nowMs);
+    for (const [group, config] of options.groupConfigs ?? []) this.groupConfigs.set(group, config);
     for (const row of rows) {
       const e = { ...row };
       this.entries.set(e.id, e);
@@ -135,6 +172,7 @@ export class QueueCore {
         this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
       }
       if (e.state === "active") this.loadActive(e, nowMs);
+      else if (e.state === "aggregating") this.aggregate(e, nowMs);
       else this.schedule(e);
     }
     this.readyChanged = true;
@@ -162,7 +200,8 @@ export class QueueCore {
   enqueue(tasks: readonly NewTask[], known: KnownIds, nowMs: number, atomic: boolean): EnqueueOutcome[] {
     const plannedIds = new Set<string>();
     const plannedKeys = new Set<string>();
-    const outcomes = tasks.map((t) => this.admit(t, known, nowMs, plannedIds, plannedKeys));
+    const plannedGroupTypes = new Map<string, string>();
+    const outcomes = tasks.map((t) => this.admit(t, known, nowMs, plannedIds, plannedKeys, plannedGroupTypes));
     const failure = outcomes.find((o) => !o.ok);
     if (atomic && failure) return outcomes;
     tasks.forEach((t, i) => {
@@ -172,7 +211,7 @@ export class QueueCore {
     return outcomes;
   }
 
-  private admit(t: NewTask, known: KnownIds, nowMs: number, ids: Set<string>, keys: Set<string>): EnqueueOutcome {
+  private admit(t: NewTask, known: KnownIds, nowMs: number, ids: Set<string>, keys: Set<string>, groupTypes: Map<string, string>): EnqueueOutcome {
     if (t.idChosen) {
       const live = this.entries.get(t.id);
       if (live) return { ok: true, id: t.id, state: live.state, existed: true };
@@ -193,6 +232,15 @@ export class QueueCore {
       }
       keys.add(t.uniqueKey);
     }
+    if (t.group) {
+      const bound = this.groups.typeOf(t.group) ?? groupTypes.get(t.group);
+      if (bound !== undefined && bound !== t.type) {
+        return fail(new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD",
+          `task.type: group ${JSON.stringify(t.group)} of queue ${JSON.stringify(this.queue)} holds tasks of type ${JSON.stringify(bound)}; a group is single-type, got ${JSON.stringify(t.type)}`,
+          "task.type"));
+      }
+      groupTypes.set(t.group, t.type);
+    }
     // Reserved only once admitted, so a refused item never makes a later duplicate "exist".
     if (t.idChosen) ids.add(t.id);
     return { ok: true, id: t.id, state: initialState(t, nowMs), existed: false };
@@ -211,24 +259,31 @@ export class QueueCore {
   private insert(t: NewTask, nowMs: number): void {
     const state = initialState(t, nowMs);
     const e: TaskIndexEntry = {
-      id: t.id, state, type: t.type, priority: t.priority, seq: state === "pending" ? this.nextSeq++ : 0,
+      id: t.id, state, type: t.type, priority: t.priority, seq: state === "scheduled" ? 0 : this.nextSeq++,
       concurrencyKey: t.concurrencyKey, readyAtMs: Math.max(t.processAtMs, nowMs), timeoutMs: t.timeoutMs,
       deadlineAtMs: t.deadlineAtMs, expiresAtMs: t.expiresAtMs, uniqueKey: t.uniqueKey,
       uniqueUntilMs: t.uniqueKey && t.uniqueTtlMs > 0 ? nowMs + t.uniqueTtlMs : 0,
       retried: 0, maxRetry: t.maxRetry, backoffBaseMs: t.backoffBaseMs, backoffMaxMs: t.backoffMaxMs,
-      leaseId: "", leaseExpiresAtMs: 0,
+      leaseId: "", leaseExpiresAtMs: 0, group: t.group, batchId: "",
     };
     this.entries.set(e.id, e);
     if (e.uniqueKey) this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
-    this.schedule(e);
+    if (state === "aggregating") this.aggregate(e, nowMs);
+    else this.schedule(e);
     this.effects.push({ kind: "insert", task: t, entry: { ...e }, createdAtMs: nowMs });
   }
 
-  /** Puts a waiting entry where it belongs: the ready heap or the due timers. */
+  /** Adds an aggregating member to its group (its arrival time is `readyAtMs`). */
+  private aggregate(e: TaskIndexEntry, nowMs: number): void {
+    this.groups.add(e.group, e.type, e.id, e.readyAtMs);
+    if (this.sweepAtMs === undefined) this.sweepAtMs = nowMs + this.config.groupSweepIntervalMs;
+    this.armExpiry(e);
+  }
+
+  /** Puts a waiting entry where it belongs: the dispatch order or the due timers. */
   private schedule(e: TaskIndexEntry): void {
     if (e.state === "pending") {
-      this.ready.push({ id: e.id, priority: e.priority, seq: e.seq });
-      this.readyChanged = true;
+      this.enqueueReady(e);
     } else if (e.state === "scheduled" || e.state === "retry") {
       this.pushDue(e.readyAtMs, e.id, "ready");
     }
@@ -247,14 +302,30 @@ export class QueueCore {
 
   // ---- workers ------------------------------------------------------------------------
 
-  /** Hands out up to `max` deliveries, highest priority first, FIFO within a priority. */
-  lease(max: number, nowMs: number): DeliveryPlan[] {
+  /**
+   * Hands out up to `max` deliveries, highest priority first, FIFO within a priority.
+   * A fired batch is one delivery, and only for a caller with a batch handler for its type.
+   */
+  lease(max: number, nowMs: number, caps: LeaseCaps = NO_BATCHES): DeliveryPlan[] {
     const plans: DeliveryPlan[] = [];
     if (this.pausedFlag) return plans;
     let throttled = false;
     while (plans.length < max) {
-      const item = this.ready.pop();
-      if (!item) break;
+      const popped = this.ready.pop(caps);
+      if (!popped) break;
+      const item = popped.item;
+      if (popped.batchType !== undefined) {
+        const members = this.liveBatch(item)?.filter((m) => !this.expireIfOverdue(m, nowMs));
+        if (!members || members.length === 0) continue;
+        if (this.bucket && !this.bucket.take(nowMs)) {
+          this.ready.pushBatch(popped.batchType, item);
+          this.events.push({ kind: "rate_limited" });
+          break;
+        }
+        this.batches.delete(item.id);
+        plans.push(this.startLease(members, nowMs));
+        continue;
+      }
       const e = this.liveReady(item);
       if (!e) continue;
       if (this.expireIfOverdue(e, nowMs)) continue;
@@ -264,7 +335,7 @@ export class QueueCore {
         continue;
       }
       if (this.bucket && !this.bucket.take(nowMs)) {
-        this.ready.push(item);
+        this.ready.pushTask(item);
         this.events.push({ kind: "rate_limited" });
         break;
       }
@@ -293,7 +364,11 @@ export class QueueCore {
     }
     this.leases.set(leaseId, lease);
     this.leaseExpiry.push({ atMs: expiresAtMs, leaseId });
-    return { leaseId, taskIds: [...lease.taskIds], leaseExpiresAtMs: expiresAtMs, deadlineAtMs };
+    const first = batch[0]!;
+    return {
+      leaseId, taskIds: [...lease.taskIds], leaseExpiresAtMs: expiresAtMs, deadlineAtMs,
+      batch: first.batchId !== "", group: first.group,
+    };
   }
 
   /** Archives a waiting task whose expiry or deadline has passed; true if it did. */
@@ -336,6 +411,8 @@ export class QueueCore {
         `lease ${JSON.stringify(s.leaseId)} does not hold task ${JSON.stringify(s.taskId)}: ${why}`, "settlements.lease_id");
     }
     this.detachFromLease(lease, e);
+    // A batch member that fails or is released comes back on its own, as a batch of one.
+    if (e.batchId !== "" && (s.outcome === "retry" || s.outcome === "released")) e.batchId = e.id;
     switch (s.outcome) {
       case "success":
         this.finish(e, "completed", { finishedAtMs: nowMs, result: s.result ?? new Uint8Array() });
@@ -396,8 +473,41 @@ export class QueueCore {
   private makePending(e: TaskIndexEntry, seq: number): void {
     e.state = "pending";
     e.seq = seq;
-    this.ready.push({ id: e.id, priority: e.priority, seq });
+    this.enqueueReady(e);
+  }
+
+  /** Puts a pending entry in the dispatch order: alone, or in its batch. */
+  private enqueueReady(e: TaskIndexEntry): void {
     this.readyChanged = true;
+    if (e.batchId === "") {
+      this.ready.pushTask({ id: e.id, priority: e.priority, seq: e.seq });
+      return;
+    }
+    let batch = this.batches.get(e.batchId);
+    if (!batch) {
+      batch = { type: e.type, priority: e.priority, seq: e.seq, members: new Set() };
+      this.batches.set(e.batchId, batch);
+      this.ready.pushBatch(e.type, { id: e.batchId, priority: e.priority, seq: e.seq });
+    }
+    batch.members.add(e.id);
+  }
+
+  /** The pending members of a batch in the dispatch order, in arrival order. */
+  private liveBatch(item: ReadyItem): TaskIndexEntry[] | undefined {
+    const batch = this.batches.get(item.id);
+    if (!batch || batch.seq !== item.seq) return undefined;
+    const members = [...batch.members]
+      .map((id) => this.entries.get(id))
+      .filter((e): e is TaskIndexEntry => !!e && e.state === "pending" && e.batchId === item.id)
+      .sort((a, b) => a.seq - b.seq);
+    if (members.length === 0) this.batches.delete(item.id);
+    return members;
+  }
+
+  /** Takes a waiting entry out of its group or batch (it is leaving memory or its state). */
+  private unlinkWaiting(e: TaskIndexEntry): void {
+    if (e.state === "aggregating") this.groups.remove(e.group, e.id);
+    else if (e.state === "pending" && e.batchId !== "") this.batches.get(e.batchId)?.members.delete(e.id);
   }
 
   /**
@@ -409,12 +519,13 @@ export class QueueCore {
   }
 
   private pushReady(item: ReadyItem): void {
-    this.ready.push(item);
+    this.ready.pushTask(item);
     this.readyChanged = true;
   }
 
   /** Moves a task to a finished state and out of memory. */
   private finish(e: TaskIndexEntry, state: "completed" | "archived" | "cancelled", outcome: TransitionOutcome): void {
+    this.unlinkWaiting(e);
     if (e.state !== "active") this.wakeKey(e.concurrencyKey);
     e.state = state;
     e.leaseId = "";
@@ -449,6 +560,59 @@ export class QueueCore {
       else this.expireLease(lease, nowMs);
     }
     for (const [leaseId, r] of this.revoked) if (r.untilMs <= nowMs) this.revoked.delete(leaseId);
+    if (this.sweepAtMs !== undefined && this.sweepAtMs <= nowMs) this.sweepGroups(nowMs);
+  }
+
+  /** The periodic group sweep: fires every group whose threshold tripped. */
+  private sweepGroups(nowMs: number): void {
+    const fires = this.groups.sweep(nowMs, (g) => this.groupConfigOf(g), (id) => this.entries.get(id)?.readyAtMs ?? nowMs);
+    for (const fire of fires) {
+      const batchId = this.deps.newLeaseId();
+      for (const id of fire.memberIds) {
+        const e = this.entries.get(id)!;
+        e.state = "pending";
+        e.batchId = batchId;
+        this.enqueueReady(e);
+        this.persist(e);
+      }
+      this.events.push({ kind: "group_fired", size: fire.memberIds.length });
+    }
+    this.sweepAtMs = this.groups.size > 0 ? nowMs + this.config.groupSweepIntervalMs : undefined;
+  }
+
+  /** A group's thresholds: its override, else the queue default, else the server's. */
+  groupConfigOf(group: string): GroupConfig {
+    return this.groupConfigs.get(group) ?? this.groupConfigs.get("") ?? this.config.groupDefaults;
+  }
+
+  /** Sets or clears a group override ("" = the queue default); applies at the next sweep. */
+  setGroupConfig(group: string, config: GroupConfig | undefined): void {
+    if (config) this.groupConfigs.set(group, config);
+    else this.groupConfigs.delete(group);
+  }
+
+  /** Live groups and fired batches that wait for a worker. */
+  listGroups(): GroupStatus[] {
+    const out: GroupStatus[] = this.groups.list().map((v) => {
+      const config = this.groupConfigOf(v.group);
+      const dueAt = v.size >= config.maxSize ? 0 : GroupAggregator.fireAtMs(v, config);
+      return { ...v, state: "aggregating" as const, nextFireAtMs: this.sweepAt(dueAt), config };
+    });
+    for (const batch of this.batches.values()) {
+      const members = [...batch.members].map((id) => this.entries.get(id)).filter((e): e is TaskIndexEntry => e?.state === "pending");
+      if (members.length === 0) continue;
+      const group = members[0]!.group;
+      out.push({ group, type: batch.type, size: members.length, state: "ready", firstAtMs: 0, lastAtMs: 0, nextFireAtMs: 0, config: this.groupConfigOf(group) });
+    }
+    return out;
+  }
+
+  /** The first sweep at or after `atMs`. */
+  private sweepAt(atMs: number): number {
+    const first = this.sweepAtMs ?? atMs;
+    if (atMs <= first) return first;
+    const interval = this.config.groupSweepIntervalMs;
+    return first + Math.ceil((atMs - first) / interval) * interval;
   }
 
   private fireDue(item: DueItem, nowMs: number): void {
@@ -481,6 +645,7 @@ export class QueueCore {
     const candidates = [this.due.peek()?.atMs, this.leaseExpiry.peek()?.atMs];
     // Rate-limited work wakes the grain when the next token arrives.
     if (this.bucket && this.ready.size > 0) candidates.push(this.bucket.nextTokenAtMs());
+    candidates.push(this.sweepAtMs);
     let next: number | undefined;
     for (const c of candidates) if (c !== undefined && (next === undefined || c < next)) next = c;
     return next;
@@ -554,6 +719,7 @@ export class QueueCore {
     const e = this.entries.get(id);
     if (!e) return notInMemory(id);
     if (e.state === "active") return wrongState(id, e.state, "delete", "not running (cancel it first)");
+    this.unlinkWaiting(e);
     this.entries.delete(id);
     if (e.uniqueKey && this.unique.get(e.uniqueKey)?.taskId === id) this.unique.delete(e.uniqueKey);
     this.wakeKey(e.concurrencyKey);
@@ -576,6 +742,8 @@ export class QueueCore {
       deadlineAtMs: record.deadlineAtMs, expiresAtMs: 0, uniqueKey: record.uniqueKey,
       uniqueUntilMs: record.uniqueUntilMs, retried: 0, maxRetry: record.maxRetry,
       backoffBaseMs: record.backoffBaseMs, backoffMaxMs: record.backoffMaxMs, leaseId: "", leaseExpiresAtMs: 0,
+      // A group member comes back on its own, as a batch of one.
+      group: record.group, batchId: record.group ? record.id : "",
     };
     this.entries.set(e.id, e);
     if (e.uniqueKey) this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
@@ -588,12 +756,13 @@ export class QueueCore {
   // ---- views for the shell -----------------------------------------------------------
 
   /** True when a lease call could get work now (held tasks do not count). */
-  hasDispatchable(nowMs: number): boolean {
+  hasDispatchable(nowMs: number, caps: LeaseCaps = NO_BATCHES): boolean {
     if (this.pausedFlag) return false;
     if (this.bucket && !this.bucket.hasToken(nowMs)) return false;
-    for (let top = this.ready.peek(); top; top = this.ready.peek()) {
-      if (this.liveReady(top)) return true;
-      this.ready.pop();
+    for (let top = this.ready.peek(caps); top; top = this.ready.peek(caps)) {
+      const live = top.batchType === undefined ? this.liveReady(top.item) : this.liveBatch(top.item)?.length;
+      if (live) return true;
+      this.ready.dropHead(top);
     }
     return false;
   }
@@ -639,7 +808,16 @@ export class QueueCore {
 }
 
 function initialState(t: NewTask, nowMs: number): TaskState {
+  if (t.group !== "") return "aggregating";
   return t.processAtMs > nowMs ? "scheduled" : "pending";
+}
+
+export interface LoadOptions {
+  paused: boolean;
+  keyLimit?: number;
+  rateLimit?: RateLimitSpec;
+  /** Group overrides by group name ("" = the queue default). */
+  groupConfigs?: ReadonlyMap<string, GroupConfig>;
 }
 
 function effectiveDeadline(e: TaskIndexEntry, nowMs: number): number {

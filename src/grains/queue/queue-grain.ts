@@ -12,7 +12,9 @@
 import type { Clock } from "../../base/clock.js";
 import { ConveyorError, taskNotFound } from "../../base/errors.js";
 import type { CoreEvent } from "./effects.js";
-import type { DeliveryPlan, EnqueueOutcome, LeaseStatusView, QueueCore, Settlement } from "./queue-core.js";
+import type { DeliveryPlan, EnqueueOutcome, GroupStatus, LeaseStatusView, QueueCore, Settlement } from "./queue-core.js";
+import type { GroupConfig } from "./group-aggregator.js";
+import { NO_BATCHES, type LeaseCaps } from "./ready-queues.js";
 import type { QueueStore } from "./ports.js";
 import type { CancelReason, NewTask, TaskRecord } from "./task.js";
 import type { RateLimitSpec } from "./token-bucket.js";
@@ -68,8 +70,8 @@ export class QueueGrain {
     });
   }
 
-  lease(max: number): LeasedDelivery[] {
-    const plans = this.turn(() => this.core.lease(max, this.clock.nowMs()));
+  lease(max: number, caps: LeaseCaps = NO_BATCHES): LeasedDelivery[] {
+    const plans = this.turn(() => this.core.lease(max, this.clock.nowMs(), caps));
     return plans.map((plan) => ({ ...plan, queue: this.queue, tasks: plan.taskIds.map((id) => this.mustGet(id)) }));
   }
 
@@ -128,8 +130,16 @@ export class QueueGrain {
     this.turn(() => this.core.setRateLimit(spec, this.clock.nowMs()));
   }
 
-  hasDispatchable(): boolean {
-    return this.core.hasDispatchable(this.clock.nowMs());
+  hasDispatchable(caps: LeaseCaps = NO_BATCHES): boolean {
+    return this.core.hasDispatchable(this.clock.nowMs(), caps);
+  }
+
+  setGroupConfig(group: string, config: GroupConfig | undefined): void {
+    this.turn(() => this.core.setGroupConfig(group, config));
+  }
+
+  listGroups(): GroupStatus[] {
+    return this.core.listGroups();
   }
 
   get paused(): boolean {

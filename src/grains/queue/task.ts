@@ -115,4 +115,8 @@ export interface TaskIndexEntry {
   backoffMaxMs: number;
   leaseId: string;
   leaseExpiresAtMs: number;
+  /** Aggregation group ("" = none). */
+  group: string;
+  /** The fired batch this pending or active group member belongs to ("" = none). */
+  batchId: string;
 }

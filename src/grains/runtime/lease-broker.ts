@@ -13,6 +13,7 @@ import type { Clock } from "../../base/clock.js";
 import { ConveyorError } from "../../base/errors.js";
 import type { Random } from "../../base/random.js";
 import type { LeasedDelivery, QueueGrain } from "../queue/queue-grain.js";
+import type { LeaseCaps } from "../queue/ready-queues.js";
 
 export interface LeaseQueue {
   name: string;
@@ -23,6 +24,8 @@ export interface LeaseCall {
   /** The calling worker; a draining worker gets nothing. */
   workerId: string;
   queues: readonly LeaseQueue[];
+  /** What the worker can run (its batch handlers). */
+  caps: LeaseCaps;
   max: number;
   waitMs: number;
   /** Aborts a parked call (the client went away). */
@@ -49,12 +52,17 @@ export class LeaseBroker {
   private readonly serveScheduled = new Set<string>();
   /** Workers that announced a graceful stop, until when they are refused. */
   private readonly draining = new Map<string, number>();
+  /** Workers seen in Lease calls: their queues, batch types and when they last called. */
+  private readonly seen = new Map<string, { queues: ReadonlySet<string>; batchTypes: ReadonlySet<string>; atMs: number }>();
 
   constructor(private readonly options: LeaseBrokerOptions) {}
 
   async lease(call: LeaseCall): Promise<LeasedDelivery[]> {
     if (this.isDraining(call.workerId)) return [];
-    const now = this.take(call.queues, call.max);
+    this.seen.set(call.workerId, {
+      queues: new Set(call.queues.map((q) => q.name)), batchTypes: call.caps.batchTypes, atMs: this.options.clock.nowMs(),
+    });
+    const now = this.take(call.queues, call.max, call.caps);
     if (now.length > 0 || call.waitMs <= 0 || call.signal?.aborted) return now;
     if (this.waiterCount >= this.options.waitersMax) {
       throw new ConveyorError("RESOURCE_EXHAUSTED", "WAITERS_FULL",
@@ -92,6 +100,7 @@ export class LeaseBroker {
     const nowMs = this.options.clock.nowMs();
     for (const [id, untilMs] of this.draining) if (untilMs <= nowMs) this.draining.delete(id);
     this.draining.set(workerId, nowMs + forMs);
+    this.seen.delete(workerId);
     for (const set of [...this.waiters.values()]) {
       for (const w of [...set]) if (w.call.workerId === workerId) this.finish(w, []);
     }
@@ -100,6 +109,19 @@ export class LeaseBroker {
   private isDraining(workerId: string): boolean {
     const untilMs = this.draining.get(workerId);
     return untilMs !== undefined && untilMs > this.options.clock.nowMs();
+  }
+
+  /**
+   * Whether a worker with a batch handler for `type` that leases from `queue` is
+   * connected: seen in a Lease call within `withinMs` (a busy worker is not parked).
+   */
+  canTakeBatches(queue: string, type: string, withinMs: number): boolean {
+    const sinceMs = this.options.clock.nowMs() - withinMs;
+    for (const [id, w] of this.seen) {
+      if (w.atMs < sinceMs) this.seen.delete(id);
+      else if (w.batchTypes.has(type) && w.queues.has(queue)) return true;
+    }
+    return false;
   }
 
   /** True while parked calls wait on `queue` (its grain must stay in memory). */
@@ -121,17 +143,17 @@ export class LeaseBroker {
     if (!set) return;
     const grain = this.options.grainOf(queue);
     for (const waiter of [...set]) {
-      if (!grain.hasDispatchable()) return;
-      const deliveries = grain.lease(waiter.call.max);
+      if (!grain.hasDispatchable(waiter.call.caps)) continue;
+      const deliveries = grain.lease(waiter.call.max, waiter.call.caps);
       if (deliveries.length > 0) this.finish(waiter, deliveries);
     }
   }
 
-  private take(queues: readonly LeaseQueue[], max: number): LeasedDelivery[] {
+  private take(queues: readonly LeaseQueue[], max: number, caps: LeaseCaps): LeasedDelivery[] {
     const out: LeasedDelivery[] = [];
     for (const q of this.weightedOrder(queues)) {
       if (out.length >= max) break;
-      out.push(...this.options.grainOf(q.name).lease(max - out.length));
+      out.push(...this.options.grainOf(q.name).lease(max - out.length, caps));
     }
     return out;
   }

@@ -6,6 +6,7 @@
  */
 import { m001Init } from "./001-init.js";
 import { m002RateLimits } from "./002-rate-limits.js";
+import { m003Groups } from "./003-groups.js";
 
 export interface Migration {
   version: number;
@@ -13,4 +14,4 @@ export interface Migration {
   sql: string;
 }
 
-export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits];
+export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits, m003Groups];

@@ -2,8 +2,8 @@
 // @generated from file conveyor/v1/admin_service.proto (package conveyor.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Task, TaskState } from "./task_pb.js";
 import { file_conveyor_v1_task } from "./task_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file conveyor/v1/admin_service.proto.
  */
 export const file_conveyor_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9jb252ZXlvci92MS9hZG1pbl9zZXJ2aWNlLnByb3RvEgtjb252ZXlvci52MSKdAQoLU3RhdGVDb3VudHMSEQoJc2NoZWR1bGVkGAEgASgEEg8KB3BlbmRpbmcYAiABKAQSEwoLYWdncmVnYXRpbmcYAyABKAQSDgoGYWN0aXZlGAQgASgEEg0KBXJldHJ5GAUgASgEEhEKCWNvbXBsZXRlZBgGIAEoBBIQCghhcmNoaXZlZBgHIAEoBBIRCgljYW5jZWxsZWQYCCABKAQifQoJUXVldWVJbmZvEgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIEigKBmNvdW50cxgDIAEoCzIYLmNvbnZleW9yLnYxLlN0YXRlQ291bnRzEg0KBW93bmVyGAQgASgJEhkKEWNvbmN1cnJlbmN5X2xpbWl0GAUgASgNIhMKEUxpc3RRdWV1ZXNSZXF1ZXN0IjwKEkxpc3RRdWV1ZXNSZXNwb25zZRImCgZxdWV1ZXMYASADKAsyFi5jb252ZXlvci52MS5RdWV1ZUluZm8iIgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiOwoSUGF1c2VRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSI8ChNSZXN1bWVRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIm8KEExpc3RUYXNrc1JlcXVlc3QSDQoFcXVldWUYASABKAkSJQoFc3RhdGUYAiABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkiTgoRTGlzdFRhc2tzUmVzcG9uc2USIAoFdGFza3MYASADKAsyES5jb252ZXlvci52MS5UYXNrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIoChpBZG1pblNlcnZpY2VHZXRUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI+ChtBZG1pblNlcnZpY2VHZXRUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siKwodQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1JlcXVlc3QSCgoCaWQYASABKAkiQQoeQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5jb252ZXlvci52MS5UYXNrIh8KEURlbGV0ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIhQKEkRlbGV0ZVRhc2tSZXNwb25zZSIcCg5SdW5UYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIyCg9SdW5UYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siIAoSQXJjaGl2ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIjYKE0FyY2hpdmVUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siHgoQUmV0cnlUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI0ChFSZXRyeVRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuY29udmV5b3IudjEuVGFzayJPChBDb25jdXJyZW5jeUxpbWl0Eg0KBXF1ZXVlGAEgASgJEgsKA21heBgCIAEoDRIRCglpbl9mbGlnaHQYAyABKA0SDAoEaGVsZBgEIAEoDSI9Ch9TZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEgsKA21heBgCIAEoDSJQCiBTZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZRIsCgVsaW1pdBgBIAEoCzIdLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5TGltaXQiMwoiRGVsZXRlUXVldWVDb25jdXJyZW5jeUxpbWl0UmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIlCiNEZWxldGVRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZSIeChxMaXN0Q29uY3VycmVuY3lMaW1pdHNSZXF1ZXN0Ik4KHUxpc3RDb25jdXJyZW5jeUxpbWl0c1Jlc3BvbnNlEi0KBmxpbWl0cxgBIAMoCzIdLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5TGltaXQiPwoJUmF0ZUxpbWl0Eg0KBXF1ZXVlGAEgASgJEhQKDHJhdGVfcGVyX3NlYxgCIAEoARINCgVidXJzdBgDIAEoDSJOChhTZXRRdWV1ZVJhdGVMaW1pdFJlcXVlc3QSDQoFcXVldWUYASABKAkSFAoMcmF0ZV9wZXJfc2VjGAIgASgBEg0KBWJ1cnN0GAMgASgNIkIKGVNldFF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2USJQoFbGltaXQYASABKAsyFi5jb252ZXlvci52MS5SYXRlTGltaXQiLAobRGVsZXRlUXVldWVSYXRlTGltaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIh4KHERlbGV0ZVF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2UiFwoVTGlzdFJhdGVMaW1pdHNSZXF1ZXN0Im8KFkxpc3RSYXRlTGltaXRzUmVzcG9uc2USJgoGbGltaXRzGAEgAygLMhYuY29udmV5b3IudjEuUmF0ZUxpbWl0Ei0KDWRlZmF1bHRfbGltaXQYAiABKAsyFi5jb252ZXlvci52MS5SYXRlTGltaXQy2gsKDEFkbWluU2VydmljZRJNCgpMaXN0UXVldWVzEh4uY29udmV5b3IudjEuTGlzdFF1ZXVlc1JlcXVlc3QaHy5jb252ZXlvci52MS5MaXN0UXVldWVzUmVzcG9uc2USTQoKUGF1c2VRdWV1ZRIeLmNvbnZleW9yLnYxLlBhdXNlUXVldWVSZXF1ZXN0Gh8uY29udmV5b3IudjEuUGF1c2VRdWV1ZVJlc3BvbnNlElAKC1Jlc3VtZVF1ZXVlEh8uY29udmV5b3IudjEuUmVzdW1lUXVldWVSZXF1ZXN0GiAuY29udmV5b3IudjEuUmVzdW1lUXVldWVSZXNwb25zZRJKCglMaXN0VGFza3MSHS5jb252ZXlvci52MS5MaXN0VGFza3NSZXF1ZXN0Gh4uY29udmV5b3IudjEuTGlzdFRhc2tzUmVzcG9uc2USXAoHR2V0VGFzaxInLmNvbnZleW9yLnYxLkFkbWluU2VydmljZUdldFRhc2tSZXF1ZXN0GiguY29udmV5b3IudjEuQWRtaW5TZXJ2aWNlR2V0VGFza1Jlc3BvbnNlEmUKCkNhbmNlbFRhc2sSKi5jb252ZXlvci52MS5BZG1pblNlcnZpY2VDYW5jZWxUYXNrUmVxdWVzdBorLmNvbnZleW9yLnYxLkFkbWluU2VydmljZUNhbmNlbFRhc2tSZXNwb25zZRJNCgpEZWxldGVUYXNrEh4uY29udmV5b3IudjEuRGVsZXRlVGFza1JlcXVlc3QaHy5jb252ZXlvci52MS5EZWxldGVUYXNrUmVzcG9uc2USRAoHUnVuVGFzaxIbLmNvbnZleW9yLnYxLlJ1blRhc2tSZXF1ZXN0GhwuY29udmV5b3IudjEuUnVuVGFza1Jlc3BvbnNlElAKC0FyY2hpdmVUYXNrEh8uY29udmV5b3IudjEuQXJjaGl2ZVRhc2tSZXF1ZXN0GiAuY29udmV5b3IudjEuQXJjaGl2ZVRhc2tSZXNwb25zZRJKCglSZXRyeVRhc2sSHS5jb252ZXlvci52MS5SZXRyeVRhc2tSZXF1ZXN0Gh4uY29udmV5b3IudjEuUmV0cnlUYXNrUmVzcG9uc2USdwoYU2V0UXVldWVDb25jdXJyZW5jeUxpbWl0EiwuY29udmV5b3IudjEuU2V0UXVldWVDb25jdXJyZW5jeUxpbWl0UmVxdWVzdBotLmNvbnZleW9yLnYxLlNldFF1ZXVlQ29uY3VycmVuY3lMaW1pdFJlc3BvbnNlEoABChtEZWxldGVRdWV1ZUNvbmN1cnJlbmN5TGltaXQSLy5jb252ZXlvci52MS5EZWxldGVRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXF1ZXN0GjAuY29udmV5b3IudjEuRGVsZXRlUXVldWVDb25jdXJyZW5jeUxpbWl0UmVzcG9uc2USbgoVTGlzdENvbmN1cnJlbmN5TGltaXRzEikuY29udmV5b3IudjEuTGlzdENvbmN1cnJlbmN5TGltaXRzUmVxdWVzdBoqLmNvbnZleW9yLnYxLkxpc3RDb25jdXJyZW5jeUxpbWl0c1Jlc3BvbnNlEmIKEVNldFF1ZXVlUmF0ZUxpbWl0EiUuY29udmV5b3IudjEuU2V0UXVldWVSYXRlTGltaXRSZXF1ZXN0GiYuY29udmV5b3IudjEuU2V0UXVldWVSYXRlTGltaXRSZXNwb25zZRJrChREZWxldGVRdWV1ZVJhdGVMaW1pdBIoLmNvbnZleW9yLnYxLkRlbGV0ZVF1ZXVlUmF0ZUxpbWl0UmVxdWVzdBopLmNvbnZleW9yLnYxLkRlbGV0ZVF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2USWQoOTGlzdFJhdGVMaW1pdHMSIi5jb252ZXlvci52MS5MaXN0UmF0ZUxpbWl0c1JlcXVlc3QaIy5jb252ZXlvci52MS5MaXN0UmF0ZUxpbWl0c1Jlc3BvbnNlYgZwcm90bzM", [file_conveyor_v1_task]);
+  fileDesc("Ch9jb252ZXlvci92MS9hZG1pbl9zZXJ2aWNlLnByb3RvEgtjb252ZXlvci52MSKdAQoLU3RhdGVDb3VudHMSEQoJc2NoZWR1bGVkGAEgASgEEg8KB3BlbmRpbmcYAiABKAQSEwoLYWdncmVnYXRpbmcYAyABKAQSDgoGYWN0aXZlGAQgASgEEg0KBXJldHJ5GAUgASgEEhEKCWNvbXBsZXRlZBgGIAEoBBIQCghhcmNoaXZlZBgHIAEoBBIRCgljYW5jZWxsZWQYCCABKAQifQoJUXVldWVJbmZvEgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIEigKBmNvdW50cxgDIAEoCzIYLmNvbnZleW9yLnYxLlN0YXRlQ291bnRzEg0KBW93bmVyGAQgASgJEhkKEWNvbmN1cnJlbmN5X2xpbWl0GAUgASgNIhMKEUxpc3RRdWV1ZXNSZXF1ZXN0IjwKEkxpc3RRdWV1ZXNSZXNwb25zZRImCgZxdWV1ZXMYASADKAsyFi5jb252ZXlvci52MS5RdWV1ZUluZm8iIgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiOwoSUGF1c2VRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSI8ChNSZXN1bWVRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIm8KEExpc3RUYXNrc1JlcXVlc3QSDQoFcXVldWUYASABKAkSJQoFc3RhdGUYAiABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkiTgoRTGlzdFRhc2tzUmVzcG9uc2USIAoFdGFza3MYASADKAsyES5jb252ZXlvci52MS5UYXNrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIoChpBZG1pblNlcnZpY2VHZXRUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI+ChtBZG1pblNlcnZpY2VHZXRUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siKwodQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1JlcXVlc3QSCgoCaWQYASABKAkiQQoeQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5jb252ZXlvci52MS5UYXNrIh8KEURlbGV0ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIhQKEkRlbGV0ZVRhc2tSZXNwb25zZSIcCg5SdW5UYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIyCg9SdW5UYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siIAoSQXJjaGl2ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIjYKE0FyY2hpdmVUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siHgoQUmV0cnlUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI0ChFSZXRyeVRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuY29udmV5b3IudjEuVGFzayJPChBDb25jdXJyZW5jeUxpbWl0Eg0KBXF1ZXVlGAEgASgJEgsKA21heBgCIAEoDRIRCglpbl9mbGlnaHQYAyABKA0SDAoEaGVsZBgEIAEoDSI9Ch9TZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEgsKA21heBgCIAEoDSJQCiBTZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZRIsCgVsaW1pdBgBIAEoCzIdLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5TGltaXQiMwoiRGVsZXRlUXVldWVDb25jdXJyZW5jeUxpbWl0UmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIlCiNEZWxldGVRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZSIeChxMaXN0Q29uY3VycmVuY3lMaW1pdHNSZXF1ZXN0Ik4KHUxpc3RDb25jdXJyZW5jeUxpbWl0c1Jlc3BvbnNlEi0KBmxpbWl0cxgBIAMoCzIdLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5TGltaXQiPwoJUmF0ZUxpbWl0Eg0KBXF1ZXVlGAEgASgJEhQKDHJhdGVfcGVyX3NlYxgCIAEoARINCgVidXJzdBgDIAEoDSJOChhTZXRRdWV1ZVJhdGVMaW1pdFJlcXVlc3QSDQoFcXVldWUYASABKAkSFAoMcmF0ZV9wZXJfc2VjGAIgASgBEg0KBWJ1cnN0GAMgASgNIkIKGVNldFF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2USJQoFbGltaXQYASABKAsyFi5jb252ZXlvci52MS5SYXRlTGltaXQiLAobRGVsZXRlUXVldWVSYXRlTGltaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIh4KHERlbGV0ZVF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2UiFwoVTGlzdFJhdGVMaW1pdHNSZXF1ZXN0Im8KFkxpc3RSYXRlTGltaXRzUmVzcG9uc2USJgoGbGltaXRzGAEgAygLMhYuY29udmV5b3IudjEuUmF0ZUxpbWl0Ei0KDWRlZmF1bHRfbGltaXQYAiABKAsyFi5jb252ZXlvci52MS5SYXRlTGltaXQiZQoLR3JvdXBDb25maWcSDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkSEAoIbWF4X3NpemUYAyABKA0SFAoMbWF4X2RlbGF5X21zGAQgASgDEhAKCGdyYWNlX21zGAUgASgDIkEKFVNldEdyb3VwQ29uZmlnUmVxdWVzdBIoCgZjb25maWcYASABKAsyGC5jb252ZXlvci52MS5Hcm91cENvbmZpZyJCChZTZXRHcm91cENvbmZpZ1Jlc3BvbnNlEigKBmNvbmZpZxgBIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwQ29uZmlnIigKF0xpc3RHcm91cENvbmZpZ3NSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIncKGExpc3RHcm91cENvbmZpZ3NSZXNwb25zZRIpCgdjb25maWdzGAEgAygLMhguY29udmV5b3IudjEuR3JvdXBDb25maWcSMAoOc2VydmVyX2RlZmF1bHQYAiABKAsyGC5jb252ZXlvci52MS5Hcm91cENvbmZpZyI4ChhEZWxldGVHcm91cENvbmZpZ1JlcXVlc3QSDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkiGwoZRGVsZXRlR3JvdXBDb25maWdSZXNwb25zZSKBAgoJR3JvdXBJbmZvEg0KBXF1ZXVlGAEgASgJEg0KBWdyb3VwGAIgASgJEgwKBHR5cGUYAyABKAkSJgoFc3RhdGUYBCABKA4yFy5jb252ZXlvci52MS5Hcm91cFN0YXRlEgwKBHNpemUYBSABKA0SGgoSZmlyc3RfbWVtYmVyX2F0X21zGAYgASgDEhkKEWxhc3RfbWVtYmVyX2F0X21zGAcgASgDEhcKD25leHRfZmlyZV9hdF9tcxgIIAEoAxIYChB3b3JrZXJfYXZhaWxhYmxlGAkgASgIEigKBmNvbmZpZxgKIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwQ29uZmlnIiIKEUxpc3RHcm91cHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIjwKEkxpc3RHcm91cHNSZXNwb25zZRImCgZncm91cHMYASADKAsyFi5jb252ZXlvci52MS5Hcm91cEluZm8qXQoKR3JvdXBTdGF0ZRIbChdHUk9VUF9TVEFURV9VTlNQRUNJRklFRBAAEhsKF0dST1VQX1NUQVRFX0FHR1JFR0FUSU5HEAESFQoRR1JPVVBfU1RBVEVfUkVBRFkQAjLJDgoMQWRtaW5TZXJ2aWNlEk0KCkxpc3RRdWV1ZXMSHi5jb252ZXlvci52MS5MaXN0UXVldWVzUmVxdWVzdBofLmNvbnZleW9yLnYxLkxpc3RRdWV1ZXNSZXNwb25zZRJNCgpQYXVzZVF1ZXVlEh4uY29udmV5b3IudjEuUGF1c2VRdWV1ZVJlcXVlc3QaHy5jb252ZXlvci52MS5QYXVzZVF1ZXVlUmVzcG9uc2USUAoLUmVzdW1lUXVldWUSHy5jb252ZXlvci52MS5SZXN1bWVRdWV1ZVJlcXVlc3QaIC5jb252ZXlvci52MS5SZXN1bWVRdWV1ZVJlc3BvbnNlEkoKCUxpc3RUYXNrcxIdLmNvbnZleW9yLnYxLkxpc3RUYXNrc1JlcXVlc3QaHi5jb252ZXlvci52MS5MaXN0VGFza3NSZXNwb25zZRJcCgdHZXRUYXNrEicuY29udmV5b3IudjEuQWRtaW5TZXJ2aWNlR2V0VGFza1JlcXVlc3QaKC5jb252ZXlvci52MS5BZG1pblNlcnZpY2VHZXRUYXNrUmVzcG9uc2USZQoKQ2FuY2VsVGFzaxIqLmNvbnZleW9yLnYxLkFkbWluU2VydmljZUNhbmNlbFRhc2tSZXF1ZXN0GisuY29udmV5b3IudjEuQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1Jlc3BvbnNlEk0KCkRlbGV0ZVRhc2sSHi5jb252ZXlvci52MS5EZWxldGVUYXNrUmVxdWVzdBofLmNvbnZleW9yLnYxLkRlbGV0ZVRhc2tSZXNwb25zZRJECgdSdW5UYXNrEhsuY29udmV5b3IudjEuUnVuVGFza1JlcXVlc3QaHC5jb252ZXlvci52MS5SdW5UYXNrUmVzcG9uc2USUAoLQXJjaGl2ZVRhc2sSHy5jb252ZXlvci52MS5BcmNoaXZlVGFza1JlcXVlc3QaIC5jb252ZXlvci52MS5BcmNoaXZlVGFza1Jlc3BvbnNlEkoKCVJldHJ5VGFzaxIdLmNvbnZleW9yLnYxLlJldHJ5VGFza1JlcXVlc3QaHi5jb252ZXlvci52MS5SZXRyeVRhc2tSZXNwb25zZRJ3ChhTZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXQSLC5jb252ZXlvci52MS5TZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXF1ZXN0Gi0uY29udmV5b3IudjEuU2V0UXVldWVDb25jdXJyZW5jeUxpbWl0UmVzcG9uc2USgAEKG0RlbGV0ZVF1ZXVlQ29uY3VycmVuY3lMaW1pdBIvLmNvbnZleW9yLnYxLkRlbGV0ZVF1ZXVlQ29uY3VycmVuY3lMaW1pdFJlcXVlc3QaMC5jb252ZXlvci52MS5EZWxldGVRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZRJuChVMaXN0Q29uY3VycmVuY3lMaW1pdHMSKS5jb252ZXlvci52MS5MaXN0Q29uY3VycmVuY3lMaW1pdHNSZXF1ZXN0GiouY29udmV5b3IudjEuTGlzdENvbmN1cnJlbmN5TGltaXRzUmVzcG9uc2USYgoRU2V0UXVldWVSYXRlTGltaXQSJS5jb252ZXlvci52MS5TZXRRdWV1ZVJhdGVMaW1pdFJlcXVlc3QaJi5jb252ZXlvci52MS5TZXRRdWV1ZVJhdGVMaW1pdFJlc3BvbnNlEmsKFERlbGV0ZVF1ZXVlUmF0ZUxpbWl0EiguY29udmV5b3IudjEuRGVsZXRlUXVldWVSYXRlTGltaXRSZXF1ZXN0GikuY29udmV5b3IudjEuRGVsZXRlUXVldWVSYXRlTGltaXRSZXNwb25zZRJZCg5MaXN0UmF0ZUxpbWl0cxIiLmNvbnZleW9yLnYxLkxpc3RSYXRlTGltaXRzUmVxdWVzdBojLmNvbnZleW9yLnYxLkxpc3RSYXRlTGltaXRzUmVzcG9uc2USWQoOU2V0R3JvdXBDb25maWcSIi5jb252ZXlvci52MS5TZXRHcm91cENvbmZpZ1JlcXVlc3QaIy5jb252ZXlvci52MS5TZXRHcm91cENvbmZpZ1Jlc3BvbnNlEl8KEExpc3RHcm91cENvbmZpZ3MSJC5jb252ZXlvci52MS5MaXN0R3JvdXBDb25maWdzUmVxdWVzdBolLmNvbnZleW9yLnYxLkxpc3RHcm91cENvbmZpZ3NSZXNwb25zZRJiChFEZWxldGVHcm91cENvbmZpZxIlLmNvbnZleW9yLnYxLkRlbGV0ZUdyb3VwQ29uZmlnUmVxdWVzdBomLmNvbnZleW9yLnYxLkRlbGV0ZUdyb3VwQ29uZmlnUmVzcG9uc2USTQoKTGlzdEdyb3VwcxIeLmNvbnZleW9yLnYxLkxpc3RHcm91cHNSZXF1ZXN0Gh8uY29udmV5b3IudjEuTGlzdEdyb3Vwc1Jlc3BvbnNlYgZwcm90bzM", [file_conveyor_v1_task]);
 
 /**
  * Number of tasks in each state.
@@ -759,6 +759,299 @@ export const ListRateLimitsResponseSchema: GenMessage<ListRateLimitsResponse> = 
   messageDesc(file_conveyor_v1_admin_service, 35);
 
 /**
+ * @generated from message conveyor.v1.GroupConfig
+ */
+export type GroupConfig = Message<"conveyor.v1.GroupConfig"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * Empty: the queue-wide default for groups without their own override.
+   *
+   * @generated from field: string group = 2;
+   */
+  group: string;
+
+  /**
+   * Fire once this many members accumulate; also caps a batch. At least 1.
+   *
+   * @generated from field: uint32 max_size = 3;
+   */
+  maxSize: number;
+
+  /**
+   * Fire this long after the first member. Above zero.
+   *
+   * @generated from field: int64 max_delay_ms = 4;
+   */
+  maxDelayMs: bigint;
+
+  /**
+   * Fire this long after the last member (debounce). Above zero.
+   *
+   * @generated from field: int64 grace_ms = 5;
+   */
+  graceMs: bigint;
+};
+
+/**
+ * Describes the message conveyor.v1.GroupConfig.
+ * Use `create(GroupConfigSchema)` to create a new message.
+ */
+export const GroupConfigSchema: GenMessage<GroupConfig> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 36);
+
+/**
+ * @generated from message conveyor.v1.SetGroupConfigRequest
+ */
+export type SetGroupConfigRequest = Message<"conveyor.v1.SetGroupConfigRequest"> & {
+  /**
+   * @generated from field: conveyor.v1.GroupConfig config = 1;
+   */
+  config?: GroupConfig | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.SetGroupConfigRequest.
+ * Use `create(SetGroupConfigRequestSchema)` to create a new message.
+ */
+export const SetGroupConfigRequestSchema: GenMessage<SetGroupConfigRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 37);
+
+/**
+ * @generated from message conveyor.v1.SetGroupConfigResponse
+ */
+export type SetGroupConfigResponse = Message<"conveyor.v1.SetGroupConfigResponse"> & {
+  /**
+   * @generated from field: conveyor.v1.GroupConfig config = 1;
+   */
+  config?: GroupConfig | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.SetGroupConfigResponse.
+ * Use `create(SetGroupConfigResponseSchema)` to create a new message.
+ */
+export const SetGroupConfigResponseSchema: GenMessage<SetGroupConfigResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 38);
+
+/**
+ * @generated from message conveyor.v1.ListGroupConfigsRequest
+ */
+export type ListGroupConfigsRequest = Message<"conveyor.v1.ListGroupConfigsRequest"> & {
+  /**
+   * Optional filter.
+   *
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+};
+
+/**
+ * Describes the message conveyor.v1.ListGroupConfigsRequest.
+ * Use `create(ListGroupConfigsRequestSchema)` to create a new message.
+ */
+export const ListGroupConfigsRequestSchema: GenMessage<ListGroupConfigsRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 39);
+
+/**
+ * @generated from message conveyor.v1.ListGroupConfigsResponse
+ */
+export type ListGroupConfigsResponse = Message<"conveyor.v1.ListGroupConfigsResponse"> & {
+  /**
+   * @generated from field: repeated conveyor.v1.GroupConfig configs = 1;
+   */
+  configs: GroupConfig[];
+
+  /**
+   * The server-wide defaults (queue and group empty).
+   *
+   * @generated from field: conveyor.v1.GroupConfig server_default = 2;
+   */
+  serverDefault?: GroupConfig | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.ListGroupConfigsResponse.
+ * Use `create(ListGroupConfigsResponseSchema)` to create a new message.
+ */
+export const ListGroupConfigsResponseSchema: GenMessage<ListGroupConfigsResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 40);
+
+/**
+ * @generated from message conveyor.v1.DeleteGroupConfigRequest
+ */
+export type DeleteGroupConfigRequest = Message<"conveyor.v1.DeleteGroupConfigRequest"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * @generated from field: string group = 2;
+   */
+  group: string;
+};
+
+/**
+ * Describes the message conveyor.v1.DeleteGroupConfigRequest.
+ * Use `create(DeleteGroupConfigRequestSchema)` to create a new message.
+ */
+export const DeleteGroupConfigRequestSchema: GenMessage<DeleteGroupConfigRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 41);
+
+/**
+ * @generated from message conveyor.v1.DeleteGroupConfigResponse
+ */
+export type DeleteGroupConfigResponse = Message<"conveyor.v1.DeleteGroupConfigResponse"> & {
+};
+
+/**
+ * Describes the message conveyor.v1.DeleteGroupConfigResponse.
+ * Use `create(DeleteGroupConfigResponseSchema)` to create a new message.
+ */
+export const DeleteGroupConfigResponseSchema: GenMessage<DeleteGroupConfigResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 42);
+
+/**
+ * @generated from message conveyor.v1.GroupInfo
+ */
+export type GroupInfo = Message<"conveyor.v1.GroupInfo"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * @generated from field: string group = 2;
+   */
+  group: string;
+
+  /**
+   * The task type of the group's members.
+   *
+   * @generated from field: string type = 3;
+   */
+  type: string;
+
+  /**
+   * @generated from field: conveyor.v1.GroupState state = 4;
+   */
+  state: GroupState;
+
+  /**
+   * @generated from field: uint32 size = 5;
+   */
+  size: number;
+
+  /**
+   * @generated from field: int64 first_member_at_ms = 6;
+   */
+  firstMemberAtMs: bigint;
+
+  /**
+   * @generated from field: int64 last_member_at_ms = 7;
+   */
+  lastMemberAtMs: bigint;
+
+  /**
+   * When the sweep that fires it runs (aggregating groups).
+   *
+   * @generated from field: int64 next_fire_at_ms = 8;
+   */
+  nextFireAtMs: bigint;
+
+  /**
+   * Whether a worker that can take this group's batches has been seen recently.
+   *
+   * @generated from field: bool worker_available = 9;
+   */
+  workerAvailable: boolean;
+
+  /**
+   * The thresholds in force (after resolution).
+   *
+   * @generated from field: conveyor.v1.GroupConfig config = 10;
+   */
+  config?: GroupConfig | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.GroupInfo.
+ * Use `create(GroupInfoSchema)` to create a new message.
+ */
+export const GroupInfoSchema: GenMessage<GroupInfo> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 43);
+
+/**
+ * @generated from message conveyor.v1.ListGroupsRequest
+ */
+export type ListGroupsRequest = Message<"conveyor.v1.ListGroupsRequest"> & {
+  /**
+   * Optional filter.
+   *
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+};
+
+/**
+ * Describes the message conveyor.v1.ListGroupsRequest.
+ * Use `create(ListGroupsRequestSchema)` to create a new message.
+ */
+export const ListGroupsRequestSchema: GenMessage<ListGroupsRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 44);
+
+/**
+ * @generated from message conveyor.v1.ListGroupsResponse
+ */
+export type ListGroupsResponse = Message<"conveyor.v1.ListGroupsResponse"> & {
+  /**
+   * @generated from field: repeated conveyor.v1.GroupInfo groups = 1;
+   */
+  groups: GroupInfo[];
+};
+
+/**
+ * Describes the message conveyor.v1.ListGroupsResponse.
+ * Use `create(ListGroupsResponseSchema)` to create a new message.
+ */
+export const ListGroupsResponseSchema: GenMessage<ListGroupsResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 45);
+
+/**
+ * @generated from enum conveyor.v1.GroupState
+ */
+export enum GroupState {
+  /**
+   * @generated from enum value: GROUP_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Collecting members until a threshold trips.
+   *
+   * @generated from enum value: GROUP_STATE_AGGREGATING = 1;
+   */
+  AGGREGATING = 1,
+
+  /**
+   * Fired: a batch waiting for a worker with a batch handler for its type.
+   *
+   * @generated from enum value: GROUP_STATE_READY = 2;
+   */
+  READY = 2,
+}
+
+/**
+ * Describes the enum conveyor.v1.GroupState.
+ */
+export const GroupStateSchema: GenEnum<GroupState> = /*@__PURE__*/
+  enumDesc(file_conveyor_v1_admin_service, 0);
+
+/**
  * Operators: inspect and steer queues and tasks. Used by the CLI and the dashboard.
  *
  * @generated from service conveyor.v1.AdminService
@@ -911,6 +1204,43 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof ListRateLimitsRequestSchema;
     output: typeof ListRateLimitsResponseSchema;
+  },
+  /**
+   * Group aggregation thresholds for one group of a queue, or (empty group) the queue's
+   * default for groups without their own. Applies at the next sweep; stored durably.
+   *
+   * @generated from rpc conveyor.v1.AdminService.SetGroupConfig
+   */
+  setGroupConfig: {
+    methodKind: "unary";
+    input: typeof SetGroupConfigRequestSchema;
+    output: typeof SetGroupConfigResponseSchema;
+  },
+  /**
+   * @generated from rpc conveyor.v1.AdminService.ListGroupConfigs
+   */
+  listGroupConfigs: {
+    methodKind: "unary";
+    input: typeof ListGroupConfigsRequestSchema;
+    output: typeof ListGroupConfigsResponseSchema;
+  },
+  /**
+   * @generated from rpc conveyor.v1.AdminService.DeleteGroupConfig
+   */
+  deleteGroupConfig: {
+    methodKind: "unary";
+    input: typeof DeleteGroupConfigRequestSchema;
+    output: typeof DeleteGroupConfigResponseSchema;
+  },
+  /**
+   * Live groups (filling up) and fired batches waiting for a worker.
+   *
+   * @generated from rpc conveyor.v1.AdminService.ListGroups
+   */
+  listGroups: {
+    methodKind: "unary";
+    input: typeof ListGroupsRequestSchema;
+    output: typeof ListGroupsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_conveyor_v1_admin_service, 0);
