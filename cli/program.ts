@@ -14,6 +14,7 @@ import { registerTaskCommands } from "./commands/task.js";
 import { registerConcurrencyCommands } from "./commands/concurrency.js";
 import { registerRateLimitCommands } from "./commands/ratelimit.js";
 import { registerGroupCommands } from "./commands/group.js";
+import { registerStrategyCommands } from "./commands/strategy.js";
 import { addGlobalOptions, CliContext, installGlobalOptions, type GlobalOptions } from "./context.js";
 
 export type CommandGroup = (program: Command, ctx: CliContext) => void;
@@ -25,6 +26,7 @@ export const COMMAND_GROUPS: readonly CommandGroup[] = [
   registerConcurrencyCommands,
   registerRateLimitCommands,
   registerGroupCommands,
+  registerStrategyCommands,
 ];
 
 /**

@@ -1,7 +1,9 @@
 /** The conveyor SDK: what `import { ... } from "conveyor"` gives you. */
 export { Client, type ClientOptions, type TaskInfo } from "./sdk/client.js";
 export { Worker, type WorkerOptions } from "./sdk/worker.js";
-export { Mux, type Handler, type BatchHandler, type HandlerContext } from "./sdk/mux.js";
+export {
+  Mux, type Handler, type BatchHandler, type HandlerContext, type HandleOptions, type ConcurrencyRuleSpec, type ConcurrencyStrategy,
+} from "./sdk/mux.js";
 export { skipRetry, isSkipRetry, BatchError, ConveyorError } from "./sdk/errors.js";
 export {
   newTask, json, bytes,

@@ -17,6 +17,31 @@ export interface HandlerContext {
  */
 export type Handler = (task: TaskView, ctx: HandlerContext) => Promise<unknown> | unknown;
 
+export type ConcurrencyStrategy =
+  | "GROUP_ROUND_ROBIN"
+  | "CANCEL_IN_PROGRESS"
+  | "CANCEL_NEWEST"
+  | "CANCEL_QUEUED_EXCEPT_NEWEST"
+  | "CANCEL_QUEUED_EXCEPT_OLDEST";
+
+/**
+ * A concurrency rule of a task type. The key is a CEL expression over `input` (the
+ * task's JSON payload) and `additional_metadata` (its metadata), e.g. "input.userId".
+ */
+export interface ConcurrencyRuleSpec {
+  /** Rules with the same name share one budget across task types and queues. */
+  name?: string;
+  expression: string;
+  /** The limit per key: a number, or a CEL expression such as "input.tier == 'premium' ? 10 : 1". */
+  maxRuns: number | string;
+  limitStrategy: ConcurrencyStrategy;
+}
+
+export interface HandleOptions {
+  /** Concurrency rules of the type, in chain order; registered when the worker starts. */
+  concurrency?: ConcurrencyRuleSpec[];
+}
+
 /**
  * A batch handler: all members of a fired group in one call. Return normally to complete
  * every member; throw to retry every member (or `skipRetry(err)` to archive them all);
@@ -27,13 +52,20 @@ export type BatchHandler = (tasks: TaskView[], ctx: HandlerContext) => Promise<u
 export class Mux {
   private readonly handlers = new Map<string, Handler>();
   private readonly batchHandlers = new Map<string, BatchHandler>();
+  private readonly rules = new Map<string, ConcurrencyRuleSpec[]>();
 
-  /** Registers the handler of a task type; one handler per type. */
-  handle(type: string, handler: Handler): this {
+  /** Registers the handler of a task type (and its concurrency rules); one handler per type. */
+  handle(type: string, handler: Handler, options: HandleOptions = {}): this {
     if (type === "") throw new Error("Mux.handle: type must not be empty");
     if (this.handlers.has(type)) throw new Error(`Mux.handle: a handler for ${JSON.stringify(type)} is already registered`);
     this.handlers.set(type, handler);
+    if (options.concurrency) this.rules.set(type, options.concurrency);
     return this;
+  }
+
+  /** The concurrency rules declared for a type ([] when none). */
+  rulesFor(type: string): ConcurrencyRuleSpec[] {
+    return this.rules.get(type) ?? [];
   }
 
   /**

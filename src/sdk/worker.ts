@@ -21,7 +21,8 @@ import { RpcChannel } from "../rpc/client.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
 import { defaultAddress } from "./client.js";
 import { BatchError, isSkipRetry } from "./errors.js";
-import { encodeResult, type HandlerContext, type Mux } from "./mux.js";
+import { encodeResult, type ConcurrencyRuleSpec, type ConcurrencyStrategy, type HandlerContext, type Mux } from "./mux.js";
+import { LimitStrategy } from "../gen/conveyor/v1/task_pb.js";
 import { toTaskView } from "./task.js";
 
 export interface WorkerOptions {
@@ -82,11 +83,38 @@ export class Worker {
     this.leaseWaitMs = options.leaseWaitMs ?? 30_000;
   }
 
-  /** Starts leasing in the background. */
+  /**
+   * Resolves once the worker has registered its task types and their concurrency rules;
+   * rejects with the server's error if the registration is refused (the worker then stops).
+   */
+  registered: Promise<void> = Promise.resolve();
+
+  /** Registers the handled types, then leases in the background. */
   start(): this {
     if (this.loop) throw new Error("Worker already started");
-    this.loop = this.leaseLoop();
+    this.registered = this.register();
+    this.registered.catch(() => {}); // reported through onError; awaiting it is optional
+    this.loop = this.registered.then(() => this.leaseLoop(), (error: unknown) => {
+      this.report(error, "register");
+      this.stopping = true;
+    });
     return this;
+  }
+
+  /** Declares every handled type with its rules (retried while the server is unreachable). */
+  private async register(): Promise<void> {
+    const mux = this.options.mux;
+    const types = mux.types.map((type) => ({ type, concurrency: mux.rulesFor(type).map(ruleToWire) }));
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.rpc.registerTaskTypes({ workerId: this.workerId, types }, { timeoutMs: 10_000 });
+        return;
+      } catch (error) {
+        if (this.stopping || !(error instanceof ConveyorError) || error.code !== "UNAVAILABLE") throw error;
+        this.report(error, "register");
+        await sleep(jitter(Math.min(RECONNECT_MAX_MS, RECONNECT_BASE_MS * 2 ** Math.min(attempt, 10))));
+      }
+    }
   }
 
   /** Handlers running now. */
@@ -277,6 +305,23 @@ export class Worker {
 
 function settlement(d: Delivery, taskId: string, outcome: WireOutcome, result: Uint8Array, error: string): Settlement {
   return { $typeName: "conveyor.v1.Settlement", queue: d.queue, leaseId: d.leaseId, taskId, outcome, result, error };
+}
+
+const STRATEGY_WIRE: Record<ConcurrencyStrategy, LimitStrategy> = {
+  GROUP_ROUND_ROBIN: LimitStrategy.GROUP_ROUND_ROBIN,
+  CANCEL_IN_PROGRESS: LimitStrategy.CANCEL_IN_PROGRESS,
+  CANCEL_NEWEST: LimitStrategy.CANCEL_NEWEST,
+  CANCEL_QUEUED_EXCEPT_NEWEST: LimitStrategy.CANCEL_QUEUED_EXCEPT_NEWEST,
+  CANCEL_QUEUED_EXCEPT_OLDEST: LimitStrategy.CANCEL_QUEUED_EXCEPT_OLDEST,
+};
+
+function ruleToWire(r: ConcurrencyRuleSpec) {
+  return {
+    name: r.name ?? "", expression: r.expression,
+    maxRuns: typeof r.maxRuns === "number" ? r.maxRuns : 0,
+    maxRunsExpression: typeof r.maxRuns === "string" ? r.maxRuns : "",
+    strategy: STRATEGY_WIRE[r.limitStrategy] ?? LimitStrategy.UNSPECIFIED,
+  };
 }
 
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));

@@ -2,6 +2,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ConveyorError, invalidField } from "../base/errors.js";
 import { defaultRateLimit } from "./config.js";
+import { ruleFromWire, typeRulesToWire } from "./rules/rule-wire.js";
 import { AdminService, GroupConfigSchema, GroupState, QueueInfoSchema, type QueueInfo } from "../gen/conveyor/v1/admin_service_pb.js";
 import { TaskState as WireState } from "../gen/conveyor/v1/task_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
@@ -186,6 +187,27 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
         }
       }
       return { groups };
+    },
+
+    async listStrategies() {
+      return { types: ctx.rules.list().map(typeRulesToWire) };
+    },
+
+    async setStrategies(call) {
+      const { type } = call.request;
+      if (type === "") throw invalidField("type", "must not be empty");
+      if (call.request.rules.length === 0) throw invalidField("rules", "give at least one rule (use DeleteStrategies to clear)");
+      const saved = ctx.rules.set(type, call.request.rules.map(ruleFromWire), "operator");
+      await ctx.committed();
+      return { rules: typeRulesToWire(saved) };
+    },
+
+    async deleteStrategies(call) {
+      const { type } = call.request;
+      if (!ctx.rules.get(type)) throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `task type ${JSON.stringify(type)} has no concurrency rules`);
+      ctx.rules.delete(type);
+      await ctx.committed();
+      return {};
     },
 
     async listRateLimits() {

@@ -18,6 +18,8 @@ export interface NodeConfig {
   /** "full" (default) survives power loss; "normal" survives process crashes only. */
   sqliteSynchronous: "full" | "normal";
   leaseTtlMs: number;
+  /** How often workers heartbeat (also how fast a running task learns it was cancelled); at most lease_ttl / 3. */
+  heartbeatIntervalMs: number;
   /** Cap on how long one Lease call may park. */
   leaseWaitMaxMs: number;
   leaseWaitersMax: number;
@@ -57,6 +59,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   logLevel: "info",
   sqliteSynchronous: "full",
   leaseTtlMs: 30_000,
+  heartbeatIntervalMs: 1_000,
   leaseWaitMaxMs: 60_000,
   leaseWaitersMax: 10_000,
   grainIdleTimeoutMs: 5 * 60_000,
@@ -85,6 +88,7 @@ const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind }> = [
   { key: "logLevel", yaml: "log_level", kind: "string" },
   { key: "sqliteSynchronous", yaml: "sqlite_synchronous", kind: "sync" },
   { key: "leaseTtlMs", yaml: "lease_ttl", kind: "duration" },
+  { key: "heartbeatIntervalMs", yaml: "heartbeat_interval", kind: "duration" },
   { key: "leaseWaitMaxMs", yaml: "lease_wait_max", kind: "duration" },
   { key: "leaseWaitersMax", yaml: "lease_waiters_max", kind: "int" },
   { key: "grainIdleTimeoutMs", yaml: "grain_idle_timeout", kind: "duration" },

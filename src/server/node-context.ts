@@ -9,6 +9,7 @@ import type { AdminQueries } from "../storage/admin-queries.js";
 import type { TaskStore } from "../storage/task-store.js";
 import type { NodeConfig } from "./config.js";
 import type { NodeMetrics } from "./metrics.js";
+import type { RuleRegistry } from "./rules/rule-registry.js";
 import type { TaskDefaults } from "./validate.js";
 
 /** What the gRPC services of a node share; built by the composition root (node.ts). */
@@ -17,6 +18,8 @@ export interface NodeContext {
   clock: Clock;
   router: Router;
   broker: LeaseBroker;
+  /** Concurrency rules of task types (evaluated at enqueue). */
+  rules: RuleRegistry;
   /** For live views of grains in memory (never to route calls: use `router`). */
   host: GrainHost;
   store: TaskStore;

@@ -11,8 +11,13 @@ import type { NodeContext } from "./node-context.js";
 import { BATCH_MAX, validateSpec } from "./validate.js";
 
 export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
-  const validate = (spec: TaskSpec | undefined, field: string) =>
-    validateSpec(spec, field, ctx.taskDefaults, ctx.clock.nowMs(), ctx.newTaskId);
+  /** Validates a spec and evaluates its type's concurrency rules (group members have none). */
+  const validate = (spec: TaskSpec | undefined, field: string): NewTask => {
+    const task = validateSpec(spec, field, ctx.taskDefaults, ctx.clock.nowMs(), ctx.newTaskId);
+    if (task.group !== "") return task;
+    const { rules, error } = ctx.rules.evaluate(task.type, task.payload, task.metadata);
+    return { ...task, rules, ruleError: error };
+  };
 
   /** Admits tasks queue by queue (one grain turn per queue), keeping request order. */
   function admit(tasks: Array<NewTask | ConveyorError>, atomic: boolean): Array<EnqueueOutcome> {

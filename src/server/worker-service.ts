@@ -8,6 +8,7 @@ import { ItemErrorSchema } from "../gen/conveyor/v1/task_pb.js";
 import { DeliverySchema, Outcome as WireOutcome, WorkerService } from "../gen/conveyor/v1/worker_service_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import { taskToWire } from "./convert.js";
+import { ruleFromWire } from "./rules/rule-wire.js";
 import type { NodeContext } from "./node-context.js";
 import { BATCH_MAX, checkQueueName } from "./validate.js";
 
@@ -66,7 +67,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
       return {
         deliveries: deliveries.map(toDelivery),
         leaseTtlMs: ctx.config.leaseTtlMs,
-        heartbeatIntervalMs: Math.max(50, Math.floor(ctx.config.leaseTtlMs / 3)),
+        heartbeatIntervalMs: Math.max(50, Math.min(ctx.config.heartbeatIntervalMs, Math.floor(ctx.config.leaseTtlMs / 3))),
       };
     },
 
@@ -110,6 +111,18 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
       }
       await ctx.committed();
       return { results };
+    },
+
+    async registerTaskTypes(call) {
+      const types = call.request.types;
+      // Validate every type first: a bad registration changes nothing.
+      types.forEach((t, i) => {
+        if (t.type === "") throw invalidField(`types[${i}].type`, "must not be empty");
+      });
+      const staged = types.map((t) => ({ type: t.type, rules: t.concurrency.map(ruleFromWire) }));
+      ctx.rules.registerAll(staged.map((t, i) => ({ ...t, field: `types[${i}].concurrency` })));
+      await ctx.committed();
+      return {};
     },
   };
 }

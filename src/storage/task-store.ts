@@ -7,6 +7,7 @@ import type { QueueSettings, QueueStore } from "../grains/queue/ports.js";
 import type { TaskIndexEntry, TaskRecord, TaskState } from "../grains/queue/task.js";
 import type { RateLimitSpec } from "../grains/queue/token-bucket.js";
 import type { GroupConfig } from "../grains/queue/group-aggregator.js";
+import type { TaskRule } from "../grains/queue/rules.js";
 import type { Database } from "./database.js";
 import { rowToRecord, toBuffer, type TaskRow } from "./rows.js";
 
@@ -27,8 +28,8 @@ export class TaskStore implements QueueStore {
       /** Params: every column of a new task, in table order up to lease columns. */
       insert: s.prepare(`INSERT INTO tasks (id, queue, type, payload, content_type, metadata, state, priority, seq,
         max_retry, retried, created_at, ready_at, timeout_ms, deadline_at, expires_at, unique_key, unique_until,
-        concurrency_key, grp, backoff_base_ms, backoff_max_ms, retention_ms)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+        concurrency_key, grp, backoff_base_ms, backoff_max_ms, retention_ms, rules)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       /**
        * Writes an entry's new state and lease columns. NULL outcome fields keep the
        * stored value; purge_at is set when the task reaches a final state.
@@ -56,7 +57,7 @@ export class TaskStore implements QueueStore {
       findId: s.prepare("SELECT queue, state FROM tasks WHERE id = ?"),
       unfinished: s.prepare(`SELECT id, state, type, priority, seq, concurrency_key, ready_at, timeout_ms, deadline_at,
         expires_at, unique_key, unique_until, retried, max_retry, backoff_base_ms, backoff_max_ms, lease_id,
-        lease_expires_at, grp, batch_id FROM tasks WHERE queue = ? AND state IN ${UNFINISHED} ORDER BY seq`),
+        lease_expires_at, grp, batch_id, rules FROM tasks WHERE queue = ? AND state IN ${UNFINISHED} ORDER BY seq`),
       groupConfigs: s.prepare("SELECT grp, max_size, max_delay_ms, grace_ms FROM group_configs WHERE queue = ?"),
       setGroupConfig: s.prepare(`INSERT INTO group_configs (queue, grp, max_size, max_delay_ms, grace_ms)
         VALUES (@queue, @group, @maxSize, @maxDelayMs, @graceMs)
@@ -112,7 +113,8 @@ export class TaskStore implements QueueStore {
         this.stmt.insert.run(t.id, queue, t.type, toBuffer(t.payload), t.contentType,
           Object.keys(t.metadata).length > 0 ? JSON.stringify(t.metadata) : null, e.state, e.priority, e.seq,
           e.maxRetry, effect.createdAtMs, e.readyAtMs, e.timeoutMs, e.deadlineAtMs, e.expiresAtMs, e.uniqueKey,
-          e.uniqueUntilMs, e.concurrencyKey, t.group, e.backoffBaseMs, e.backoffMaxMs, t.retentionMs);
+          e.uniqueUntilMs, e.concurrencyKey, t.group, e.backoffBaseMs, e.backoffMaxMs, t.retentionMs,
+          e.rules.length > 0 ? JSON.stringify(e.rules) : "[]");
         return;
       }
       case "transition":
@@ -196,7 +198,7 @@ interface IndexRow {
   id: string; state: TaskState; type: string; priority: number; seq: number; concurrency_key: string;
   ready_at: number; timeout_ms: number; deadline_at: number; expires_at: number; unique_key: string;
   unique_until: number; retried: number; max_retry: number; backoff_base_ms: number; backoff_max_ms: number;
-  lease_id: string; lease_expires_at: number; grp: string; batch_id: string;
+  lease_id: string; lease_expires_at: number; grp: string; batch_id: string; rules: string;
 }
 
 function indexRowToEntry(r: IndexRow): TaskIndexEntry {
@@ -205,6 +207,6 @@ function indexRowToEntry(r: IndexRow): TaskIndexEntry {
     readyAtMs: r.ready_at, timeoutMs: r.timeout_ms, deadlineAtMs: r.deadline_at, expiresAtMs: r.expires_at,
     uniqueKey: r.unique_key, uniqueUntilMs: r.unique_until, retried: r.retried, maxRetry: r.max_retry,
     backoffBaseMs: r.backoff_base_ms, backoffMaxMs: r.backoff_max_ms, leaseId: r.lease_id,
-    leaseExpiresAtMs: r.lease_expires_at, group: r.grp, batchId: r.batch_id,
+    leaseExpiresAtMs: r.lease_expires_at, group: r.grp, batchId: r.batch_id, rules: JSON.parse(r.rules) as TaskRule[],
   };
 }

@@ -47,6 +47,8 @@ export function newTask(overrides: Partial<NewTask> = {}): NewTask {
     group: "",
     backoffBaseMs: 1_000,
     backoffMaxMs: 60_000,
+    rules: [],
+    ruleError: "",
     ...overrides,
   };
 }

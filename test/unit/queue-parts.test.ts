@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { seededRandom, type Random } from "../../src/base/random.js";
 import { retryDelayMs } from "../../src/grains/queue/backoff.js";
 import { Heap } from "../../src/grains/queue/heap.js";
-import { KeySlots, readyOrder, type ReadyItem } from "../../src/grains/queue/key-slots.js";
+import { KeySlots, QUEUE_RULE, readyOrder, slotOf, type ReadyItem } from "../../src/grains/queue/key-slots.js";
 
 const fixed = (value: number): Random => ({ next: () => value });
 
@@ -74,35 +74,49 @@ describe("KeySlots", () => {
     expect(readyOrder(item("a", 2), item("b", 1))).toBe(false);
   });
 
+  const A = slotOf(QUEUE_RULE, "A");
+  const B = slotOf(QUEUE_RULE, "B");
+
   it("saturation, hold and release hand back exactly the free slots' worth, in order", () => {
     const live = new Set(["h1", "h2", "h3"]);
     const slots = new KeySlots((i) => live.has(i.id));
-    slots.setLimit(2);
-    slots.acquire("A");
-    slots.acquire("A");
-    slots.acquire("");
-    expect(slots.inflightOf("A")).toBe(2);
-    expect(slots.inflightOf("")).toBe(0);
-    expect(slots.isSaturated("A")).toBe(true);
-    expect(slots.isSaturated("")).toBe(false);
-    slots.hold("A", item("h3", 3));
-    slots.hold("A", item("h1", 1));
-    slots.hold("A", item("h2", 2));
+    slots.setRuleLimit(QUEUE_RULE, 2);
+    slots.acquire(A);
+    slots.acquire(A);
+    expect(slots.inflightOf(A)).toBe(2);
+    expect(slots.inflightOf(B)).toBe(0);
+    expect(slots.isSaturated(A)).toBe(true);
+    expect(slots.isSaturated(B)).toBe(false);
+    expect(slots.isSaturated(slotOf("other-rule", "A"))).toBe(false);
+    slots.hold(A, item("h3", 3));
+    slots.hold(A, item("h1", 1));
+    slots.hold(A, item("h2", 2));
     expect(slots.heldTotal()).toBe(3);
-    expect(slots.release("A").map((i) => i.id)).toEqual(["h1"]);
+    expect(slots.release(A).map((i) => i.id)).toEqual(["h1"]);
     live.delete("h2"); // a held task that went away is skipped, and does not use the slot
-    expect(slots.release("A").map((i) => i.id)).toEqual(["h3"]);
+    expect(slots.release(A).map((i) => i.id)).toEqual(["h3"]);
     expect(slots.heldTotal()).toBe(0);
-    expect(() => slots.release("A")).toThrow(/released twice/);
+    expect(() => slots.release(A)).toThrow(/released twice/);
   });
 
-  it("setLimit(undefined) frees every held item", () => {
+  it("clearing the rule limit frees every held item", () => {
     const slots = new KeySlots(() => true);
-    slots.setLimit(1);
-    slots.acquire("A");
-    slots.hold("A", item("x", 1));
-    slots.hold("B", item("y", 2));
-    expect(slots.setLimit(undefined).map((i) => i.id).sort()).toEqual(["x", "y"]);
+    slots.setRuleLimit(QUEUE_RULE, 1);
+    slots.acquire(A);
+    slots.hold(A, item("x", 1));
+    slots.hold(B, item("y", 2));
+    expect(slots.setRuleLimit(QUEUE_RULE, undefined).map((i) => i.id).sort()).toEqual(["x", "y"]);
     expect(slots.limit).toBeUndefined();
+  });
+
+  it("a slot's own (dynamic) limit wins over the rule's, and raising it frees held items", () => {
+    const slots = new KeySlots(() => true);
+    const s = slotOf("t#0", "k");
+    slots.setSlotLimit(s, 1);
+    slots.acquire(s);
+    expect(slots.isSaturated(s)).toBe(true);
+    slots.hold(s, item("x", 1));
+    slots.hold(s, item("y", 2));
+    expect(slots.setSlotLimit(s, 3).map((i) => i.id)).toEqual(["x", "y"]);
   });
 });

@@ -29,4 +29,5 @@ export type CoreEvent =
   | { kind: "lease_expired"; leaseId: string; taskIds: string[] }
   | { kind: "throttled" }
   | { kind: "rate_limited" }
-  | { kind: "group_fired"; size: number };
+  | { kind: "group_fired"; size: number }
+  | { kind: "cancelled"; reason: "CONCURRENCY_LIMIT"; strategy: string };

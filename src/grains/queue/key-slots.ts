@@ -11,36 +11,103 @@ export const readyOrder = (a: ReadyItem, b: ReadyItem): boolean =>
   a.priority !== b.priority ? a.priority > b.priority : a.seq < b.seq;
 
 /**
- * Per-key slot accounting for one queue (the per-key concurrency limit).
+ * A slot: one budget that tasks count against, `${ruleId}\0${key}`. The queue's own
+ * per-key limit is the rule "q"; each concurrency rule of a task type is another rule.
+ * Rule ids starting with "@" are shared (named) rules, counted node-wide.
+ */
+export const slotOf = (ruleId: string, key: string): string => `${ruleId}\u0000${key}`;
+export const ruleOfSlot = (slot: string): string => slot.slice(0, slot.indexOf("\u0000"));
+export const isSharedSlot = (slot: string): boolean => slot.startsWith("@");
+export const QUEUE_RULE = "q";
+
+/**
+ * In-flight counts and dynamic limits of slots. Each queue has its own; shared rules use
+ * one ledger per node, so every queue that declares a named rule draws on one budget.
+ */
+export interface SlotLedger {
+  inflightOf(slot: string): number;
+  adjust(slot: string, delta: 1 | -1): void;
+  limitOf(slot: string): number | undefined;
+  setLimit(slot: string, limit: number | undefined): void;
+}
+
+export class LocalSlotLedger implements SlotLedger {
+  private readonly inflight = new Map<string, number>();
+  private readonly limits = new Map<string, number>();
+
+  inflightOf(slot: string): number {
+    return this.inflight.get(slot) ?? 0;
+  }
+
+  adjust(slot: string, delta: 1 | -1): void {
+    const n = this.inflightOf(slot) + delta;
+    if (n < 0) throw new Error("a slot was released twice (no task of it in flight)");
+    if (n === 0) this.inflight.delete(slot);
+    else this.inflight.set(slot, n);
+  }
+
+  limitOf(slot: string): number | undefined {
+    return this.limits.get(slot);
+  }
+
+  setLimit(slot: string, limit: number | undefined): void {
+    if (limit === undefined) this.limits.delete(slot);
+    else this.limits.set(slot, limit);
+  }
+
+  entries(): IterableIterator<[string, number]> {
+    return this.inflight.entries();
+  }
+}
+
+/**
+ * Slot accounting of one queue: the per-key concurrency limit and the concurrency rules.
  *
- * A task whose key is saturated steps out of the runnable order into its key's own
- * held heap, so it blocks nobody (no head-of-line blocking). When a slot of that key
- * frees, exactly as many held tasks step back in as there are free slots, in their
- * original order, so they dispatch before later work of equal priority.
+ * A task whose slot is saturated steps out of the runnable order into that slot's own
+ * held heap, so it blocks nobody (no head-of-line blocking). When a slot frees, exactly
+ * as many held tasks step back in as there are free slots, in their original order.
+ * A task needs a free slot under every slot it counts against, takes them all at
+ * dispatch and holds none while it waits.
  *
- * In-flight counts are rebuilt exactly from the active tasks on activation; nothing
- * here is durable.
+ * In-flight counts are rebuilt exactly from the active tasks on activation; nothing here
+ * is durable.
  */
 export class KeySlots {
-  private readonly inflight = new Map<string, number>();
+  private readonly local = new LocalSlotLedger();
   private readonly held = new Map<string, Heap<ReadyItem>>();
-  private limitValue: number | undefined;
+  /** Limits that apply to every key of a rule (the queue's per-key limit). */
+  private readonly ruleLimits = new Map<string, number>();
 
-  /** @param isLive tells whether a held item still refers to a waiting task. */
-  constructor(private readonly isLive: (item: ReadyItem) => boolean) {}
+  /**
+   * @param isLive tells whether a held item still refers to a waiting task.
+   * @param shared the node's ledger for shared rules; `onHoldShared` registers interest.
+   */
+  constructor(
+    private readonly isLive: (item: ReadyItem) => boolean,
+    private readonly shared?: SlotLedger & { watch(slot: string): void },
+  ) {}
 
+  /** The queue's per-key limit (rule "q"). */
   get limit(): number | undefined {
-    return this.limitValue;
+    return this.ruleLimits.get(QUEUE_RULE);
   }
 
-  inflightOf(key: string): number {
-    return this.inflight.get(key) ?? 0;
+  private ledgerOf(slot: string): SlotLedger {
+    return isSharedSlot(slot) && this.shared ? this.shared : this.local;
   }
 
-  /** Total tasks running under a key (keyless tasks are not counted). */
+  inflightOf(slot: string): number {
+    return this.ledgerOf(slot).inflightOf(slot);
+  }
+
+  limitOf(slot: string): number | undefined {
+    return this.ledgerOf(slot).limitOf(slot) ?? this.ruleLimits.get(ruleOfSlot(slot));
+  }
+
+  /** Keyed tasks of this queue running under the queue's per-key limit. */
   inflightTotal(): number {
     let total = 0;
-    for (const n of this.inflight.values()) total += n;
+    for (const [slot, n] of this.local.entries()) if (ruleOfSlot(slot) === QUEUE_RULE) total += n;
     return total;
   }
 
@@ -50,54 +117,59 @@ export class KeySlots {
     return total;
   }
 
-  /** True when a task of `key` may not start now. Keyless tasks are never gated. */
-  isSaturated(key: string): boolean {
-    return key !== "" && this.limitValue !== undefined && this.inflightOf(key) >= this.limitValue;
+  isSaturated(slot: string): boolean {
+    const limit = this.limitOf(slot);
+    return limit !== undefined && this.inflightOf(slot) >= limit;
   }
 
-  acquire(key: string): void {
-    if (key !== "") this.inflight.set(key, this.inflightOf(key) + 1);
+  acquire(slot: string): void {
+    this.ledgerOf(slot).adjust(slot, 1);
   }
 
-  hold(key: string, item: ReadyItem): void {
-    let heap = this.held.get(key);
-    if (!heap) this.held.set(key, (heap = new Heap(readyOrder)));
+  hold(slot: string, item: ReadyItem): void {
+    let heap = this.held.get(slot);
+    if (!heap) this.held.set(slot, (heap = new Heap(readyOrder)));
     heap.push(item);
+    if (isSharedSlot(slot)) this.shared?.watch(slot);
   }
 
-  /** Frees one slot of `key`; returns the held items that may now run. */
-  release(key: string): ReadyItem[] {
-    if (key === "") return [];
-    const n = this.inflightOf(key) - 1;
-    if (n < 0) throw new Error(`key slot released twice for a key with no task in flight`);
-    if (n === 0) this.inflight.delete(key);
-    else this.inflight.set(key, n);
-    return this.unhold(key);
+  /** Frees one slot; returns the held items that may now run. */
+  release(slot: string): ReadyItem[] {
+    this.ledgerOf(slot).adjust(slot, -1);
+    return this.unhold(slot);
   }
 
-  /** Held items of `key` that fit its free slots (after a waiting task of it went away). */
-  wake(key: string): ReadyItem[] {
-    return key === "" ? [] : this.unhold(key);
+  /** Held items of `slot` that fit its free slots (after a waiting task of it went away). */
+  wake(slot: string): ReadyItem[] {
+    return this.unhold(slot);
   }
 
-  /** Changes the limit live; returns the held items that may now run. */
-  setLimit(limit: number | undefined): ReadyItem[] {
-    this.limitValue = limit;
+  /** Changes a rule's limit for every key (the queue's per-key limit); returns freed items. */
+  setRuleLimit(ruleId: string, limit: number | undefined): ReadyItem[] {
+    if (limit === undefined) this.ruleLimits.delete(ruleId);
+    else this.ruleLimits.set(ruleId, limit);
     const freed: ReadyItem[] = [];
-    for (const key of [...this.held.keys()]) freed.push(...this.unhold(key));
+    for (const slot of [...this.held.keys()]) if (ruleOfSlot(slot) === ruleId) freed.push(...this.unhold(slot));
     return freed;
   }
 
-  private unhold(key: string): ReadyItem[] {
-    const heap = this.held.get(key);
+  /** Sets one slot's own limit (a dynamic limit); returns the held items that may now run. */
+  setSlotLimit(slot: string, limit: number | undefined): ReadyItem[] {
+    this.ledgerOf(slot).setLimit(slot, limit);
+    return this.unhold(slot);
+  }
+
+  private unhold(slot: string): ReadyItem[] {
+    const heap = this.held.get(slot);
     if (!heap) return [];
     const out: ReadyItem[] = [];
-    const room = this.limitValue === undefined ? Infinity : this.limitValue - this.inflightOf(key);
+    const limit = this.limitOf(slot);
+    const room = limit === undefined ? Infinity : limit - this.inflightOf(slot);
     while (out.length < room && heap.size > 0) {
       const item = heap.pop()!;
       if (this.isLive(item)) out.push(item);
     }
-    if (heap.size === 0) this.held.delete(key);
+    if (heap.size === 0) this.held.delete(slot);
     return out;
   }
 }

@@ -25,7 +25,8 @@ import type { Random } from "../../base/random.js";
 import { retryDelayMs } from "./backoff.js";
 import type { CoreEvent, Effect, TransitionOutcome } from "./effects.js";
 import { Heap } from "./heap.js";
-import { KeySlots, readyOrder, type ReadyItem } from "./key-slots.js";
+import { KeySlots, QUEUE_RULE, isSharedSlot, slotOf, type ReadyItem, type SlotLedger } from "./key-slots.js";
+import type { Strategy, TaskRule } from "./rules.js";
 import { TokenBucket, type RateLimitSpec } from "./token-bucket.js";
 import { GroupAggregator, type GroupConfig } from "./group-aggregator.js";
 import { NO_BATCHES, ReadyQueues, type LeaseCaps } from "./ready-queues.js";
@@ -46,6 +47,8 @@ export interface CoreDeps {
   random: Random;
   /** A fresh, unique id: lease ids (fencing tokens for settle and heartbeat) and batch ids. */
   newLeaseId: () => string;
+  /** The node's ledger of shared (named) rules; `watch` asks to be woken when a slot frees. */
+  sharedSlots?: SlotLedger & { watch(slot: string): void };
 }
 
 /** A delivery the core decided to hand out. */
@@ -137,7 +140,12 @@ export class QueueCore {
   /** Leases whose every task was cancelled: heartbeats report the cancel until they lapse. */
   private readonly revoked = new Map<string, { reason: string; untilMs: number }>();
   private readonly unique = new Map<string, { taskId: string; untilMs: number }>();
-  private readonly slots = new KeySlots((item) => this.isReady(item));
+  private readonly slots: KeySlots;
+  /** Unfinished tasks under each strategy rule's slot, in arrival order. */
+  private readonly ruleMembers = new Map<string, Set<string>>();
+  /** Round-robin ranks: the last rank given per slot, and the rank being served. */
+  private readonly lastRank = new Map<string, number>();
+  private servicePoint = 0;
   private bucket: TokenBucket | undefined;
   private nextSeq = 1;
   private pausedFlag = false;
@@ -150,7 +158,9 @@ export class QueueCore {
     readonly queue: string,
     private readonly config: CoreConfig,
     private readonly deps: CoreDeps,
-  ) {}
+  ) {
+    this.slots = new KeySlots((item) => this.isReady(item), deps.sharedSlots);
+  }
 
   // ---- activation -------------------------------------------------------------------
 
@@ -161,7 +171,7 @@ export class QueueCore {
    */
   load(rows: readonly TaskIndexEntry[], options: LoadOptions, nowMs: number): void {
     this.pausedFlag = options.paused;
-    this.slots.setLimit(options.keyLimit);
+    this.slots.setRuleLimit(QUEUE_RULE, options.keyLimit);
     this.setRateLimit(options.rateLimit, nowMs);
     for (const [group, config] of options.groupConfigs ?? []) this.groupConfigs.set(group, config);
     for (const row of rows) {
@@ -171,10 +181,17 @@ export class QueueCore {
       if (e.uniqueKey && (e.uniqueUntilMs === 0 || e.uniqueUntilMs > nowMs)) {
         this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
       }
+      this.joinRules(e);
+      // A key's limit is its newest task's: rows come in seq order, so the last one wins.
+      for (const r of e.rules) this.slots.setSlotLimit(slotOf(r.ruleId, r.key), r.maxRuns);
       if (e.state === "active") this.loadActive(e, nowMs);
       else if (e.state === "aggregating") this.aggregate(e, nowMs);
       else this.schedule(e);
     }
+    // New keys join the round being served: the oldest waiting task's rank.
+    let oldest = Infinity;
+    for (const e of this.entries.values()) if (e.state === "pending" && e.rules.length > 0) oldest = Math.min(oldest, e.seq);
+    this.servicePoint = oldest === Infinity ? 0 : oldest - 1;
     this.readyChanged = true;
   }
 
@@ -187,7 +204,7 @@ export class QueueCore {
       this.leaseExpiry.push({ atMs: lease.expiresAtMs, leaseId: lease.id });
     }
     lease.taskIds.add(e.id);
-    this.slots.acquire(e.concurrencyKey);
+    this.acquireSlots(e);
   }
 
   // ---- producers ----------------------------------------------------------------------
@@ -206,7 +223,8 @@ export class QueueCore {
     if (atomic && failure) return outcomes;
     tasks.forEach((t, i) => {
       const o = outcomes[i]!;
-      if (o.ok && !o.existed) this.insert(t, nowMs);
+      // The state after admission: a strategy or a failed rule may have ended the task.
+      if (o.ok && !o.existed) outcomes[i] = { ...o, state: this.insert(t, nowMs) };
     });
     return outcomes;
   }
@@ -256,7 +274,8 @@ export class QueueCore {
     return held.taskId;
   }
 
-  private insert(t: NewTask, nowMs: number): void {
+  /** Stores a new task and applies its rules' strategies; returns its resulting state. */
+  private insert(t: NewTask, nowMs: number): TaskState {
     const state = initialState(t, nowMs);
     const e: TaskIndexEntry = {
       id: t.id, state, type: t.type, priority: t.priority, seq: state === "scheduled" ? 0 : this.nextSeq++,
@@ -264,13 +283,131 @@ export class QueueCore {
       deadlineAtMs: t.deadlineAtMs, expiresAtMs: t.expiresAtMs, uniqueKey: t.uniqueKey,
       uniqueUntilMs: t.uniqueKey && t.uniqueTtlMs > 0 ? nowMs + t.uniqueTtlMs : 0,
       retried: 0, maxRetry: t.maxRetry, backoffBaseMs: t.backoffBaseMs, backoffMaxMs: t.backoffMaxMs,
-      leaseId: "", leaseExpiresAtMs: 0, group: t.group, batchId: "",
+      leaseId: "", leaseExpiresAtMs: 0, group: t.group, batchId: "", rules: t.rules,
     };
+    if (state === "pending") e.seq = this.rankOf(e);
     this.entries.set(e.id, e);
     if (e.uniqueKey) this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
+    this.effects.push({ kind: "insert", task: t, entry: { ...e }, createdAtMs: nowMs });
+    if (t.ruleError) {
+      // A rule expression failed: the task fails with that error, never silently keyless.
+      this.finish(e, "archived", { lastError: t.ruleError, lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+      return e.state;
+    }
+    this.joinRules(e);
     if (state === "aggregating") this.aggregate(e, nowMs);
     else this.schedule(e);
-    this.effects.push({ kind: "insert", task: t, entry: { ...e }, createdAtMs: nowMs });
+    this.applyStrategies(e, nowMs);
+    return e.state;
+  }
+
+  // ---- concurrency rules ----------------------------------------------------------------
+
+  private slotsOf(e: TaskIndexEntry): string[] {
+    const slots = e.concurrencyKey ? [slotOf(QUEUE_RULE, e.concurrencyKey)] : [];
+    for (const r of e.rules) slots.push(slotOf(r.ruleId, r.key));
+    return slots;
+  }
+
+  private acquireSlots(e: TaskIndexEntry): void {
+    for (const slot of this.slotsOf(e)) this.slots.acquire(slot);
+  }
+
+  private releaseSlots(e: TaskIndexEntry): void {
+    for (const slot of this.slotsOf(e)) for (const freed of this.slots.release(slot)) this.pushReady(freed);
+  }
+
+  /** The first slot, in chain order, that has no room for `e`. */
+  private saturatedSlot(e: TaskIndexEntry): string | undefined {
+    return this.slotsOf(e).find((slot) => this.slots.isSaturated(slot));
+  }
+
+  private joinRules(e: TaskIndexEntry): void {
+    for (const r of e.rules) {
+      const slot = slotOf(r.ruleId, r.key);
+      let members = this.ruleMembers.get(slot);
+      if (!members) this.ruleMembers.set(slot, (members = new Set()));
+      members.add(e.id);
+      if (e.state === "pending" && r.strategy === "GROUP_ROUND_ROBIN") this.lastRank.set(slot, Math.max(this.lastRank.get(slot) ?? 0, e.seq));
+    }
+  }
+
+  private leaveRules(e: TaskIndexEntry): void {
+    for (const r of e.rules) {
+      const slot = slotOf(r.ruleId, r.key);
+      const members = this.ruleMembers.get(slot);
+      members?.delete(e.id);
+      if (members?.size === 0) {
+        this.ruleMembers.delete(slot);
+        this.lastRank.delete(slot);
+      }
+    }
+  }
+
+  /**
+   * The dispatch rank of a new pending task. Under a GROUP_ROUND_ROBIN rule, keys take
+   * turns: a key's n-th waiting task ranks n turns after the round being served, so a
+   * key with a deep backlog cannot starve a key with one task waiting. Otherwise, FIFO.
+   */
+  private rankOf(e: TaskIndexEntry): number {
+    const seq = this.nextSeq++;
+    const grr = e.rules.find((r) => r.strategy === "GROUP_ROUND_ROBIN");
+    if (!grr) return seq;
+    const slot = slotOf(grr.ruleId, grr.key);
+    const rank = Math.max((this.lastRank.get(slot) ?? 0) + 1, this.servicePoint + 1);
+    this.lastRank.set(slot, rank);
+    return rank;
+  }
+
+  /**
+   * What each rule's strategy does when `e` arrives (every rule of the chain applies;
+   * a rule that cancels `e` ends the chain). The key's limit becomes the one computed
+   * for `e`, its newest task.
+   */
+  private applyStrategies(e: TaskIndexEntry, nowMs: number): void {
+    for (const r of e.rules) {
+      if (!this.entries.has(e.id)) return;
+      const slot = slotOf(r.ruleId, r.key);
+      for (const freed of this.slots.setSlotLimit(slot, r.maxRuns)) this.pushReady(freed);
+      const members = [...(this.ruleMembers.get(slot) ?? [])].map((id) => this.entries.get(id)!).filter((m) => m.id !== e.id);
+      const running = members.filter((m) => m.state === "active");
+      const queued = members.filter((m) => m.state === "pending");
+      switch (r.strategy) {
+        case "GROUP_ROUND_ROBIN":
+          break;
+        case "CANCEL_NEWEST":
+          if (running.length + queued.length >= r.maxRuns) this.cancelByRule(e, r.strategy, nowMs);
+          break;
+        case "CANCEL_IN_PROGRESS": {
+          // Keep the newest max: cancel the oldest (running first, they are older) to make room.
+          const live = [...running, ...queued];
+          for (let i = 0; live.length - i + 1 > r.maxRuns && i < live.length; i++) this.cancelByRule(live[i]!, r.strategy, nowMs);
+          break;
+        }
+        case "CANCEL_QUEUED_EXCEPT_NEWEST":
+        case "CANCEL_QUEUED_EXCEPT_OLDEST": {
+          // Waiting tasks beyond the free slots are "queued"; keep max of them.
+          const waiting = [...queued, e];
+          const free = Math.max(0, r.maxRuns - running.length);
+          const backlog = waiting.slice(free);
+          const excess = backlog.length - r.maxRuns;
+          if (excess <= 0) break;
+          const doomed = r.strategy === "CANCEL_QUEUED_EXCEPT_NEWEST" ? backlog.slice(0, excess) : backlog.slice(backlog.length - excess);
+          for (const d of doomed) this.cancelByRule(d, r.strategy, nowMs);
+          break;
+        }
+        default: {
+          const never: never = r.strategy;
+          throw new Error(`unknown strategy ${String(never)}`);
+        }
+      }
+    }
+  }
+
+  private cancelByRule(e: TaskIndexEntry, strategy: Strategy, nowMs: number): void {
+    if (!this.entries.has(e.id)) return;
+    this.cancel(e.id, "CONCURRENCY_LIMIT", nowMs);
+    this.events.push({ kind: "cancelled", reason: "CONCURRENCY_LIMIT", strategy });
   }
 
   /** Adds an aggregating member to its group (its arrival time is `readyAtMs`). */
@@ -329,8 +466,9 @@ export class QueueCore {
       const e = this.liveReady(item);
       if (!e) continue;
       if (this.expireIfOverdue(e, nowMs)) continue;
-      if (this.slots.isSaturated(e.concurrencyKey)) {
-        this.slots.hold(e.concurrencyKey, item);
+      const saturated = this.saturatedSlot(e);
+      if (saturated !== undefined) {
+        this.slots.hold(saturated, item);
         throttled = true;
         continue;
       }
@@ -352,7 +490,8 @@ export class QueueCore {
     const lease: LeaseState = { id: leaseId, taskIds: new Set(), expiresAtMs };
     let deadlineAtMs = 0;
     for (const e of batch) {
-      this.slots.acquire(e.concurrencyKey);
+      this.acquireSlots(e);
+      this.servicePoint = Math.max(this.servicePoint, e.seq);
       e.state = "active";
       e.expiresAtMs = 0; // the pre-dispatch TTL no longer applies once the task has run
 
@@ -442,7 +581,7 @@ export class QueueCore {
     if (lease.taskIds.size === 0) this.leases.delete(lease.id);
     e.leaseId = "";
     e.leaseExpiresAtMs = 0;
-    for (const freed of this.slots.release(e.concurrencyKey)) this.pushReady(freed);
+    this.releaseSlots(e);
   }
 
   /**
@@ -514,8 +653,13 @@ export class QueueCore {
    * A waiting task of `key` left memory. It may have been a held task that was moved
    * back to the ready heap for a freed slot, so give that slot to the next held task.
    */
-  private wakeKey(key: string): void {
-    for (const freed of this.slots.wake(key)) this.pushReady(freed);
+  private wakeSlots(e: TaskIndexEntry): void {
+    for (const slot of this.slotsOf(e)) for (const freed of this.slots.wake(slot)) this.pushReady(freed);
+  }
+
+  /** A shared slot freed elsewhere on the node: held tasks of it may run now. */
+  wakeSlot(slot: string): void {
+    for (const freed of this.slots.wake(slot)) this.pushReady(freed);
   }
 
   private pushReady(item: ReadyItem): void {
@@ -526,7 +670,8 @@ export class QueueCore {
   /** Moves a task to a finished state and out of memory. */
   private finish(e: TaskIndexEntry, state: "completed" | "archived" | "cancelled", outcome: TransitionOutcome): void {
     this.unlinkWaiting(e);
-    if (e.state !== "active") this.wakeKey(e.concurrencyKey);
+    this.leaveRules(e);
+    if (e.state !== "active") this.wakeSlots(e);
     e.state = state;
     e.leaseId = "";
     e.leaseExpiresAtMs = 0;
@@ -666,7 +811,7 @@ export class QueueCore {
 
   /** Changes the per-key limit live; lowering it keeps running tasks. */
   setKeyLimit(limit: number | undefined): void {
-    for (const freed of this.slots.setLimit(limit)) this.pushReady(freed);
+    for (const freed of this.slots.setRuleLimit(QUEUE_RULE, limit)) this.pushReady(freed);
   }
 
   /** Changes the rate limit live (undefined: back to the server default). */
@@ -720,9 +865,10 @@ export class QueueCore {
     if (!e) return notInMemory(id);
     if (e.state === "active") return wrongState(id, e.state, "delete", "not running (cancel it first)");
     this.unlinkWaiting(e);
+    this.leaveRules(e);
     this.entries.delete(id);
     if (e.uniqueKey && this.unique.get(e.uniqueKey)?.taskId === id) this.unique.delete(e.uniqueKey);
-    this.wakeKey(e.concurrencyKey);
+    this.wakeSlots(e);
     this.effects.push({ kind: "delete", id });
     return null;
   }
@@ -743,10 +889,11 @@ export class QueueCore {
       uniqueUntilMs: record.uniqueUntilMs, retried: 0, maxRetry: record.maxRetry,
       backoffBaseMs: record.backoffBaseMs, backoffMaxMs: record.backoffMaxMs, leaseId: "", leaseExpiresAtMs: 0,
       // A group member comes back on its own, as a batch of one.
-      group: record.group, batchId: record.group ? record.id : "",
+      group: record.group, batchId: record.group ? record.id : "", rules: record.rules,
     };
     this.entries.set(e.id, e);
     if (e.uniqueKey) this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
+    this.joinRules(e);
     this.makePending(e, this.nextSeq++);
     this.armExpiry(e);
     this.persist(e, { finishedAtMs: 0 });
@@ -785,7 +932,23 @@ export class QueueCore {
   }
 
   inflightOfKey(key: string): number {
-    return this.slots.inflightOf(key);
+    return this.slots.inflightOf(slotOf(QUEUE_RULE, key));
+  }
+
+  /** Running tasks under a rule's key (for tests and views). */
+  inflightOfRule(ruleId: string, key: string): number {
+    return this.slots.inflightOf(slotOf(ruleId, key));
+  }
+
+  /**
+   * Gives back this grain's share of node-wide (shared-rule) slots before its memory is
+   * dropped: the next activation counts its running tasks again.
+   */
+  dispose(): void {
+    for (const e of this.entries.values()) {
+      if (e.state !== "active") continue;
+      for (const slot of this.slotsOf(e)) if (isSharedSlot(slot)) this.slots.release(slot);
+    }
   }
 
   /** Hands the shell what this turn must persist and report, and resets them. */

@@ -138,6 +138,11 @@ export class QueueGrain {
     this.turn(() => this.core.setGroupConfig(group, config));
   }
 
+  /** A shared slot freed elsewhere on the node. */
+  wakeSlot(slot: string): void {
+    this.turn(() => this.core.wakeSlot(slot));
+  }
+
   listGroups(): GroupStatus[] {
     return this.core.listGroups();
   }
@@ -157,6 +162,7 @@ export class QueueGrain {
 
   /** Stops the grain's timer; the instance must not be used afterwards. */
   deactivate(): void {
+    if (this.active) this.core.dispose();
     this.active = false;
     this.cancelTimer?.();
     this.cancelTimer = undefined;

@@ -1,3 +1,5 @@
+import type { TaskRule } from "./rules.js";
+
 /**
  * Domain types of the queue grain. Nothing here knows about protobuf, gRPC or SQLite:
  * the server translates wire messages to these, the storage layer persists them.
@@ -54,6 +56,10 @@ export interface NewTask {
   group: string;
   backoffBaseMs: number;
   backoffMaxMs: number;
+  /** Concurrency rules of the task's type, evaluated for this task. */
+  rules: TaskRule[];
+  /** Set when a rule expression failed: the task is stored archived with this error. */
+  ruleError: string;
 }
 
 /** The full stored view of a task. */
@@ -88,6 +94,8 @@ export interface TaskRecord {
   finishedAtMs: number;
   result: Uint8Array;
   cancelReason: string;
+  /** Concurrency rules evaluated for this task at enqueue. */
+  rules: TaskRule[];
   leaseId: string;
   leaseExpiresAtMs: number;
 }
@@ -119,4 +127,6 @@ export interface TaskIndexEntry {
   group: string;
   /** The fired batch this pending or active group member belongs to ("" = none). */
   batchId: string;
+  /** Concurrency rules evaluated for this task at enqueue. */
+  rules: TaskRule[];
 }

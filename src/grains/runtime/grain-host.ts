@@ -13,6 +13,7 @@ import type { Random } from "../../base/random.js";
 import { QueueCore, type CoreConfig } from "../queue/queue-core.js";
 import { QueueGrain, type GrainHooks } from "../queue/queue-grain.js";
 import type { QueueStore } from "../queue/ports.js";
+import type { SharedSlotLedger } from "./shared-slots.js";
 
 export type DeactivationReason = "idle" | "failed" | "shutdown";
 
@@ -29,6 +30,8 @@ export interface GrainHostOptions {
   /** True while something outside (a parked lease call) needs the grain in memory. */
   isPinned: (queue: string) => boolean;
   onLifecycle?: (queue: string, event: "activated" | DeactivationReason) => void;
+  /** The node's shared-rule ledger. */
+  sharedSlots: SharedSlotLedger;
 }
 
 export class GrainHost {
@@ -52,7 +55,8 @@ export class GrainHost {
     this.reminders.get(queue)?.();
     this.reminders.delete(queue);
     const { store, clock, random, newLeaseId, core, hooks, logger } = this.options;
-    const grain = new QueueGrain(queue, new QueueCore(queue, core, { random, newLeaseId }), store, clock, {
+    const sharedSlots = this.options.sharedSlots.forQueue(queue);
+    const grain = new QueueGrain(queue, new QueueCore(queue, core, { random, newLeaseId, sharedSlots }), store, clock, {
       ...hooks,
       onFailure: (q, error) => {
         logger.error({ queue: q, err: error }, "grain storage write failed; deactivating");

@@ -7,6 +7,7 @@
 import { m001Init } from "./001-init.js";
 import { m002RateLimits } from "./002-rate-limits.js";
 import { m003Groups } from "./003-groups.js";
+import { m004Rules } from "./004-rules.js";
 
 export interface Migration {
   version: number;
@@ -14,4 +15,4 @@ export interface Migration {
   sql: string;
 }
 
-export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits, m003Groups];
+export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits, m003Groups, m004Rules];

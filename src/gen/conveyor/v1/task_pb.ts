@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file conveyor/v1/task.proto.
  */
 export const file_conveyor_v1_task: GenFile = /*@__PURE__*/
-  fileDesc("ChZjb252ZXlvci92MS90YXNrLnByb3RvEgtjb252ZXlvci52MSLJBAoIVGFza1NwZWMSDAoEdHlwZRgBIAEoCRIPCgdwYXlsb2FkGAIgASgMEhQKDGNvbnRlbnRfdHlwZRgDIAEoCRI1CghtZXRhZGF0YRgEIAMoCzIjLmNvbnZleW9yLnYxLlRhc2tTcGVjLk1ldGFkYXRhRW50cnkSDQoFcXVldWUYBSABKAkSFQoIcHJpb3JpdHkYBiABKA1IAIgBARIWCgltYXhfcmV0cnkYByABKAVIAYgBARISCgp0aW1lb3V0X21zGAggASgDEhYKDmRlYWRsaW5lX2F0X21zGAkgASgDEhUKDXByb2Nlc3NfYXRfbXMYCiABKAMSFQoNcHJvY2Vzc19pbl9tcxgLIAEoAxISCgp1bmlxdWVfa2V5GAwgASgJEhUKDXVuaXF1ZV90dGxfbXMYDSABKAMSDwoHdGFza19pZBgOIAEoCRIZCgxyZXRlbnRpb25fbXMYDyABKANIAogBARIVCg1leHBpcmVzX2luX21zGBAgASgDEhUKDWV4cGlyZXNfYXRfbXMYESABKAMSFwoPY29uY3VycmVuY3lfa2V5GBIgASgJEg0KBWdyb3VwGBMgASgJEhcKD2JhY2tvZmZfYmFzZV9tcxgUIAEoAxIWCg5iYWNrb2ZmX21heF9tcxgVIAEoAxovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCwoJX3ByaW9yaXR5QgwKCl9tYXhfcmV0cnlCDwoNX3JldGVudGlvbl9tcyL1BAoEVGFzaxIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIMCgR0eXBlGAMgASgJEg8KB3BheWxvYWQYBCABKAwSFAoMY29udGVudF90eXBlGAUgASgJEjEKCG1ldGFkYXRhGAYgAygLMh8uY29udmV5b3IudjEuVGFzay5NZXRhZGF0YUVudHJ5EiUKBXN0YXRlGAcgASgOMhYuY29udmV5b3IudjEuVGFza1N0YXRlEhAKCHByaW9yaXR5GAggASgNEhEKCW1heF9yZXRyeRgJIAEoBRIPCgdyZXRyaWVkGAogASgFEhUKDWNyZWF0ZWRfYXRfbXMYCyABKAMSEwoLcmVhZHlfYXRfbXMYDCABKAMSEgoKdGltZW91dF9tcxgNIAEoAxIWCg5kZWFkbGluZV9hdF9tcxgOIAEoAxIVCg1leHBpcmVzX2F0X21zGA8gASgDEhIKCnVuaXF1ZV9rZXkYECABKAkSFwoPY29uY3VycmVuY3lfa2V5GBEgASgJEg0KBWdyb3VwGBIgASgJEhIKCmxhc3RfZXJyb3IYEyABKAkSGQoRbGFzdF9mYWlsZWRfYXRfbXMYFCABKAMSFgoOZmluaXNoZWRfYXRfbXMYFSABKAMSDgoGcmVzdWx0GBYgASgMEhUKDWNhbmNlbF9yZWFzb24YFyABKAkSEAoIbGVhc2VfaWQYGCABKAkSGwoTbGVhc2VfZXhwaXJlc19hdF9tcxgZIAEoAxIUCgxyZXRlbnRpb25fbXMYGiABKAMaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImIKDUVucXVldWVSZXN1bHQSCgoCaWQYASABKAkSDQoFcXVldWUYAiABKAkSJQoFc3RhdGUYAyABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSDwoHZXhpc3RlZBgEIAEoCCJJCglJdGVtRXJyb3ISDAoEY29kZRgBIAEoBRIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRINCgVmaWVsZBgEIAEoCSrvAQoJVGFza1N0YXRlEhoKFlRBU0tfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRUQVNLX1NUQVRFX1NDSEVEVUxFRBABEhYKElRBU0tfU1RBVEVfUEVORElORxACEhoKFlRBU0tfU1RBVEVfQUdHUkVHQVRJTkcQAxIVChFUQVNLX1NUQVRFX0FDVElWRRAEEhQKEFRBU0tfU1RBVEVfUkVUUlkQBRIYChRUQVNLX1NUQVRFX0NPTVBMRVRFRBAGEhcKE1RBU0tfU1RBVEVfQVJDSElWRUQQBxIYChRUQVNLX1NUQVRFX0NBTkNFTExFRBAIYgZwcm90bzM");
+  fileDesc("ChZjb252ZXlvci92MS90YXNrLnByb3RvEgtjb252ZXlvci52MSLJBAoIVGFza1NwZWMSDAoEdHlwZRgBIAEoCRIPCgdwYXlsb2FkGAIgASgMEhQKDGNvbnRlbnRfdHlwZRgDIAEoCRI1CghtZXRhZGF0YRgEIAMoCzIjLmNvbnZleW9yLnYxLlRhc2tTcGVjLk1ldGFkYXRhRW50cnkSDQoFcXVldWUYBSABKAkSFQoIcHJpb3JpdHkYBiABKA1IAIgBARIWCgltYXhfcmV0cnkYByABKAVIAYgBARISCgp0aW1lb3V0X21zGAggASgDEhYKDmRlYWRsaW5lX2F0X21zGAkgASgDEhUKDXByb2Nlc3NfYXRfbXMYCiABKAMSFQoNcHJvY2Vzc19pbl9tcxgLIAEoAxISCgp1bmlxdWVfa2V5GAwgASgJEhUKDXVuaXF1ZV90dGxfbXMYDSABKAMSDwoHdGFza19pZBgOIAEoCRIZCgxyZXRlbnRpb25fbXMYDyABKANIAogBARIVCg1leHBpcmVzX2luX21zGBAgASgDEhUKDWV4cGlyZXNfYXRfbXMYESABKAMSFwoPY29uY3VycmVuY3lfa2V5GBIgASgJEg0KBWdyb3VwGBMgASgJEhcKD2JhY2tvZmZfYmFzZV9tcxgUIAEoAxIWCg5iYWNrb2ZmX21heF9tcxgVIAEoAxovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCwoJX3ByaW9yaXR5QgwKCl9tYXhfcmV0cnlCDwoNX3JldGVudGlvbl9tcyL1BAoEVGFzaxIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIMCgR0eXBlGAMgASgJEg8KB3BheWxvYWQYBCABKAwSFAoMY29udGVudF90eXBlGAUgASgJEjEKCG1ldGFkYXRhGAYgAygLMh8uY29udmV5b3IudjEuVGFzay5NZXRhZGF0YUVudHJ5EiUKBXN0YXRlGAcgASgOMhYuY29udmV5b3IudjEuVGFza1N0YXRlEhAKCHByaW9yaXR5GAggASgNEhEKCW1heF9yZXRyeRgJIAEoBRIPCgdyZXRyaWVkGAogASgFEhUKDWNyZWF0ZWRfYXRfbXMYCyABKAMSEwoLcmVhZHlfYXRfbXMYDCABKAMSEgoKdGltZW91dF9tcxgNIAEoAxIWCg5kZWFkbGluZV9hdF9tcxgOIAEoAxIVCg1leHBpcmVzX2F0X21zGA8gASgDEhIKCnVuaXF1ZV9rZXkYECABKAkSFwoPY29uY3VycmVuY3lfa2V5GBEgASgJEg0KBWdyb3VwGBIgASgJEhIKCmxhc3RfZXJyb3IYEyABKAkSGQoRbGFzdF9mYWlsZWRfYXRfbXMYFCABKAMSFgoOZmluaXNoZWRfYXRfbXMYFSABKAMSDgoGcmVzdWx0GBYgASgMEhUKDWNhbmNlbF9yZWFzb24YFyABKAkSEAoIbGVhc2VfaWQYGCABKAkSGwoTbGVhc2VfZXhwaXJlc19hdF9tcxgZIAEoAxIUCgxyZXRlbnRpb25fbXMYGiABKAMaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImIKDUVucXVldWVSZXN1bHQSCgoCaWQYASABKAkSDQoFcXVldWUYAiABKAkSJQoFc3RhdGUYAyABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSDwoHZXhpc3RlZBgEIAEoCCJJCglJdGVtRXJyb3ISDAoEY29kZRgBIAEoBRIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRINCgVmaWVsZBgEIAEoCSKQAQoPQ29uY3VycmVuY3lSdWxlEgwKBG5hbWUYASABKAkSEgoKZXhwcmVzc2lvbhgCIAEoCRIQCghtYXhfcnVucxgDIAEoDRIbChNtYXhfcnVuc19leHByZXNzaW9uGAQgASgJEiwKCHN0cmF0ZWd5GAUgASgOMhouY29udmV5b3IudjEuTGltaXRTdHJhdGVneSJxCg1UYXNrVHlwZVJ1bGVzEgwKBHR5cGUYASABKAkSKwoFcnVsZXMYAiADKAsyHC5jb252ZXlvci52MS5Db25jdXJyZW5jeVJ1bGUSDgoGc291cmNlGAMgASgJEhUKDXVwZGF0ZWRfYXRfbXMYBCABKAMq7wEKCVRhc2tTdGF0ZRIaChZUQVNLX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUVEFTS19TVEFURV9TQ0hFRFVMRUQQARIWChJUQVNLX1NUQVRFX1BFTkRJTkcQAhIaChZUQVNLX1NUQVRFX0FHR1JFR0FUSU5HEAMSFQoRVEFTS19TVEFURV9BQ1RJVkUQBBIUChBUQVNLX1NUQVRFX1JFVFJZEAUSGAoUVEFTS19TVEFURV9DT01QTEVURUQQBhIXChNUQVNLX1NUQVRFX0FSQ0hJVkVEEAcSGAoUVEFTS19TVEFURV9DQU5DRUxMRUQQCCr+AQoNTGltaXRTdHJhdGVneRIeChpMSU1JVF9TVFJBVEVHWV9VTlNQRUNJRklFRBAAEiQKIExJTUlUX1NUUkFURUdZX0dST1VQX1JPVU5EX1JPQklOEAESJQohTElNSVRfU1RSQVRFR1lfQ0FOQ0VMX0lOX1BST0dSRVNTEAISIAocTElNSVRfU1RSQVRFR1lfQ0FOQ0VMX05FV0VTVBADEi4KKkxJTUlUX1NUUkFURUdZX0NBTkNFTF9RVUVVRURfRVhDRVBUX05FV0VTVBAEEi4KKkxJTUlUX1NUUkFURUdZX0NBTkNFTF9RVUVVRURfRVhDRVBUX09MREVTVBAFYgZwcm90bzM");
 
 /**
  * What a producer submits: the task and its options. Durations are milliseconds;
@@ -401,6 +401,92 @@ export const ItemErrorSchema: GenMessage<ItemError> = /*@__PURE__*/
   messageDesc(file_conveyor_v1_task, 3);
 
 /**
+ * A concurrency rule of a task type. The key is a CEL expression over `input` (the
+ * task's JSON payload) and `additional_metadata` (its metadata map).
+ *
+ * @generated from message conveyor.v1.ConcurrencyRule
+ */
+export type ConcurrencyRule = Message<"conveyor.v1.ConcurrencyRule"> & {
+  /**
+   * Optional: rules with the same name share one budget across task types and queues.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * CEL expression computing the key, e.g. "input.user_id" or "'global'".
+   *
+   * @generated from field: string expression = 2;
+   */
+  expression: string;
+
+  /**
+   * The limit per key; ignored when max_runs_expression is set.
+   *
+   * @generated from field: uint32 max_runs = 3;
+   */
+  maxRuns: number;
+
+  /**
+   * CEL expression computing the limit per key, e.g. "input.tier == 'premium' ? 10 : 1".
+   *
+   * @generated from field: string max_runs_expression = 4;
+   */
+  maxRunsExpression: string;
+
+  /**
+   * @generated from field: conveyor.v1.LimitStrategy strategy = 5;
+   */
+  strategy: LimitStrategy;
+};
+
+/**
+ * Describes the message conveyor.v1.ConcurrencyRule.
+ * Use `create(ConcurrencyRuleSchema)` to create a new message.
+ */
+export const ConcurrencyRuleSchema: GenMessage<ConcurrencyRule> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_task, 4);
+
+/**
+ * The concurrency rules of one task type.
+ *
+ * @generated from message conveyor.v1.TaskTypeRules
+ */
+export type TaskTypeRules = Message<"conveyor.v1.TaskTypeRules"> & {
+  /**
+   * @generated from field: string type = 1;
+   */
+  type: string;
+
+  /**
+   * In chain order: a task needs a slot under every rule.
+   *
+   * @generated from field: repeated conveyor.v1.ConcurrencyRule rules = 2;
+   */
+  rules: ConcurrencyRule[];
+
+  /**
+   * "worker" (from a worker's registration) or "operator" (set with the CLI or API).
+   *
+   * @generated from field: string source = 3;
+   */
+  source: string;
+
+  /**
+   * @generated from field: int64 updated_at_ms = 4;
+   */
+  updatedAtMs: bigint;
+};
+
+/**
+ * Describes the message conveyor.v1.TaskTypeRules.
+ * Use `create(TaskTypeRulesSchema)` to create a new message.
+ */
+export const TaskTypeRulesSchema: GenMessage<TaskTypeRules> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_task, 5);
+
+/**
  * Lifecycle state of a task. See docs/task-states.md for the transitions.
  *
  * @generated from enum conveyor.v1.TaskState
@@ -473,4 +559,57 @@ export enum TaskState {
  */
 export const TaskStateSchema: GenEnum<TaskState> = /*@__PURE__*/
   enumDesc(file_conveyor_v1_task, 0);
+
+/**
+ * How a concurrency rule treats a key at its limit.
+ *
+ * @generated from enum conveyor.v1.LimitStrategy
+ */
+export enum LimitStrategy {
+  /**
+   * @generated from enum value: LIMIT_STRATEGY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Queue excess runs; serve keys in turn as slots free.
+   *
+   * @generated from enum value: LIMIT_STRATEGY_GROUP_ROUND_ROBIN = 1;
+   */
+  GROUP_ROUND_ROBIN = 1,
+
+  /**
+   * Cancel the oldest runs of the key (running or queued) to make room for the newest.
+   *
+   * @generated from enum value: LIMIT_STRATEGY_CANCEL_IN_PROGRESS = 2;
+   */
+  CANCEL_IN_PROGRESS = 2,
+
+  /**
+   * Cancel the new run when the key already has max runs (running or queued).
+   *
+   * @generated from enum value: LIMIT_STRATEGY_CANCEL_NEWEST = 3;
+   */
+  CANCEL_NEWEST = 3,
+
+  /**
+   * Run up to max; of the runs queued beyond, keep the newest max and cancel the rest.
+   *
+   * @generated from enum value: LIMIT_STRATEGY_CANCEL_QUEUED_EXCEPT_NEWEST = 4;
+   */
+  CANCEL_QUEUED_EXCEPT_NEWEST = 4,
+
+  /**
+   * Run up to max; of the runs queued beyond, keep the oldest max and cancel the rest.
+   *
+   * @generated from enum value: LIMIT_STRATEGY_CANCEL_QUEUED_EXCEPT_OLDEST = 5;
+   */
+  CANCEL_QUEUED_EXCEPT_OLDEST = 5,
+}
+
+/**
+ * Describes the enum conveyor.v1.LimitStrategy.
+ */
+export const LimitStrategySchema: GenEnum<LimitStrategy> = /*@__PURE__*/
+  enumDesc(file_conveyor_v1_task, 1);
 

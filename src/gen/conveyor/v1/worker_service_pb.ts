@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { ItemError, Task } from "./task_pb.js";
+import type { ConcurrencyRule, ItemError, Task } from "./task_pb.js";
 import { file_conveyor_v1_task } from "./task_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -12,7 +12,64 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file conveyor/v1/worker_service.proto.
  */
 export const file_conveyor_v1_worker_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBjb252ZXlvci92MS93b3JrZXJfc2VydmljZS5wcm90bxILY29udmV5b3IudjEiLAoLUXVldWVXZWlnaHQSDQoFcXVldWUYASABKAkSDgoGd2VpZ2h0GAIgASgNIokBCgxMZWFzZVJlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEigKBnF1ZXVlcxgCIAMoCzIYLmNvbnZleW9yLnYxLlF1ZXVlV2VpZ2h0EhYKDm1heF9kZWxpdmVyaWVzGAMgASgNEg8KB3dhaXRfbXMYBCABKA0SEwoLYmF0Y2hfdHlwZXMYBSADKAkioAEKCERlbGl2ZXJ5EhAKCGxlYXNlX2lkGAEgASgJEg0KBXF1ZXVlGAIgASgJEhsKE2xlYXNlX2V4cGlyZXNfYXRfbXMYAyABKAMSFgoOZGVhZGxpbmVfYXRfbXMYBCABKAMSIAoFdGFza3MYBSADKAsyES5jb252ZXlvci52MS5UYXNrEg0KBWJhdGNoGAYgASgIEg0KBWdyb3VwGAcgASgJIm8KDUxlYXNlUmVzcG9uc2USKQoKZGVsaXZlcmllcxgBIAMoCzIVLmNvbnZleW9yLnYxLkRlbGl2ZXJ5EhQKDGxlYXNlX3R0bF9tcxgCIAEoDRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAyABKA0iKwoITGVhc2VSZWYSDQoFcXVldWUYASABKAkSEAoIbGVhc2VfaWQYAiABKAkiTAoQSGVhcnRiZWF0UmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkSJQoGbGVhc2VzGAIgAygLMhUuY29udmV5b3IudjEuTGVhc2VSZWYiigEKC0xlYXNlU3RhdHVzEg0KBXF1ZXVlGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEgwKBGhlbGQYAyABKAgSGAoQY2FuY2VsX3JlcXVlc3RlZBgEIAEoCBIVCg1jYW5jZWxfcmVhc29uGAUgASgJEhsKE2xlYXNlX2V4cGlyZXNfYXRfbXMYBiABKAMiPQoRSGVhcnRiZWF0UmVzcG9uc2USKAoGbGVhc2VzGAEgAygLMhguY29udmV5b3IudjEuTGVhc2VTdGF0dXMihAEKClNldHRsZW1lbnQSDQoFcXVldWUYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSDwoHdGFza19pZBgDIAEoCRIlCgdvdXRjb21lGAQgASgOMhQuY29udmV5b3IudjEuT3V0Y29tZRIOCgZyZXN1bHQYBSABKAwSDQoFZXJyb3IYBiABKAkiaQoNU2V0dGxlUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkSLAoLc2V0dGxlbWVudHMYAiADKAsyFy5jb252ZXlvci52MS5TZXR0bGVtZW50EhcKD3dvcmtlcl9kcmFpbmluZxgDIAEoCCJGCgxTZXR0bGVSZXN1bHQSDwoHdGFza19pZBgBIAEoCRIlCgVlcnJvchgCIAEoCzIWLmNvbnZleW9yLnYxLkl0ZW1FcnJvciI8Cg5TZXR0bGVSZXNwb25zZRIqCgdyZXN1bHRzGAEgAygLMhkuY29udmV5b3IudjEuU2V0dGxlUmVzdWx0KngKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfU1VDQ0VTUxABEhEKDU9VVENPTUVfUkVUUlkQAhIWChJPVVRDT01FX1NLSVBfUkVUUlkQAxIUChBPVVRDT01FX1JFTEVBU0VEEAQy3gEKDVdvcmtlclNlcnZpY2USPgoFTGVhc2USGS5jb252ZXlvci52MS5MZWFzZVJlcXVlc3QaGi5jb252ZXlvci52MS5MZWFzZVJlc3BvbnNlEkoKCUhlYXJ0YmVhdBIdLmNvbnZleW9yLnYxLkhlYXJ0YmVhdFJlcXVlc3QaHi5jb252ZXlvci52MS5IZWFydGJlYXRSZXNwb25zZRJBCgZTZXR0bGUSGi5jb252ZXlvci52MS5TZXR0bGVSZXF1ZXN0GhsuY29udmV5b3IudjEuU2V0dGxlUmVzcG9uc2ViBnByb3RvMw", [file_conveyor_v1_task]);
+  fileDesc("CiBjb252ZXlvci92MS93b3JrZXJfc2VydmljZS5wcm90bxILY29udmV5b3IudjEiVwoUVGFza1R5cGVSZWdpc3RyYXRpb24SDAoEdHlwZRgBIAEoCRIxCgtjb25jdXJyZW5jeRgCIAMoCzIcLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5UnVsZSJfChhSZWdpc3RlclRhc2tUeXBlc1JlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEjAKBXR5cGVzGAIgAygLMiEuY29udmV5b3IudjEuVGFza1R5cGVSZWdpc3RyYXRpb24iGwoZUmVnaXN0ZXJUYXNrVHlwZXNSZXNwb25zZSIsCgtRdWV1ZVdlaWdodBINCgVxdWV1ZRgBIAEoCRIOCgZ3ZWlnaHQYAiABKA0iiQEKDExlYXNlUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkSKAoGcXVldWVzGAIgAygLMhguY29udmV5b3IudjEuUXVldWVXZWlnaHQSFgoObWF4X2RlbGl2ZXJpZXMYAyABKA0SDwoHd2FpdF9tcxgEIAEoDRITCgtiYXRjaF90eXBlcxgFIAMoCSKgAQoIRGVsaXZlcnkSEAoIbGVhc2VfaWQYASABKAkSDQoFcXVldWUYAiABKAkSGwoTbGVhc2VfZXhwaXJlc19hdF9tcxgDIAEoAxIWCg5kZWFkbGluZV9hdF9tcxgEIAEoAxIgCgV0YXNrcxgFIAMoCzIRLmNvbnZleW9yLnYxLlRhc2sSDQoFYmF0Y2gYBiABKAgSDQoFZ3JvdXAYByABKAkibwoNTGVhc2VSZXNwb25zZRIpCgpkZWxpdmVyaWVzGAEgAygLMhUuY29udmV5b3IudjEuRGVsaXZlcnkSFAoMbGVhc2VfdHRsX21zGAIgASgNEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgDIAEoDSIrCghMZWFzZVJlZhINCgVxdWV1ZRgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCSJMChBIZWFydGJlYXRSZXF1ZXN0EhEKCXdvcmtlcl9pZBgBIAEoCRIlCgZsZWFzZXMYAiADKAsyFS5jb252ZXlvci52MS5MZWFzZVJlZiKKAQoLTGVhc2VTdGF0dXMSDQoFcXVldWUYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSDAoEaGVsZBgDIAEoCBIYChBjYW5jZWxfcmVxdWVzdGVkGAQgASgIEhUKDWNhbmNlbF9yZWFzb24YBSABKAkSGwoTbGVhc2VfZXhwaXJlc19hdF9tcxgGIAEoAyI9ChFIZWFydGJlYXRSZXNwb25zZRIoCgZsZWFzZXMYASADKAsyGC5jb252ZXlvci52MS5MZWFzZVN0YXR1cyKEAQoKU2V0dGxlbWVudBINCgVxdWV1ZRgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIPCgd0YXNrX2lkGAMgASgJEiUKB291dGNvbWUYBCABKA4yFC5jb252ZXlvci52MS5PdXRjb21lEg4KBnJlc3VsdBgFIAEoDBINCgVlcnJvchgGIAEoCSJpCg1TZXR0bGVSZXF1ZXN0EhEKCXdvcmtlcl9pZBgBIAEoCRIsCgtzZXR0bGVtZW50cxgCIAMoCzIXLmNvbnZleW9yLnYxLlNldHRsZW1lbnQSFwoPd29ya2VyX2RyYWluaW5nGAMgASgIIkYKDFNldHRsZVJlc3VsdBIPCgd0YXNrX2lkGAEgASgJEiUKBWVycm9yGAIgASgLMhYuY29udmV5b3IudjEuSXRlbUVycm9yIjwKDlNldHRsZVJlc3BvbnNlEioKB3Jlc3VsdHMYASADKAsyGS5jb252ZXlvci52MS5TZXR0bGVSZXN1bHQqeAoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASEwoPT1VUQ09NRV9TVUNDRVNTEAESEQoNT1VUQ09NRV9SRVRSWRACEhYKEk9VVENPTUVfU0tJUF9SRVRSWRADEhQKEE9VVENPTUVfUkVMRUFTRUQQBDLCAgoNV29ya2VyU2VydmljZRI+CgVMZWFzZRIZLmNvbnZleW9yLnYxLkxlYXNlUmVxdWVzdBoaLmNvbnZleW9yLnYxLkxlYXNlUmVzcG9uc2USSgoJSGVhcnRiZWF0Eh0uY29udmV5b3IudjEuSGVhcnRiZWF0UmVxdWVzdBoeLmNvbnZleW9yLnYxLkhlYXJ0YmVhdFJlc3BvbnNlEkEKBlNldHRsZRIaLmNvbnZleW9yLnYxLlNldHRsZVJlcXVlc3QaGy5jb252ZXlvci52MS5TZXR0bGVSZXNwb25zZRJiChFSZWdpc3RlclRhc2tUeXBlcxIlLmNvbnZleW9yLnYxLlJlZ2lzdGVyVGFza1R5cGVzUmVxdWVzdBomLmNvbnZleW9yLnYxLlJlZ2lzdGVyVGFza1R5cGVzUmVzcG9uc2ViBnByb3RvMw", [file_conveyor_v1_task]);
+
+/**
+ * @generated from message conveyor.v1.TaskTypeRegistration
+ */
+export type TaskTypeRegistration = Message<"conveyor.v1.TaskTypeRegistration"> & {
+  /**
+   * @generated from field: string type = 1;
+   */
+  type: string;
+
+  /**
+   * @generated from field: repeated conveyor.v1.ConcurrencyRule concurrency = 2;
+   */
+  concurrency: ConcurrencyRule[];
+};
+
+/**
+ * Describes the message conveyor.v1.TaskTypeRegistration.
+ * Use `create(TaskTypeRegistrationSchema)` to create a new message.
+ */
+export const TaskTypeRegistrationSchema: GenMessage<TaskTypeRegistration> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_worker_service, 0);
+
+/**
+ * @generated from message conveyor.v1.RegisterTaskTypesRequest
+ */
+export type RegisterTaskTypesRequest = Message<"conveyor.v1.RegisterTaskTypesRequest"> & {
+  /**
+   * @generated from field: string worker_id = 1;
+   */
+  workerId: string;
+
+  /**
+   * @generated from field: repeated conveyor.v1.TaskTypeRegistration types = 2;
+   */
+  types: TaskTypeRegistration[];
+};
+
+/**
+ * Describes the message conveyor.v1.RegisterTaskTypesRequest.
+ * Use `create(RegisterTaskTypesRequestSchema)` to create a new message.
+ */
+export const RegisterTaskTypesRequestSchema: GenMessage<RegisterTaskTypesRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_worker_service, 1);
+
+/**
+ * @generated from message conveyor.v1.RegisterTaskTypesResponse
+ */
+export type RegisterTaskTypesResponse = Message<"conveyor.v1.RegisterTaskTypesResponse"> & {
+};
+
+/**
+ * Describes the message conveyor.v1.RegisterTaskTypesResponse.
+ * Use `create(RegisterTaskTypesResponseSchema)` to create a new message.
+ */
+export const RegisterTaskTypesResponseSchema: GenMessage<RegisterTaskTypesResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_worker_service, 2);
 
 /**
  * @generated from message conveyor.v1.QueueWeight
@@ -36,7 +93,7 @@ export type QueueWeight = Message<"conveyor.v1.QueueWeight"> & {
  * Use `create(QueueWeightSchema)` to create a new message.
  */
 export const QueueWeightSchema: GenMessage<QueueWeight> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 0);
+  messageDesc(file_conveyor_v1_worker_service, 3);
 
 /**
  * @generated from message conveyor.v1.LeaseRequest
@@ -82,7 +139,7 @@ export type LeaseRequest = Message<"conveyor.v1.LeaseRequest"> & {
  * Use `create(LeaseRequestSchema)` to create a new message.
  */
 export const LeaseRequestSchema: GenMessage<LeaseRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 1);
+  messageDesc(file_conveyor_v1_worker_service, 4);
 
 /**
  * One unit of leased work: a single task, or (with group aggregation) a batch.
@@ -138,7 +195,7 @@ export type Delivery = Message<"conveyor.v1.Delivery"> & {
  * Use `create(DeliverySchema)` to create a new message.
  */
 export const DeliverySchema: GenMessage<Delivery> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 2);
+  messageDesc(file_conveyor_v1_worker_service, 5);
 
 /**
  * @generated from message conveyor.v1.LeaseResponse
@@ -169,7 +226,7 @@ export type LeaseResponse = Message<"conveyor.v1.LeaseResponse"> & {
  * Use `create(LeaseResponseSchema)` to create a new message.
  */
 export const LeaseResponseSchema: GenMessage<LeaseResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 3);
+  messageDesc(file_conveyor_v1_worker_service, 6);
 
 /**
  * @generated from message conveyor.v1.LeaseRef
@@ -191,7 +248,7 @@ export type LeaseRef = Message<"conveyor.v1.LeaseRef"> & {
  * Use `create(LeaseRefSchema)` to create a new message.
  */
 export const LeaseRefSchema: GenMessage<LeaseRef> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 4);
+  messageDesc(file_conveyor_v1_worker_service, 7);
 
 /**
  * @generated from message conveyor.v1.HeartbeatRequest
@@ -213,7 +270,7 @@ export type HeartbeatRequest = Message<"conveyor.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 5);
+  messageDesc(file_conveyor_v1_worker_service, 8);
 
 /**
  * @generated from message conveyor.v1.LeaseStatus
@@ -259,7 +316,7 @@ export type LeaseStatus = Message<"conveyor.v1.LeaseStatus"> & {
  * Use `create(LeaseStatusSchema)` to create a new message.
  */
 export const LeaseStatusSchema: GenMessage<LeaseStatus> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 6);
+  messageDesc(file_conveyor_v1_worker_service, 9);
 
 /**
  * @generated from message conveyor.v1.HeartbeatResponse
@@ -276,7 +333,7 @@ export type HeartbeatResponse = Message<"conveyor.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 7);
+  messageDesc(file_conveyor_v1_worker_service, 10);
 
 /**
  * @generated from message conveyor.v1.Settlement
@@ -318,7 +375,7 @@ export type Settlement = Message<"conveyor.v1.Settlement"> & {
  * Use `create(SettlementSchema)` to create a new message.
  */
 export const SettlementSchema: GenMessage<Settlement> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 8);
+  messageDesc(file_conveyor_v1_worker_service, 11);
 
 /**
  * @generated from message conveyor.v1.SettleRequest
@@ -348,7 +405,7 @@ export type SettleRequest = Message<"conveyor.v1.SettleRequest"> & {
  * Use `create(SettleRequestSchema)` to create a new message.
  */
 export const SettleRequestSchema: GenMessage<SettleRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 9);
+  messageDesc(file_conveyor_v1_worker_service, 12);
 
 /**
  * @generated from message conveyor.v1.SettleResult
@@ -372,7 +429,7 @@ export type SettleResult = Message<"conveyor.v1.SettleResult"> & {
  * Use `create(SettleResultSchema)` to create a new message.
  */
 export const SettleResultSchema: GenMessage<SettleResult> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 10);
+  messageDesc(file_conveyor_v1_worker_service, 13);
 
 /**
  * @generated from message conveyor.v1.SettleResponse
@@ -391,7 +448,7 @@ export type SettleResponse = Message<"conveyor.v1.SettleResponse"> & {
  * Use `create(SettleResponseSchema)` to create a new message.
  */
 export const SettleResponseSchema: GenMessage<SettleResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 11);
+  messageDesc(file_conveyor_v1_worker_service, 14);
 
 /**
  * @generated from enum conveyor.v1.Outcome
@@ -473,6 +530,17 @@ export const WorkerService: GenService<{
     methodKind: "unary";
     input: typeof SettleRequestSchema;
     output: typeof SettleResponseSchema;
+  },
+  /**
+   * Declare the task types a worker handles and their concurrency rules. Re-registering
+   * updates the rules in place; declaring none clears rules that came from workers.
+   *
+   * @generated from rpc conveyor.v1.WorkerService.RegisterTaskTypes
+   */
+  registerTaskTypes: {
+    methodKind: "unary";
+    input: typeof RegisterTaskTypesRequestSchema;
+    output: typeof RegisterTaskTypesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_conveyor_v1_worker_service, 0);

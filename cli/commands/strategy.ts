@@ -1,0 +1,101 @@
+/** `conveyor strategy set|ls|rm`: the concurrency rules of task types. */
+import { InvalidArgumentError, type Command } from "commander";
+import {
+  AdminService,
+  ListStrategiesResponseSchema,
+  SetStrategiesResponseSchema,
+} from "../../src/gen/conveyor/v1/admin_service_pb.js";
+import { LimitStrategy, type ConcurrencyRule } from "../../src/gen/conveyor/v1/task_pb.js";
+import type { CliContext } from "../context.js";
+import { printJson, printLine, printTable, relativeTime, toPlain } from "../output.js";
+
+const STRATEGY_NAMES = ["GROUP_ROUND_ROBIN", "CANCEL_IN_PROGRESS", "CANCEL_NEWEST", "CANCEL_QUEUED_EXCEPT_NEWEST", "CANCEL_QUEUED_EXCEPT_OLDEST"] as const;
+
+function strategyArg(value: string): LimitStrategy {
+  const name = value.trim().toUpperCase().replace(/-/g, "_");
+  const i = STRATEGY_NAMES.indexOf(name as (typeof STRATEGY_NAMES)[number]);
+  if (i < 0) throw new InvalidArgumentError(`use one of ${STRATEGY_NAMES.join(", ")}`);
+  return (i + 1) as LimitStrategy;
+}
+
+interface RuleJson { name?: string; expression: string; maxRuns: number | string; limitStrategy: string }
+
+function rulesArg(value: string): RuleJson[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch (e) {
+    throw new InvalidArgumentError(`not JSON: ${(e as Error).message}`);
+  }
+  if (!Array.isArray(parsed)) throw new InvalidArgumentError('expected a JSON array of {"expression", "maxRuns", "limitStrategy", "name"?}');
+  return parsed as RuleJson[];
+}
+
+const toWire = (r: RuleJson) => ({
+  name: r.name ?? "", expression: r.expression,
+  maxRuns: typeof r.maxRuns === "number" ? r.maxRuns : 0,
+  maxRunsExpression: typeof r.maxRuns === "string" ? r.maxRuns : "",
+  strategy: strategyArg(String(r.limitStrategy)),
+});
+
+const describeRule = (r: ConcurrencyRule) => [
+  r.name || "-", r.expression, r.maxRunsExpression || String(r.maxRuns), STRATEGY_NAMES[r.strategy - 1] ?? "?",
+];
+
+export function registerStrategyCommands(program: Command, ctx: CliContext): void {
+  const group = program.command("strategy").description("concurrency strategies: CEL-keyed rules of task types");
+
+  group
+    .command("set")
+    .description("set TYPE's concurrency rules (one rule from the flags, or several with --rules JSON)")
+    .argument("<type>", "task type")
+    .option("--expression <cel>", "key expression, e.g. input.userId or 'global'")
+    .option("--max-runs <n|cel>", "limit per key: a number or a CEL expression")
+    .option("--strategy <strategy>", STRATEGY_NAMES.join(" | "), strategyArg)
+    .option("--name <name>", "share the rule (and its budget) with other types and queues")
+    .option("--rules <json>", 'several rules: [{"expression":"input.tier","maxRuns":5,"limitStrategy":"GROUP_ROUND_ROBIN"}, ...]', rulesArg)
+    .action(async (type: string, opts: { expression?: string; maxRuns?: string; strategy?: LimitStrategy; name?: string; rules?: RuleJson[] }, cmd: Command) => {
+      const s = ctx.session(cmd);
+      let rules;
+      if (opts.rules) {
+        rules = opts.rules.map(toWire);
+      } else {
+        if (!opts.expression || opts.maxRuns === undefined || opts.strategy === undefined) {
+          throw new InvalidArgumentError("give --expression, --max-runs and --strategy (or --rules)");
+        }
+        const n = Number(opts.maxRuns);
+        rules = [{
+          name: opts.name ?? "", expression: opts.expression, strategy: opts.strategy,
+          maxRuns: Number.isInteger(n) ? n : 0, maxRunsExpression: Number.isInteger(n) ? "" : opts.maxRuns,
+        }];
+      }
+      const res = await s.client(AdminService).setStrategies({ type, rules }, s.call);
+      if (s.json) return printJson(s.io, toPlain(SetStrategiesResponseSchema, res));
+      printLine(s.io, `type ${type}: ${res.rules?.rules.length ?? 0} concurrency rule(s) set (applies to tasks enqueued from now on)`);
+    });
+
+  group
+    .command("ls")
+    .description("list the concurrency rules of every task type")
+    .action(async (_opts: unknown, cmd: Command) => {
+      const s = ctx.session(cmd);
+      const res = await s.client(AdminService).listStrategies({}, s.call);
+      if (s.json) return printJson(s.io, toPlain(ListStrategiesResponseSchema, res));
+      if (res.types.length === 0) return printLine(s.io, "no concurrency rules");
+      const rows = res.types.flatMap((t) => t.rules.map((r, i) => [
+        i === 0 ? t.type : "", String(i), ...describeRule(r), i === 0 ? `${t.source}, ${relativeTime(Number(t.updatedAtMs))}` : "",
+      ]));
+      printTable(s.io, ["TYPE", "#", "NAME", "KEY EXPRESSION", "MAX RUNS", "STRATEGY", "SET BY"], rows);
+    });
+
+  group
+    .command("rm")
+    .description("remove TYPE's concurrency rules")
+    .argument("<type>", "task type")
+    .action(async (type: string, _opts: unknown, cmd: Command) => {
+      const s = ctx.session(cmd);
+      await s.client(AdminService).deleteStrategies({ type }, s.call);
+      if (s.json) return printJson(s.io, { type, removed: true });
+      printLine(s.io, `type ${type}: concurrency rules removed`);
+    });
+}
