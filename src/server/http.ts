@@ -5,12 +5,19 @@ import type { NodeMetrics } from "./metrics.js";
 export type HttpRoute = (req: IncomingMessage, res: ServerResponse) => Promise<boolean> | boolean;
 
 export function createHttpServer(metrics: NodeMetrics, health: () => object, extraRoutes: HttpRoute[] = []): Server {
-  return createServer((req, res) => {
+  const server = createServer((req, res) => {
+    // Once close() is called (node stopping), every response ends its connection: a
+    // dashboard polling over keep-alive would otherwise keep close() waiting forever.
+    if (!server.listening) res.setHeader("connection", "close");
+    res.once("finish", () => {
+      if (!server.listening) req.socket.end();
+    });
     void handle(req, res).catch(() => {
       if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
       res.end("internal error\n");
     });
   });
+  return server;
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? "/").split("?")[0];

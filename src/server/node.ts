@@ -13,6 +13,9 @@ import { taskNotFound } from "../base/errors.js";
 import { Ring } from "../cluster/ring.js";
 import { Router } from "../cluster/router.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
+import { SharedSlotLedger } from "../grains/runtime/shared-slots.js";
+import { SqliteRuleStore } from "../storage/rule-store.js";
+import { RuleRegistry } from "./rules/rule-registry.js";
 import { LeaseBroker } from "../grains/runtime/lease-broker.js";
 import { Database } from "../storage/database.js";
 import { TaskStore } from "../storage/task-store.js";
@@ -60,7 +63,12 @@ export class ConveyorNode {
     const ring = new Ring([config.nodeId], 1);
 
     let broker: LeaseBroker | undefined;
+    const rules = new RuleRegistry(new SqliteRuleStore(db), () => clock.nowMs());
+    rules.load();
+    // A shared rule's slot freed in one queue wakes the queues holding tasks on it.
+    const sharedSlots = new SharedSlotLedger((queue, slot) => host.peek(queue)?.wakeSlot(slot));
     const host: GrainHost = new GrainHost({
+      sharedSlots,
       store, clock, random, newLeaseId: randomUUID, core: {
         leaseTtlMs: config.leaseTtlMs,
         ...withDefined("defaultRateLimit", defaultRateLimit(config)),
@@ -88,7 +96,7 @@ export class ConveyorNode {
     });
 
     const ctx: NodeContext = {
-      config, clock, router, broker, store, queries, metrics, host,
+      config, clock, router, broker, store, queries, metrics, host, rules,
       taskDefaults: {
         maxRetry: config.defaultMaxRetry, retentionMs: config.retentionMs,
         backoffBaseMs: config.retryBackoffBaseMs, backoffMaxMs: config.retryBackoffMaxMs,

@@ -100,5 +100,7 @@ export function validateSpec(spec: TaskSpec | undefined, prefix: string, d: Task
     group: spec.group,
     backoffBaseMs,
     backoffMaxMs,
+    rules: [],
+    ruleError: "",
   };
 }
