@@ -60,3 +60,27 @@ export class CpuMeter {
 
 export const fmtCpu = (cpu: Record<string, number>): string =>
   Object.entries(cpu).map(([k, v]) => `${k} ${v}%`).join(", ");
+
+function machineTicks(): { busy: number; total: number } | undefined {
+  try {
+    const fields = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
+    const total = fields.reduce((a, b) => a + b, 0);
+    const idle = fields[3]! + fields[4]!; // idle + iowait
+    return { busy: total - idle, total };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * How busy the whole machine is over `ms` (percent of all CPUs), sampled while the
+ * benchmark itself is idle: anything above a few percent is other work competing with
+ * the measurement. Undefined off Linux.
+ */
+export async function machineBusyPercent(ms = 1_000): Promise<number | undefined> {
+  const a = machineTicks();
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  const b = machineTicks();
+  if (!a || !b || b.total === a.total) return undefined;
+  return Math.round(((b.busy - a.busy) / (b.total - a.total)) * 100);
+}

@@ -104,6 +104,16 @@ export class Daemon {
     return (await res.json()) as Health;
   }
 
+  /** The sum of a Prometheus counter or gauge over its labels (GET /metrics); 0 when absent. */
+  async metric(name: string): Promise<number> {
+    const text = await (await fetch(`http://${this.httpAddress}/metrics`)).text();
+    let sum = 0;
+    for (const line of text.split("\n")) {
+      if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.slice(line.lastIndexOf(" ") + 1)) || 0;
+    }
+    return sum;
+  }
+
   /** Recent log lines (for error reports). */
   logs(): string {
     return this.logTail.join("\n");

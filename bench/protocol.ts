@@ -15,7 +15,7 @@ export interface WorkerConfig {
 
 export type ToWorker =
   | { type: "init"; config: WorkerConfig }
-  /** Resets counters and records; `done` is sent once `expect` handlers have finished. */
+  /** Resets counters, records and errors; `done` is sent once `expect` handlers have finished. */
   | { type: "measure"; expect: number }
   | { type: "report" }
   | { type: "ping"; sentAt: number }
@@ -43,7 +43,12 @@ export type FromWorker =
   | { type: "started"; pid: number; workerId: string }
   | { type: "progress"; completed: number; expect: number; inFlight: number }
   | { type: "done"; completed: number; at: number; firstStartAt: number }
-  | { type: "report"; records: HandlerRecords; errors: WorkerErrors; maxInFlight: number }
+  /**
+   * `startClusters`: groups of handler starts less than 0.2 ms apart. Handlers of one
+   * Lease response start in one synchronous loop, so with a fast handler this counts
+   * Lease responses: completed / startClusters ≈ deliveries per Lease response.
+   */
+  | { type: "report"; records: HandlerRecords; errors: WorkerErrors; maxInFlight: number; startClusters: number }
   | { type: "pong"; sentAt: number; at: number }
   | { type: "stopped" }
   | { type: "fatal"; message: string };

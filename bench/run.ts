@@ -5,7 +5,7 @@
  * bench-results/latest.json.
  *
  *   node dist/bench/run.js [--only enqueue,e2e,latency] [--tasks 20000]
- *       [--latency-tasks 2000] [--latency-rate 200] [--set key=value ...]
+ *       [--latency-tasks 2000] [--latency-rate 200] [--set key=value ...] [--out DIR]
  *
  * Environment: BENCH_DAEMON_ARGS / BENCH_WORKER_ARGS add node flags to the daemon /
  * worker processes (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
@@ -18,6 +18,7 @@ import os from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { REPO_ROOT } from "./daemon.js";
+import { machineBusyPercent } from "./cpu.js";
 import { installCleanupHandlers } from "./processes.js";
 import { runScenario } from "./runner.js";
 import { targetMet, type BenchOptions, type ResultRow, type Scenario } from "./scenario.js";
@@ -26,10 +27,13 @@ import { enqueueScenario } from "./scenarios/enqueue.js";
 import { latencyScenario } from "./scenarios/latency.js";
 import { fmtMs, fmtNum, renderTable } from "./stats.js";
 
+/** Machine CPU use (by others, sampled before a scenario) above which results are flagged as noisy. */
+const BUSY_PERCENT = 10;
+
 /** Every scenario, in run order. */
 const SCENARIOS: Scenario[] = [enqueueScenario, e2eScenario, latencyScenario];
 
-const USAGE = `usage: node dist/bench/run.js [--only NAME,...] [--tasks N] [--latency-tasks N] [--latency-rate R] [--set key=value ...]
+const USAGE = `usage: node dist/bench/run.js [--only NAME,...] [--tasks N] [--latency-tasks N] [--latency-rate R] [--set key=value ...] [--out DIR]
 scenarios:
 ${SCENARIOS.map((s) => `  ${s.name.padEnd(10)} ${s.description}`).join("\n")}`;
 
@@ -118,11 +122,17 @@ async function main(): Promise<void> {
   const startedAt = new Date();
   const rows: ResultRow[] = [];
   const failures: Array<{ scenario: string; error: string }> = [];
+  /** Scenarios that started while other processes kept the machine busy. */
+  const busy: string[] = [];
   for (const scenario of selected) {
     process.stderr.write(`> ${scenario.name}: ${scenario.description}\n`);
     const t0 = Date.now();
+    const otherLoad = await machineBusyPercent();
+    if (otherLoad !== undefined && otherLoad > BUSY_PERCENT) busy.push(`${scenario.name} (${otherLoad}% busy)`);
     try {
-      rows.push(...(await runScenario(scenario, options)));
+      const produced = await runScenario(scenario, options);
+      for (const row of produced) row.details = { ...row.details, machineBusyPercentBefore: otherLoad };
+      rows.push(...produced);
       process.stderr.write(`  ${scenario.name} finished in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
     } catch (error) {
       const message = error instanceof Error ? error.stack ?? error.message : String(error);
@@ -138,12 +148,16 @@ async function main(): Promise<void> {
   ];
   const targets = targetLines(rows);
   if (targets.length > 0) out.push("", "targets:", ...targets);
+  if (busy.length > 0) {
+    out.push("", `note: other processes kept the machine busy (CPU sampled for 1 s before each scenario, > ${BUSY_PERCENT}% of all cores) ` +
+      `when these started; their numbers are noisy: ${busy.join(", ")}`);
+  }
   if (failures.length > 0) out.push("", ...failures.map((f) => `FAILED: ${f.scenario}: ${f.error.split("\n")[0]}`));
   process.stdout.write(`${out.join("\n")}\n`);
 
   const result = {
     startedAt: startedAt.toISOString(), finishedAt: new Date().toISOString(), machine: info, options,
-    scenarios: selected.map((s) => s.name), results: rows,
+    scenarios: selected.map((s) => s.name), busyAtStart: busy, results: rows,
     targets: rows.flatMap((r) => (r.targets ?? []).map((t) => ({ scenario: r.scenario, ...t, met: targetMet(t) }))),
     failures,
   };

@@ -13,6 +13,7 @@ export interface WorkerReport {
   records: HandlerRecords;
   errors: WorkerErrors;
   maxInFlight: number;
+  startClusters: number;
 }
 
 export class WorkerProcess {
@@ -102,7 +103,7 @@ export class WorkerProcess {
   async report(): Promise<WorkerReport> {
     const m = await this.request({ type: "report" }, "report");
     if (m.type !== "report") throw new Error("unexpected reply");
-    return { records: m.records, errors: m.errors, maxInFlight: m.maxInFlight };
+    return { records: m.records, errors: m.errors, maxInFlight: m.maxInFlight, startClusters: m.startClusters };
   }
 
   /**

@@ -22,10 +22,22 @@ let doneSent = false;
 let inFlight = 0;
 let maxInFlight = 0;
 let records = emptyRecords();
-const errors: WorkerErrors = { count: 0, byContext: {}, samples: [] };
+/** Handler starts more than CLUSTER_GAP_MS apart begin a new cluster: ≈ one Lease response each. */
+const CLUSTER_GAP_MS = 0.2;
+let clusters = 0;
+let lastStartAt = 0;
+let errors: WorkerErrors = { count: 0, byContext: {}, samples: [] };
 
 function emptyRecords(): HandlerRecords {
   return { taskId: [], start: [], end: [], sentAt: [], concurrencyKey: [], group: [] };
+}
+
+function started(at: number): void {
+  if (firstStartAt === 0) firstStartAt = at;
+  if (at - lastStartAt > CLUSTER_GAP_MS) clusters += 1;
+  lastStartAt = at;
+  inFlight += 1;
+  if (inFlight > maxInFlight) maxInFlight = inFlight;
 }
 
 function finished(): void {
@@ -39,22 +51,21 @@ function finished(): void {
 
 async function handle(task: TaskView): Promise<void> {
   const start = wallNow();
-  if (firstStartAt === 0) firstStartAt = start;
-  inFlight += 1;
-  if (inFlight > maxInFlight) maxInFlight = inFlight;
+  started(start);
   const c = config!;
-  let index = -1;
-  if (c.record) {
-    index = records.start.length;
-    records.taskId.push(task.id);
-    records.start.push(start);
-    records.end.push(Number.NaN);
-    records.sentAt.push(sentAtOf(task));
-    records.concurrencyKey.push(task.concurrencyKey);
-    records.group.push(task.group);
+  // Captured: a `measure` while this handler sleeps starts a new record set.
+  const rec = c.record ? records : undefined;
+  const index = rec ? rec.start.length : -1;
+  if (rec) {
+    rec.taskId.push(task.id);
+    rec.start.push(start);
+    rec.end.push(Number.NaN);
+    rec.sentAt.push(sentAtOf(task));
+    rec.concurrencyKey.push(task.concurrencyKey);
+    rec.group.push(task.group);
   }
   if (c.sleepMs > 0) await sleep(c.sleepMs);
-  if (index >= 0) records.end[index] = wallNow();
+  if (rec) rec.end[index] = wallNow();
   finished();
 }
 
@@ -97,11 +108,14 @@ process.on("message", (raw) => {
       firstStartAt = 0;
       doneSent = false;
       maxInFlight = inFlight;
+      clusters = 0;
+      lastStartAt = 0;
       lastProgress = -1;
       records = emptyRecords();
+      errors = { count: 0, byContext: {}, samples: [] };
       return;
     case "report":
-      send({ type: "report", records, errors, maxInFlight });
+      send({ type: "report", records, errors, maxInFlight, startClusters: clusters });
       return;
     case "ping":
       send({ type: "pong", sentAt: message.sentAt, at: wallNow() });
@@ -117,9 +131,7 @@ process.on("message", (raw) => {
 
 /** The no-op handler: counts and returns (nothing to await). */
 function handleNoop(): void {
-  if (firstStartAt === 0) firstStartAt = wallNow();
-  inFlight += 1;
-  if (inFlight > maxInFlight) maxInFlight = inFlight;
+  started(wallNow());
   finished();
 }
 

@@ -16,6 +16,7 @@ const QUEUE = "bench-e2e";
 const CONCURRENCY = 50;
 const WARMUP = 1_000;
 const STALL_MS = 15_000;
+const COMMITS = "conveyor_sqlite_commits_total";
 
 export const e2eScenario: Scenario = {
   name: "e2e",
@@ -52,6 +53,7 @@ async function run(ctx: ScenarioContext, name: "e2e-single" | "e2e-batch"): Prom
   });
   done.catch(() => {}); // awaited below; do not let an early failure go unhandled while enqueueing
 
+  const commitsBefore = await daemon.metric(COMMITS);
   const cpu = new CpuMeter({ daemon: daemon.pid, worker: worker.pid, bench: process.pid });
   const t0 = wallNow();
   const onProgress = (k: number) => {
@@ -78,17 +80,21 @@ async function run(ctx: ScenarioContext, name: "e2e-single" | "e2e-batch"): Prom
   } catch {
     counts = await admin.counts(QUEUE);
   }
+  const commits = (await daemon.metric(COMMITS)) - commitsBefore;
   const completedDelta = counts.completed - WARMUP;
   const check = completedDelta === n ? `ListQueues completed=${n} ok` : `COUNT MISMATCH: completed=${completedDelta} (${fmtCounts(counts)}), expected ${n}`;
   const report = await worker.report();
   const lat = summarize(latencies);
+  const perLease = n / Math.max(1, report.startClusters);
   const errors = report.errors.count > 0 ? `; worker errors ${report.errors.count}: ${report.errors.samples.join(" | ")}` : "";
   return {
     scenario: name, tasks: n, seconds, tasksPerSec: n / seconds,
-    notes: `enqueue phase ${enqueueSeconds.toFixed(2)} s (${fmtNum(n / enqueueSeconds)}/s); ${check}; cpu ${fmtCpu(usage)}${errors}`,
+    notes: `enqueue phase ${enqueueSeconds.toFixed(2)} s (${fmtNum(n / enqueueSeconds)}/s); ${check}; ` +
+      `~${perLease.toFixed(0)} deliveries/Lease; ${fmtNum(commits / (n / 1000))} commits/1k tasks; cpu ${fmtCpu(usage)}${errors}`,
     details: {
       enqueueSeconds, enqueueLatencyMs: lat, firstHandlerAfterMs: finished.firstStartAt - t0,
-      cpuPercent: usage, counts, workerErrors: report.errors,
+      cpuPercent: usage, counts, workerErrors: report.errors, sqliteCommits: commits,
+      leaseResponsesApprox: report.startClusters, deliveriesPerLeaseApprox: perLease,
     },
   };
 }

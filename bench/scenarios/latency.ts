@@ -31,6 +31,7 @@ export const latencyScenario: Scenario = {
     worker.measure(n);
     const done = worker.waitDone({ stallMs: 15_000, onProgress: (p) => ctx.progress(`latency: ${p.completed}/${n} picked up`) });
     done.catch(() => {});
+    const commitsBefore = await daemon.metric("conveyor_sqlite_commits_total");
     const acks: Array<Promise<number>> = [];
     const cpu = new CpuMeter({ daemon: daemon.pid, worker: worker.pid, bench: process.pid });
     const start = wallNow() + 10;
@@ -48,11 +49,15 @@ export const latencyScenario: Scenario = {
     await done;
     const usage = cpu.read();
     const report = await worker.report();
+    const commits = (await daemon.metric("conveyor_sqlite_commits_total")) - commitsBefore;
 
     const pickups: number[] = [];
+    const timeline: Array<{ atMs: number; pickupMs: number }> = [];
     report.records.start.forEach((s, i) => {
       const sent = report.records.sentAt[i]!;
-      if (Number.isFinite(sent)) pickups.push(s - sent);
+      if (!Number.isFinite(sent)) return;
+      pickups.push(s - sent);
+      timeline.push({ atMs: sent - start, pickupMs: s - sent });
     });
     if (pickups.length !== n) throw new Error(`expected ${n} pickup records, got ${pickups.length}`);
     const pickup = summarize(pickups);
@@ -61,12 +66,30 @@ export const latencyScenario: Scenario = {
     const errors = report.errors.count > 0 ? `; worker errors ${report.errors.count}` : "";
     return [{
       scenario: "latency", tasks: n, seconds: issuedSeconds, tasksPerSec: n / issuedSeconds, p50Ms: pickup.p50, p99Ms: pickup.p99,
-      notes: `pickup = enqueue call -> handler start, paced ${rate}/s; max ${fmtMs(pickup.max)} ms; enqueue ack p50 ${fmtMs(ack.p50)} / p99 ${fmtMs(ack.p99)} ms; cpu ${fmtCpu(usage)}${errors}`,
+      notes: `pickup = enqueue call -> handler start, paced ${rate}/s; max ${fmtMs(pickup.max)} ms; ` +
+        `enqueue ack p50 ${fmtMs(ack.p50)} / p99 ${fmtMs(ack.p99)} ms; ${(commits / n).toFixed(1)} commits/task; cpu ${fmtCpu(usage)}${errors}`,
       targets: [target("pickup p50 ms", "<=", 1, pickup.p50, "ms"), target("pickup p99 ms", "<=", 5, pickup.p99, "ms")],
       details: {
         pickupMs: pickup, enqueueAckMs: ack, paceIntervalMs: intervalMs, maxScheduleLagMs: lateMax,
         workerClockOffsetMs: clock.offsetMs, clockProbeRttMs: clock.rttMs, cpuPercent: usage, workerErrors: report.errors,
+        sqliteCommitsPerTask: commits / n, perSecond: perSecond(timeline),
+        slowest: timeline.sort((a, b) => b.pickupMs - a.pickupMs).slice(0, 10).map((x) => ({ atMs: Math.round(x.atMs), pickupMs: +x.pickupMs.toFixed(2) })),
       },
     }];
   },
 };
+
+/** Pickup p50/p99 per second of the run, to tell steady latency from bursts. */
+function perSecond(timeline: ReadonlyArray<{ atMs: number; pickupMs: number }>): Array<{ second: number; p50Ms: number; p99Ms: number }> {
+  const buckets = new Map<number, number[]>();
+  for (const { atMs, pickupMs } of timeline) {
+    const second = Math.max(0, Math.floor(atMs / 1000));
+    const list = buckets.get(second) ?? [];
+    list.push(pickupMs);
+    buckets.set(second, list);
+  }
+  return [...buckets].sort((a, b) => a[0] - b[0]).map(([second, values]) => {
+    const s = summarize(values);
+    return { second, p50Ms: +s.p50.toFixed(2), p99Ms: +s.p99.toFixed(2) };
+  });
+}

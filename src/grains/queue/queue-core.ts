@@ -369,12 +369,11 @@ export class QueueCore {
       if (!this.entries.has(e.id)) return;
       const slot = slotOf(r.ruleId, r.key);
       for (const freed of this.slots.setSlotLimit(slot, r.maxRuns)) this.pushReady(freed);
+      if (r.strategy === "GROUP_ROUND_ROBIN") continue; // waits its turn; nothing to decide at arrival
       const members = [...(this.ruleMembers.get(slot) ?? [])].map((id) => this.entries.get(id)!).filter((m) => m.id !== e.id);
       const running = members.filter((m) => m.state === "active");
       const queued = members.filter((m) => m.state === "pending");
       switch (r.strategy) {
-        case "GROUP_ROUND_ROBIN":
-          break;
         case "CANCEL_NEWEST":
           if (running.length + queued.length >= r.maxRuns) this.cancelByRule(e, r.strategy, nowMs);
           break;
