@@ -15,7 +15,7 @@ export interface NodeConfig {
   /** This node's name on the ring; defaults to the gRPC listen address. */
   nodeId: string;
   logLevel: string;
-  /** "full" (default) survives power loss; "normal" survives process crashes only. */
+  /** "normal" (default) survives process crashes (kill -9); "full" also survives power loss, at an fsync per commit. */
   sqliteSynchronous: "full" | "normal";
   leaseTtlMs: number;
   /** How often workers heartbeat (also how fast a running task learns it was cancelled); at most lease_ttl / 3. */
@@ -57,7 +57,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   dataDir: "./data",
   nodeId: "",
   logLevel: "info",
-  sqliteSynchronous: "full",
+  sqliteSynchronous: "normal",
   leaseTtlMs: 30_000,
   heartbeatIntervalMs: 1_000,
   leaseWaitMaxMs: 60_000,

@@ -44,6 +44,16 @@ export class TaskStore implements QueueStore {
                                WHEN 'cancelled' THEN COALESCE(@finishedAt, finished_at) + @deadRetention
                                ELSE 0 END
         WHERE id = @id`),
+      /**
+       * The hot transitions get statements of their own. activate: pending → active,
+       * returning the row a delivery sends (no second read). Params: lease id, lease
+       * expiry, id.
+       */
+      activate: s.prepare(`UPDATE tasks SET state = 'active', lease_id = ?, lease_expires_at = ?, expires_at = 0
+        WHERE id = ? RETURNING *`),
+      /** complete: active → completed. Params: finished_at, result, finished_at (for purge_at), id. */
+      complete: s.prepare(`UPDATE tasks SET state = 'completed', lease_id = '', lease_expires_at = 0, finished_at = ?,
+        result = ?, purge_at = ? + retention_ms WHERE id = ?`),
       delete: s.prepare("DELETE FROM tasks WHERE id = ?"),
       ensureQueue: s.prepare("INSERT OR IGNORE INTO queues (name, paused, created_at) VALUES (?, 0, ?)"),
       setPaused: s.prepare(`INSERT INTO queues (name, paused, created_at) VALUES (@name, @value, @now)
@@ -99,13 +109,15 @@ export class TaskStore implements QueueStore {
     return row && rowToRecord(row);
   }
 
-  apply(queue: string, effects: readonly Effect[]): void {
+  apply(queue: string, effects: readonly Effect[]): ReadonlyMap<string, TaskRecord> {
+    const activated = new Map<string, TaskRecord>();
     this.db.write(() => {
-      for (const effect of effects) this.applyOne(queue, effect);
+      for (const effect of effects) this.applyOne(queue, effect, activated);
     });
+    return activated;
   }
 
-  private applyOne(queue: string, effect: Effect): void {
+  private applyOne(queue: string, effect: Effect, activated: Map<string, TaskRecord>): void {
     switch (effect.kind) {
       case "insert": {
         this.ensureQueue(queue);
@@ -117,9 +129,18 @@ export class TaskStore implements QueueStore {
           e.rules.length > 0 ? JSON.stringify(e.rules) : "[]");
         return;
       }
-      case "transition":
-        this.transition(effect.entry, effect.outcome);
+      case "transition": {
+        const { entry: e, outcome: o } = effect;
+        if (e.state === "active" && !o) {
+          const row = this.stmt.activate.get(e.leaseId, e.leaseExpiresAtMs, e.id) as TaskRow | undefined;
+          if (row) activated.set(e.id, rowToRecord(row));
+        } else if (e.state === "completed" && o?.finishedAtMs !== undefined) {
+          this.stmt.complete.run(o.finishedAtMs, o.result ? toBuffer(o.result) : null, o.finishedAtMs, e.id);
+        } else {
+          this.transition(e, o);
+        }
         return;
+      }
       case "delete":
         this.stmt.delete.run(effect.id);
         return;

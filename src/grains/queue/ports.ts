@@ -26,8 +26,11 @@ export interface QueueStore {
   /** Where each of these ids lives, for ids that exist. */
   findIds(ids: readonly string[]): Map<string, { queue: string; state: TaskState }>;
   getTask(id: string): TaskRecord | undefined;
-  /** Applies a turn's effects, in order, inside the open transaction. */
-  apply(queue: string, effects: readonly Effect[]): void;
+  /**
+   * Applies a turn's effects, in order, inside the open transaction. Returns the rows of
+   * the tasks the turn made active (what a delivery sends), read in the same statement.
+   */
+  apply(queue: string, effects: readonly Effect[]): ReadonlyMap<string, TaskRecord>;
   /** Deletes a finished task row; false when there was none. */
   deleteTask(id: string): boolean;
   committed(): Promise<void>;

@@ -468,6 +468,9 @@ export class QueueCore {
       const saturated = this.saturatedSlot(e);
       if (saturated !== undefined) {
         this.slots.hold(saturated, item);
+        // It may have been woken for a free slot under another rule of its chain: give
+        // that slot to the next task held there, or it would sit free (a stall).
+        for (const slot of this.slotsOf(e)) if (slot !== saturated) this.wakeSlot(slot);
         throttled = true;
         continue;
       }

@@ -36,6 +36,7 @@ export interface GrainHooks {
 export type TaskAction = "cancel" | "delete" | "run" | "archive" | "retry";
 
 const EMPTY_KNOWN = new Map<string, never>();
+const EMPTY_ROWS: ReadonlyMap<string, TaskRecord> = new Map();
 
 export class QueueGrain {
   /** Last time a call reached this grain (for idle passivation). */
@@ -43,6 +44,8 @@ export class QueueGrain {
   private timerAtMs: number | undefined;
   private cancelTimer: (() => void) | undefined;
   private active = true;
+  /** Rows of the tasks the last turn made active. */
+  private activated: ReadonlyMap<string, TaskRecord> = new Map();
 
   constructor(
     readonly queue: string,
@@ -72,7 +75,9 @@ export class QueueGrain {
 
   lease(max: number, caps: LeaseCaps = NO_BATCHES): LeasedDelivery[] {
     const plans = this.turn(() => this.core.lease(max, this.clock.nowMs(), caps));
-    return plans.map((plan) => ({ ...plan, queue: this.queue, tasks: plan.taskIds.map((id) => this.mustGet(id)) }));
+    return plans.map((plan) => ({
+      ...plan, queue: this.queue, tasks: plan.taskIds.map((id) => this.activated.get(id) ?? this.mustGet(id)),
+    }));
   }
 
   heartbeat(leaseIds: readonly string[]): LeaseStatusView[] {
@@ -178,9 +183,10 @@ export class QueueGrain {
 
   private afterTurn(): void {
     const { effects, events, readyChanged } = this.core.drain();
+    this.activated = EMPTY_ROWS;
     if (effects.length > 0) {
       try {
-        this.store.apply(this.queue, effects);
+        this.activated = this.store.apply(this.queue, effects);
       } catch (error) {
         this.hooks.onFailure(this.queue, error);
         throw new ConveyorError("UNAVAILABLE", "STORAGE_FAILURE", `storage write failed for queue ${this.queue}; retry`);
