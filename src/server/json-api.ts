@@ -12,6 +12,7 @@
  * reported through `onInternal` and never sent.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
+import * as grpc from "@grpc/grpc-js";
 import { create, fromJson, toJson, type DescMethod, type DescService, type JsonValue } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import { ConveyorError, type ErrorCode } from "../base/errors.js";
@@ -97,7 +98,8 @@ export function jsonApiRoute(bindings: readonly JsonApiBinding[], options: JsonA
       checkRequest(req);
       const body = await readBody(req, maxBody);
       const request = parseRequest(route.method, body);
-      const call = { request, cancelled: false, metadata: new Map<string, string>(), on() {}, getPeer: () => req.socket.remoteAddress ?? "" };
+      // What the implementations see of a grpc-js ServerUnaryCall (they read `request`).
+      const call = { request, cancelled: false, metadata: new grpc.Metadata(), on() {}, getPeer: () => req.socket.remoteAddress ?? "" };
       const response = await route.handler(call);
       const json = toJson(route.method.output, create(route.method.output, response as never), { alwaysEmitImplicit: true });
       send(res, 200, json);
@@ -105,6 +107,7 @@ export function jsonApiRoute(bindings: readonly JsonApiBinding[], options: JsonA
       if (error instanceof TransportError) {
         send(res, error.status, { code: error.code, reason: error.reason, message: error.message }, error.headers);
       } else if (error instanceof ConveyorError) {
+        if (error.code === "INTERNAL") options.onInternal(methodName, error); // as the gRPC server does
         send(res, httpStatusOf(error.code), { code: error.code, reason: error.reason, message: error.message, ...(error.field ? { field: error.field } : {}) });
       } else {
         options.onInternal(methodName, error);

@@ -67,6 +67,7 @@ export class ConveyorNode {
     rules.load();
     // A shared rule's slot freed in one queue wakes the queues holding tasks on it.
     const sharedSlots = new SharedSlotLedger((queue, slot) => host.peek(queue)?.wakeSlot(slot));
+    sharedSlots.restoreLimits(store.slotLimits(""));
     const host: GrainHost = new GrainHost({
       sharedSlots,
       store, clock, random, newLeaseId: randomUUID, core: {
@@ -125,16 +126,19 @@ export class ConveyorNode {
     const onInternal = (method: string, error: unknown) => logger.error({ method, err: error }, "rpc failed with an internal error");
     const observe = (method: string, code: grpc.status, seconds: number) =>
       metrics.rpcSeconds.observe({ method, code: grpc.status[code] ?? String(code) }, seconds);
-    addUnaryService(grpcServer, TaskService, taskService(ctx), onInternal, observe);
+    // One implementation per service, served over gRPC and (for the dashboard) JSON.
+    const tasks = taskService(ctx);
+    const admin = adminService(ctx);
+    addUnaryService(grpcServer, TaskService, tasks, onInternal, observe);
     addUnaryService(grpcServer, WorkerService, workerService(ctx), onInternal, observe);
-    addUnaryService(grpcServer, AdminService, adminService(ctx), onInternal, observe);
+    addUnaryService(grpcServer, AdminService, admin, onInternal, observe);
     const grpcPort = await new Promise<number>((resolve, reject) =>
       grpcServer.bindAsync(config.listen, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))));
 
     const health = () => ({ node: config.nodeId, grains: host.activeQueues().length, parkedLeases: broker!.parked });
     // Dashboard: the JSON API calls the same (stateless) service implementations as gRPC.
     const dashboard = [
-      jsonApiRoute([jsonService(AdminService, adminService(ctx)), jsonService(TaskService, taskService(ctx))], { onInternal }),
+      jsonApiRoute([jsonService(AdminService, admin), jsonService(TaskService, tasks)], { onInternal }),
       staticRoute(findWebRoot()),
     ];
     const httpServer = createHttpServer(metrics, health, dashboard);

@@ -67,12 +67,16 @@ export class TaskStore implements QueueStore {
       findId: s.prepare("SELECT queue, state FROM tasks WHERE id = ?"),
       unfinished: s.prepare(`SELECT id, state, type, priority, seq, concurrency_key, ready_at, timeout_ms, deadline_at,
         expires_at, unique_key, unique_until, retried, max_retry, backoff_base_ms, backoff_max_ms, lease_id,
-        lease_expires_at, grp, batch_id, rules FROM tasks WHERE queue = ? AND state IN ${UNFINISHED} ORDER BY seq`),
+        lease_expires_at, grp, batch_id, rules FROM tasks WHERE queue = ? AND state IN ${UNFINISHED} ORDER BY rowid`),
       groupConfigs: s.prepare("SELECT grp, max_size, max_delay_ms, grace_ms FROM group_configs WHERE queue = ?"),
       setGroupConfig: s.prepare(`INSERT INTO group_configs (queue, grp, max_size, max_delay_ms, grace_ms)
         VALUES (@queue, @group, @maxSize, @maxDelayMs, @graceMs)
         ON CONFLICT (queue, grp) DO UPDATE SET max_size = @maxSize, max_delay_ms = @maxDelayMs, grace_ms = @graceMs`),
       deleteGroupConfig: s.prepare("DELETE FROM group_configs WHERE queue = ? AND grp = ?"),
+      slotLimits: s.prepare("SELECT slot, max_runs FROM slot_limits WHERE scope = ?"),
+      setSlotLimit: s.prepare(`INSERT INTO slot_limits (scope, slot, max_runs) VALUES (?, ?, ?)
+        ON CONFLICT (scope, slot) DO UPDATE SET max_runs = excluded.max_runs`),
+      deleteSlotLimit: s.prepare("DELETE FROM slot_limits WHERE scope = ? AND slot = ?"),
     };
   }
 
@@ -86,13 +90,21 @@ export class TaskStore implements QueueStore {
     for (const g of this.stmt.groupConfigs.all(queue) as GroupConfigRow[]) {
       groupConfigs.set(g.grp, { maxSize: g.max_size, maxDelayMs: g.max_delay_ms, graceMs: g.grace_ms });
     }
-    if (!row) return { paused: false, groupConfigs };
+    const slotLimits = this.slotLimits(queue);
+    if (!row) return { paused: false, groupConfigs, slotLimits };
     return {
       paused: row.paused === 1,
       groupConfigs,
+      slotLimits,
       ...(row.key_limit !== null ? { keyLimit: row.key_limit } : {}),
       ...(row.rate_per_sec !== null ? { rateLimit: { ratePerSec: row.rate_per_sec, burst: row.rate_burst ?? 1 } } : {}),
     };
+  }
+
+  /** Dynamic limits stored under a scope: a queue, or "" for shared rules. */
+  slotLimits(scope: string): Map<string, number> {
+    const rows = this.stmt.slotLimits.all(scope) as Array<{ slot: string; max_runs: number }>;
+    return new Map(rows.map((r) => [r.slot, r.max_runs]));
   }
 
   findIds(ids: readonly string[]): Map<string, { queue: string; state: TaskState }> {
@@ -144,6 +156,12 @@ export class TaskStore implements QueueStore {
       case "delete":
         this.stmt.delete.run(effect.id);
         return;
+      case "slotLimit": {
+        const scope = effect.slot.startsWith("@") ? "" : queue;
+        if (effect.limit === undefined) this.stmt.deleteSlotLimit.run(scope, effect.slot);
+        else this.stmt.setSlotLimit.run(scope, effect.slot, effect.limit);
+        return;
+      }
       case "paused":
         this.stmt.setPaused.run({ name: queue, value: effect.paused ? 1 : 0, now: Date.now() });
         return;

@@ -12,7 +12,9 @@ export type Effect =
   /** Remove a task row. */
   | { kind: "delete"; id: string }
   /** Persist the queue's paused flag. */
-  | { kind: "paused"; paused: boolean };
+  | { kind: "paused"; paused: boolean }
+  /** Persist (or, undefined, forget) a rule key's dynamic limit. */
+  | { kind: "slotLimit"; slot: string; limit: number | undefined };
 
 export interface TransitionOutcome {
   lastError?: string;

@@ -12,6 +12,8 @@ export interface QueueSettings {
   rateLimit?: RateLimitSpec;
   /** Group overrides by group name ("" = the queue default). */
   groupConfigs?: ReadonlyMap<string, GroupConfig>;
+  /** Dynamic limits of this queue's own rule keys. */
+  slotLimits?: ReadonlyMap<string, number>;
 }
 
 /**
@@ -20,7 +22,7 @@ export interface QueueSettings {
  * once everything written so far is on disk, and callers reply only after it.
  */
 export interface QueueStore {
-  /** Unfinished tasks of a queue, in seq order (group members in arrival order). */
+  /** Unfinished tasks of a queue, in arrival order (group members and rule members in order). */
   loadUnfinished(queue: string): TaskIndexEntry[];
   loadSettings(queue: string): QueueSettings;
   /** Where each of these ids lives, for ids that exist. */

@@ -174,6 +174,8 @@ export class QueueCore {
     this.slots.setRuleLimit(QUEUE_RULE, options.keyLimit);
     this.setRateLimit(options.rateLimit, nowMs);
     for (const [group, config] of options.groupConfigs ?? []) this.groupConfigs.set(group, config);
+    // Dynamic limits are durable (a key's newest task may have finished already).
+    for (const [slot, limit] of options.slotLimits ?? []) this.slots.setSlotLimit(slot, limit);
     for (const row of rows) {
       const e = { ...row };
       this.entries.set(e.id, e);
@@ -182,8 +184,6 @@ export class QueueCore {
         this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
       }
       this.joinRules(e);
-      // A key's limit is its newest task's: rows come in seq order, so the last one wins.
-      for (const r of e.rules) this.slots.setSlotLimit(slotOf(r.ruleId, r.key), r.maxRuns);
       if (e.state === "active") this.loadActive(e, nowMs);
       else if (e.state === "aggregating") this.aggregate(e, nowMs);
       else this.schedule(e);
@@ -278,7 +278,7 @@ export class QueueCore {
   private insert(t: NewTask, nowMs: number): TaskState {
     const state = initialState(t, nowMs);
     const e: TaskIndexEntry = {
-      id: t.id, state, type: t.type, priority: t.priority, seq: state === "scheduled" ? 0 : this.nextSeq++,
+      id: t.id, state, type: t.type, priority: t.priority, seq: state === "aggregating" ? this.nextSeq++ : 0,
       concurrencyKey: t.concurrencyKey, readyAtMs: Math.max(t.processAtMs, nowMs), timeoutMs: t.timeoutMs,
       deadlineAtMs: t.deadlineAtMs, expiresAtMs: t.expiresAtMs, uniqueKey: t.uniqueKey,
       uniqueUntilMs: t.uniqueKey && t.uniqueTtlMs > 0 ? nowMs + t.uniqueTtlMs : 0,
@@ -340,6 +340,12 @@ export class QueueCore {
       if (members?.size === 0) {
         this.ruleMembers.delete(slot);
         this.lastRank.delete(slot);
+        // No unfinished task has this key: its next task sets the limit afresh. (Shared
+        // keys may have tasks in other queues; their limits stay.)
+        if (!isSharedSlot(slot)) {
+          this.slots.setSlotLimit(slot, undefined);
+          this.effects.push({ kind: "slotLimit", slot, limit: undefined });
+        }
       }
     }
   }
@@ -368,7 +374,10 @@ export class QueueCore {
     for (const r of e.rules) {
       if (!this.entries.has(e.id)) return;
       const slot = slotOf(r.ruleId, r.key);
-      for (const freed of this.slots.setSlotLimit(slot, r.maxRuns)) this.pushReady(freed);
+      if (this.slots.limitOf(slot) !== r.maxRuns) {
+        for (const freed of this.slots.setSlotLimit(slot, r.maxRuns)) this.pushReady(freed);
+        this.effects.push({ kind: "slotLimit", slot, limit: r.maxRuns });
+      }
       if (r.strategy === "GROUP_ROUND_ROBIN") continue; // waits its turn; nothing to decide at arrival
       const members = [...(this.ruleMembers.get(slot) ?? [])].map((id) => this.entries.get(id)!).filter((m) => m.id !== e.id);
       const running = members.filter((m) => m.state === "active");
@@ -493,7 +502,8 @@ export class QueueCore {
     let deadlineAtMs = 0;
     for (const e of batch) {
       this.acquireSlots(e);
-      this.servicePoint = Math.max(this.servicePoint, e.seq);
+      // Only round-robin ranks mark the round being served (other seqs are FIFO numbers).
+      if (e.rules.some((r) => r.strategy === "GROUP_ROUND_ROBIN")) this.servicePoint = Math.max(this.servicePoint, e.seq);
       e.state = "active";
       e.expiresAtMs = 0; // the pre-dispatch TTL no longer applies once the task has run
 
@@ -767,7 +777,7 @@ export class QueueCore {
     if (!e) return;
     if (item.kind === "ready") {
       if ((e.state === "scheduled" || e.state === "retry") && e.readyAtMs === item.atMs) {
-        this.makePending(e, this.nextSeq++);
+        this.makePending(e, this.rankOf(e));
         this.persist(e);
       }
     } else if (WAITING.has(e.state)) {
@@ -847,7 +857,7 @@ export class QueueCore {
     const e = this.entries.get(id);
     if (!e) return notInMemory(id);
     if (e.state !== "scheduled" && e.state !== "retry") return wrongState(id, e.state, "run", "scheduled or retry");
-    this.makePending(e, this.nextSeq++);
+    this.makePending(e, this.rankOf(e));
     this.persist(e);
     return null;
   }
@@ -896,7 +906,7 @@ export class QueueCore {
     this.entries.set(e.id, e);
     if (e.uniqueKey) this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
     this.joinRules(e);
-    this.makePending(e, this.nextSeq++);
+    this.makePending(e, this.rankOf(e));
     this.armExpiry(e);
     this.persist(e, { finishedAtMs: 0 });
     return null;
@@ -979,6 +989,8 @@ function initialState(t: NewTask, nowMs: number): TaskState {
 
 export interface LoadOptions {
   paused: boolean;
+  /** Durable dynamic limits of this queue's rule keys. */
+  slotLimits?: ReadonlyMap<string, number>;
   keyLimit?: number;
   rateLimit?: RateLimitSpec;
   /** Group overrides by group name ("" = the queue default). */

@@ -46,6 +46,11 @@ export class SharedSlotLedger {
     return this.ledger.inflightOf(slot);
   }
 
+  /** Restores the stored dynamic limits of shared keys (at node start). */
+  restoreLimits(limits: ReadonlyMap<string, number>): void {
+    for (const [slot, limit] of limits) this.ledger.setLimit(slot, limit);
+  }
+
   /** Wakes the other queues watching `slot` (the caller wakes its own held tasks). */
   private notify(slot: string, from: string): void {
     const watchers = this.watchers.get(slot);

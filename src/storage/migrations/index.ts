@@ -8,6 +8,7 @@ import { m001Init } from "./001-init.js";
 import { m002RateLimits } from "./002-rate-limits.js";
 import { m003Groups } from "./003-groups.js";
 import { m004Rules } from "./004-rules.js";
+import { m005SlotLimits } from "./005-slot-limits.js";
 
 export interface Migration {
   version: number;
@@ -15,4 +16,4 @@ export interface Migration {
   sql: string;
 }
 
-export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits, m003Groups, m004Rules];
+export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits, m003Groups, m004Rules, m005SlotLimits];
