@@ -39,9 +39,11 @@ export class RpcChannel {
       typed[m.localName] = (request: unknown, options: CallOptions = {}) =>
         new Promise((resolve, reject) => {
           const callOptions: grpc.CallOptions = options.timeoutMs ? { deadline: Date.now() + options.timeoutMs } : {};
+          const metadata = new grpc.Metadata();
+          if (options.waitForReady) metadata.setOptions({ waitForReady: true });
           const { signal } = options;
           const onAbort = () => call.cancel();
-          const call = method(request, new grpc.Metadata(), callOptions, (err: grpc.ServiceError | null, res: unknown) => {
+          const call = method(request, metadata, callOptions, (err: grpc.ServiceError | null, res: unknown) => {
             signal?.removeEventListener("abort", onAbort);
             if (err) reject(fromServiceError(err));
             else resolve(res);

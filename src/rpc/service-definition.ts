@@ -54,4 +54,9 @@ export interface CallOptions {
   /** Call deadline, relative. */
   timeoutMs?: number;
   signal?: AbortSignal;
+  /**
+   * Wait (until the deadline) for the server to become reachable instead of failing at
+   * once with UNAVAILABLE: right for SDK calls across a node restart, wrong for a CLI.
+   */
+  waitForReady?: boolean;
 }

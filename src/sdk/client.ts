@@ -42,6 +42,10 @@ export class Client {
   private readonly timeoutMs: number;
   private pending: Pending[] = [];
   private flushScheduled = false;
+  /** SDK calls ride out a node restart (up to their deadline) instead of failing at once. */
+  private get callOptions() {
+    return { timeoutMs: this.timeoutMs, waitForReady: true };
+  }
 
   constructor(options: ClientOptions = {}) {
     this.channel = new RpcChannel({ address: options.address ?? defaultAddress() });
@@ -71,7 +75,7 @@ export class Client {
     const out: Array<TaskInfo | ConveyorError> = [];
     for (let i = 0; i < items.length; i += BATCH_MAX) {
       const chunk = items.slice(i, i + BATCH_MAX).map((it) => toSpec(it.task, it.options));
-      const res = await this.tasks.enqueueBatch({ tasks: chunk }, { timeoutMs: this.timeoutMs });
+      const res = await this.tasks.enqueueBatch({ tasks: chunk }, this.callOptions);
       for (const item of res.items) {
         out.push(item.outcome.case === "result"
           ? toInfo(item.outcome.value)
@@ -84,17 +88,17 @@ export class Client {
 
   /** Enqueues up to 1000 tasks of one queue all-or-nothing. */
   async enqueueTx(items: ReadonlyArray<{ task: NewTaskSpec; options?: EnqueueOptions }>): Promise<TaskInfo[]> {
-    const res = await this.tasks.enqueueTx({ tasks: items.map((it) => toSpec(it.task, it.options)) }, { timeoutMs: this.timeoutMs });
+    const res = await this.tasks.enqueueTx({ tasks: items.map((it) => toSpec(it.task, it.options)) }, this.callOptions);
     return res.results.map(toInfo);
   }
 
   async getTask(id: string): Promise<TaskView> {
-    const res = await this.tasks.getTask({ id }, { timeoutMs: this.timeoutMs });
+    const res = await this.tasks.getTask({ id }, this.callOptions);
     return toTaskView(res.task!);
   }
 
   async cancelTask(id: string): Promise<TaskView> {
-    const res = await this.tasks.cancelTask({ id }, { timeoutMs: this.timeoutMs });
+    const res = await this.tasks.cancelTask({ id }, this.callOptions);
     return toTaskView(res.task!);
   }
 
@@ -108,14 +112,14 @@ export class Client {
     this.pending = [];
     if (pending.length === 1) {
       const [p] = pending;
-      this.tasks.enqueue({ task: p!.spec }, { timeoutMs: this.timeoutMs }).then((r) => p!.resolve(toInfo(r.result!)), p!.reject);
+      this.tasks.enqueue({ task: p!.spec }, this.callOptions).then((r) => p!.resolve(toInfo(r.result!)), p!.reject);
       return;
     }
     for (let i = 0; i < pending.length; i += BATCH_MAX) this.sendBatch(pending.slice(i, i + BATCH_MAX));
   }
 
   private sendBatch(batch: Pending[]): void {
-    this.tasks.enqueueBatch({ tasks: batch.map((p) => p.spec) }, { timeoutMs: this.timeoutMs }).then(
+    this.tasks.enqueueBatch({ tasks: batch.map((p) => p.spec) }, this.callOptions).then(
       (res) => res.items.forEach((item, i) => {
         const p = batch[i]!;
         if (item.outcome.case === "result") p.resolve(toInfo(item.outcome.value));

@@ -169,7 +169,7 @@ export class Worker {
       try {
         const res = await this.rpc.lease(
           { workerId: this.workerId, queues: this.queues, maxDeliveries: free, waitMs: this.leaseWaitMs, batchTypes: this.options.mux.batchTypes },
-          { timeoutMs: this.leaseWaitMs + 15_000, signal: this.leaseAbort.signal },
+          { timeoutMs: this.leaseWaitMs + 15_000, signal: this.leaseAbort.signal, waitForReady: true },
         );
         failures = 0;
         if (res.heartbeatIntervalMs > 0) this.heartbeatMs = res.heartbeatIntervalMs;
@@ -260,7 +260,7 @@ export class Worker {
     try {
       for (let attempt = 0; ; attempt++) {
         try {
-          const res = await this.rpc.settle({ workerId: this.workerId, settlements: batch, workerDraining: draining }, { timeoutMs: 30_000 });
+          const res = await this.rpc.settle({ workerId: this.workerId, settlements: batch, workerDraining: draining }, { timeoutMs: 30_000, waitForReady: true });
           for (const r of res.results) if (r.error) this.report(new ConveyorError("FAILED_PRECONDITION", "LEASE_NOT_HELD", r.error.message), "settle");
           return;
         } catch (error) {
