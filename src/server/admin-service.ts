@@ -161,7 +161,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       const queue = checkQueueName(call.request.queue, "queue");
       const { group } = call.request;
       if (!ctx.store.setGroupConfig(queue, group, undefined)) {
-        const what = group === "" ? "a queue-wide group default" : `an override for group ${JSON.stringify(group)}`;
+        const what = group === "" ? "queue-wide group default" : `override for group ${JSON.stringify(group)}`;
         throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${JSON.stringify(queue)} has no ${what}`);
       }
       ctx.router.grainFor(queue).setGroupConfig(group, undefined);

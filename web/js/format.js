@@ -119,3 +119,40 @@ export function byteSize(n) {
   if (n < 1024 * 1024) return `${decimal.format(n / 1024)} KiB`;
   return `${decimal.format(n / 1024 / 1024)} MiB`;
 }
+
+// Durations as operators type them (the CLI's syntax, src/base/duration.ts): "500ms",
+// "5s", "2m", "1h", "1d" or combinations such as "1m30s"; a bare number is milliseconds.
+const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** "2m" → 120000. Throws an Error whose message says what is wrong. */
+export function parseDuration(text) {
+  const trimmed = String(text).trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed);
+  const part = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/gy;
+  let total = 0;
+  let consumed = 0;
+  for (let m = part.exec(trimmed); m; m = part.exec(trimmed)) {
+    total += Number(m[1]) * UNIT_MS[m[2]];
+    consumed = part.lastIndex;
+  }
+  if (trimmed === "" || consumed !== trimmed.length) {
+    throw new Error(`invalid duration ${JSON.stringify(String(text))}: use e.g. 500ms, 5s, 2m, 1h, 1d`);
+  }
+  return Math.round(total);
+}
+
+/** The same syntax back, shortest form: 90000 → "1m30s", 1500 → "1.5s", 20 → "20ms". */
+export function compactDuration(ms) {
+  const n = toNum(ms);
+  if (n < 1_000) return `${Math.round(n)}ms`;
+  if (n < 60_000) return `${+(n / 1_000).toFixed(1)}s`;
+  const parts = [];
+  let rest = Math.round(n / 1_000);
+  for (const [unit, size] of [["d", 86_400], ["h", 3_600], ["m", 60], ["s", 1]]) {
+    if (rest >= size) {
+      parts.push(`${Math.floor(rest / size)}${unit}`);
+      rest %= size;
+    }
+  }
+  return parts.join("");
+}

@@ -5,3 +5,5 @@ import "./queues.js";
 import "./tasks.js";
 import "./concurrency.js";
 import "./rate-limits.js";
+import "./groups.js";
+import "./strategies.js";
