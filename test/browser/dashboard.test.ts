@@ -5,117 +5,33 @@
  * these tests fail, they do not skip (CI installs it from .ci/apt-packages).
  * One screenshot per tab lands in test-output/screenshots/ for review.
  */
-import { execFile } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { promisify } from "node:util";
-import { chromium, type Browser, type BrowserContext, type Locator, type Page } from "playwright-core";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Mux, json, newTask, skipRetry } from "../../src/index.js";
-import { NodeProcess, REPO_ROOT } from "../support/node-process.js";
-import { connect } from "../support/sdk.js";
+import { Dashboard, NARROW, WIDE, answerDialog, focusedText, hasText, pageOverflow } from "../support/dashboard.js";
+import { NodeProcess } from "../support/node-process.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const SHOTS = join(REPO_ROOT, "test-output/screenshots");
-const run = promisify(execFile);
-
-let node: NodeProcess;
-let sdk: ReturnType<typeof connect>;
-let browser: Browser;
-let context: BrowserContext | undefined;
-/** Requests to anything but the node, page errors and console errors of the current test. */
-let problems: string[] = [];
-
-async function cli(...args: string[]): Promise<string> {
-  const { stdout } = await run(process.execPath, [join(REPO_ROOT, "bin/conveyor.js"), "--server", node.grpcAddress, ...args]);
-  return stdout;
-}
-
-/** A fresh page on `target` (default: this file's node), watched for external requests and errors. */
-async function open(hash = "", target: NodeProcess = node, viewport = { width: 1280, height: 800 }): Promise<Page> {
-  await context?.close();
-  context = await browser.newContext({ viewport, reducedMotion: "reduce" });
-  const page = await context.newPage();
-  page.setDefaultTimeout(10_000);
-  const origin = `http://${target.httpAddress}/`;
-  page.on("request", (req) => {
-    if (!req.url().startsWith(origin)) problems.push(`external request: ${req.url()}`);
-  });
-  page.on("pageerror", (err) => problems.push(`page error: ${err.message}`));
-  page.on("console", (msg) => {
-    // Failed fetches while a node is deliberately down are expected, nothing else.
-    if (msg.type() === "error" && !/Failed to load resource|ERR_CONNECTION_REFUSED/.test(msg.text())) problems.push(`console error: ${msg.text()}`);
-  });
-  await page.goto(`${origin}${hash}`);
-  await page.locator("main h1").first().waitFor();
-  return page;
-}
-
-async function screenshot(page: Page, name: string): Promise<void> {
-  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-}
-
-/** Waits until `locator` holds exactly `text` (trimmed). */
-async function hasText(locator: Locator, text: string): Promise<void> {
-  const escaped = text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  await locator.filter({ hasText: new RegExp(`^\\s*${escaped}\\s*$`) }).first().waitFor();
-}
-
-/** Confirms (or dismisses) the open confirmation dialog by its button name. */
-async function answerDialog(page: Page, button: string): Promise<void> {
-  const dialog = page.getByRole("dialog");
-  await dialog.waitFor();
-  await dialog.getByRole("button", { name: button, exact: true }).click();
-  await dialog.waitFor({ state: "detached" });
-}
-
-/** Set when the browser cannot run: every test then fails with it (a missing browser must not read as a skip). */
-let unavailable: string | undefined;
+let d: Dashboard;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    unavailable = `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; CI installs it from .ci/apt-packages)`;
-    return;
-  }
-  mkdirSync(SHOTS, { recursive: true });
-  [node, browser] = await Promise.all([
-    NodeProcess.start(),
-    chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    }),
-  ]);
-  sdk = connect(node);
+  d = await Dashboard.start();
 });
 
 afterAll(async () => {
-  await context?.close();
-  await browser?.close();
-  await sdk?.close();
-  if (node) {
-    await node.stop();
-    node.cleanup();
-  }
-});
-
-beforeEach(() => {
-  if (unavailable) throw new Error(unavailable);
+  await d?.close();
 });
 
 afterEach(() => {
-  const seen = problems;
-  problems = [];
-  expect(seen, "the page loaded only from the node and raised no errors").toEqual([]);
+  if (!d) return;
+  expect(d.takeProblems(), "the page loaded only from the node and raised no errors").toEqual([]);
 });
 
 describe("dashboard", () => {
   it("overview: shows each queue's counts per state and the throughput it measures live", async () => {
     const ids = [];
-    for (let i = 0; i < 3; i++) ids.push((await sdk.client.enqueue(newTask("email:send", json({ to: `u${i}@example.com` })), { queue: "emails" })).id);
-    await sdk.client.enqueue(newTask("email:send", json({ later: true })), { queue: "emails", processIn: "1h" });
+    for (let i = 0; i < 3; i++) ids.push((await d.sdk.client.enqueue(newTask("email:send", json({ to: `u${i}@example.com` })), { queue: "emails" })).id);
+    await d.sdk.client.enqueue(newTask("email:send", json({ later: true })), { queue: "emails", processIn: "1h" });
 
-    const page = await open();
+    const page = await d.open();
     const row = page.locator('tr[data-queue="emails"]');
     await hasText(row.locator('td[data-state="pending"]'), "3");
     await hasText(row.locator('td[data-state="scheduled"]'), "1");
@@ -125,8 +41,8 @@ describe("dashboard", () => {
     expect(await row.locator('td[data-state="pending"] a').getAttribute("href")).toBe("#/tasks?queue=emails&state=pending");
 
     // Live: more work appears without a reload, and finished work shows up as throughput.
-    for (let i = 0; i < 12; i++) await sdk.client.enqueue(newTask("work", json({ i, fail: i % 4 === 0 })), { queue: "throughput" });
-    sdk.worker(new Mux().handle("work", (task) => {
+    for (let i = 0; i < 12; i++) await d.sdk.client.enqueue(newTask("work", json({ i, fail: i % 4 === 0 })), { queue: "throughput" });
+    d.sdk.worker(new Mux().handle("work", (task) => {
       if ((task.json() as { fail: boolean }).fail) throw skipRetry(new Error("bad input"));
     }), { queues: ["throughput"], concurrency: 4 });
     const work = page.locator('tr[data-queue="throughput"]');
@@ -134,69 +50,68 @@ describe("dashboard", () => {
     await hasText(work.locator('td[data-state="archived"]'), "3");
     await page.locator(".chart .series.completed polyline, .chart .series.completed circle").first().waitFor();
     await hasText(page.locator('[data-card="failures"] .card-value'), "25 %");
-    await screenshot(page, "overview");
+    await d.screenshot(page, "overview");
 
-    const narrow = await open("", node, { width: 390, height: 844 });
+    const narrow = await d.open("", NARROW);
     await hasText(narrow.locator('tr[data-queue="emails"] td[data-state="pending"]'), "3");
-    const overflow = await narrow.evaluate<number>("document.documentElement.scrollWidth - window.innerWidth");
-    expect(overflow, "no horizontal scrolling of the page on a narrow window").toBeLessThanOrEqual(0);
-    await screenshot(narrow, "overview-narrow");
+    expect(await pageOverflow(narrow), "no horizontal scrolling of the page on a narrow window").toBeLessThanOrEqual(0);
+    await d.screenshot(narrow, "overview-narrow");
   });
 
   it("queues: pause and resume after a confirmation", async () => {
-    await sdk.client.enqueue(newTask("noop", json({})), { queue: "pausable" });
-    const page = await open("#/queues");
+    await d.sdk.client.enqueue(newTask("noop", json({})), { queue: "pausable" });
+    const page = await d.open("#/queues");
     const row = page.locator('tr[data-queue="pausable"]');
     await row.getByRole("button", { name: "Pause pausable" }).click();
     await answerDialog(page, "Cancel"); // dismissing does nothing
-    expect((await sdk.counts("pausable")).paused).toBe(false);
+    expect((await d.sdk.counts("pausable")).paused).toBe(false);
 
     await row.getByRole("button", { name: "Pause pausable" }).click();
     await answerDialog(page, "Pause pausable");
     await hasText(row.locator(".badge"), "paused");
     // Focus is back on the queue's button (now "Resume") for the next keyboard action.
-    expect(await page.evaluate<string | null>("document.activeElement?.textContent")).toBe("Resume pausable");
-    expect((await sdk.counts("pausable")).paused).toBe(true);
-    await screenshot(page, "queues");
+    expect(await focusedText(page)).toBe("Resume pausable");
+    expect((await d.sdk.counts("pausable")).paused).toBe(true);
+    await d.screenshot(page, "queues");
 
     await row.getByRole("button", { name: "Resume pausable" }).click();
     await answerDialog(page, "Resume pausable");
     await hasText(row.locator(".badge"), "running");
-    expect((await sdk.counts("pausable")).paused).toBe(false);
+    expect((await d.sdk.counts("pausable")).paused).toBe(false);
   });
 
   it("concurrency: a limit set in the tab is what the CLI lists", async () => {
-    const page = await open("#/concurrency");
+    const page = await d.open("#/concurrency");
     await page.getByLabel("Queue").fill("reports");
     await page.getByLabel("Max running per key").fill("3");
     await page.getByRole("button", { name: "Set limit" }).click();
     await hasText(page.locator('tr[data-queue="reports"] td[data-col="max"]'), "3");
     await page.getByText("Queue reports: at most 3 running per concurrency key.").waitFor();
 
-    const listed = JSON.parse(await cli("concurrency", "ls", "--json")) as { limits: Array<{ queue: string; max: number }> };
+    const listed = JSON.parse(await d.cli("concurrency", "ls", "--json")) as { limits: Array<{ queue: string; max: number }> };
     expect(listed.limits).toContainEqual(expect.objectContaining({ queue: "reports", max: 3 }));
-    expect(await cli("concurrency", "ls")).toMatch(/reports\s+│?\s*3/);
-    await screenshot(page, "concurrency");
+    expect(await d.cli("concurrency", "ls")).toMatch(/reports\s+│?\s*3/);
+    await d.screenshot(page, "concurrency");
 
     // Cleared from the tab, gone for the CLI too.
     await page.getByRole("button", { name: "Clear limit of reports" }).click();
     await answerDialog(page, "Clear limit");
     await page.getByText("No concurrency limits: every key is unbounded.").waitFor();
-    expect(await cli("concurrency", "ls")).toContain("no concurrency limits");
+    expect(await d.cli("concurrency", "ls")).toContain("no concurrency limits");
   });
 
   it("tasks: browse a queue by state, open a task, cancel it after a confirmation", async () => {
-    const { id } = await sdk.client.enqueue(
+    const { id } = await d.sdk.client.enqueue(
       newTask("invoice:render", json({ invoice: 42, lines: [{ sku: "A-1", qty: 2 }] }), { tenant: "acme" }),
       { queue: "invoices", concurrencyKey: "customer:7", uniqueKey: "invoice:42", processIn: "1h", maxRetry: 3 },
     );
-    await sdk.client.enqueue(newTask("invoice:render", json({ invoice: 43 })), { queue: "invoices" });
+    await d.sdk.client.enqueue(newTask("invoice:render", json({ invoice: 43 })), { queue: "invoices" });
 
-    const page = await open("#/tasks?queue=invoices&state=scheduled");
+    const page = await d.open("#/tasks?queue=invoices&state=scheduled");
     const link = page.locator(`tr[data-task-id="${id}"] a`);
     await link.waitFor();
     expect(await page.locator("table.tasks tbody tr").count()).toBe(1); // only the scheduled one
-    await screenshot(page, "tasks");
+    await d.screenshot(page, "tasks");
     await link.click();
 
     await hasText(page.locator(".task-title .badge"), "scheduled");
@@ -208,7 +123,7 @@ describe("dashboard", () => {
     await details.getByText("acme").waitFor();
     await details.getByText("0 failed of 4 allowed (max retry 3)").waitFor();
     expect(await page.locator('[data-action="retry"]').isDisabled()).toBe(true); // only for finished tasks
-    await screenshot(page, "task");
+    await d.screenshot(page, "task");
 
     // Escape dismisses the dialog: nothing happens, focus goes back to the button.
     await page.locator('[data-action="cancel"]').click();
@@ -216,20 +131,20 @@ describe("dashboard", () => {
     await page.keyboard.press("Escape");
     await page.getByRole("dialog").waitFor({ state: "detached" });
     expect(await page.evaluate<string | null>("document.activeElement?.getAttribute('data-action')")).toBe("cancel");
-    expect((await sdk.client.getTask(id)).state).toBe("scheduled");
+    expect((await d.sdk.client.getTask(id)).state).toBe("scheduled");
 
     await page.locator('[data-action="cancel"]').click();
     await answerDialog(page, "Cancel task");
     await hasText(page.locator(".task-title .badge"), "cancelled");
-    const task = await sdk.client.getTask(id);
+    const task = await d.sdk.client.getTask(id);
     expect(task.state).toBe("cancelled");
     expect(task.cancelReason).toBe("OPERATOR");
     await details.getByText("OPERATOR").waitFor();
   });
 
   it("tasks: pages through a queue with the server's page tokens", async () => {
-    for (let i = 0; i < 25; i++) await sdk.client.enqueue(newTask("page", json({ i })), { queue: "paged" });
-    const page = await open("#/tasks?queue=paged&state=pending&size=20");
+    for (let i = 0; i < 25; i++) await d.sdk.client.enqueue(newTask("page", json({ i })), { queue: "paged" });
+    const page = await d.open("#/tasks?queue=paged&state=pending&size=20");
     const rows = page.locator("table.tasks tbody tr");
     await page.getByRole("button", { name: "Next page" }).and(page.locator(":enabled")).waitFor();
     expect(await rows.count()).toBe(20);
@@ -247,7 +162,7 @@ describe("dashboard", () => {
   });
 
   it("shows the server's own words when it rejects an input", async () => {
-    const page = await open("#/concurrency");
+    const page = await d.open("#/concurrency");
     await page.getByLabel("Queue").fill("reports");
     await page.getByLabel("Max running per key").fill("0");
     await page.getByRole("button", { name: "Set limit" }).click();
@@ -259,16 +174,16 @@ describe("dashboard", () => {
     await page.getByRole("button", { name: "Set limit" }).click();
     await page.getByRole("alert").filter({ hasText: 'queue: invalid queue name "bad queue!"' }).waitFor();
     expect(await page.getByLabel("Queue").getAttribute("aria-invalid")).toBe("true");
-    await screenshot(page, "error");
+    await d.screenshot(page, "error");
 
-    const tasks = await open("#/tasks?queue=no%20spaces");
+    const tasks = await d.open("#/tasks?queue=no%20spaces");
     await tasks.getByRole("alert").filter({ hasText: 'invalid queue name "no spaces"' }).waitFor();
-    const missing = await open("#/tasks/task?id=no-such-task");
+    const missing = await d.open("#/tasks/task?id=no-such-task");
     await missing.getByRole("alert").filter({ hasText: 'task "no-such-task" not found' }).waitFor();
   });
 
   it("rate limits: shows the server default, sets and clears an override", async () => {
-    const page = await open("#/rate-limits");
+    const page = await d.open("#/rate-limits");
     await hasText(page.locator("[data-default-limit]"), "unlimited");
     await page.getByLabel("Queue").fill("webhooks");
     await page.getByLabel("Dispatches per second").fill("20");
@@ -277,9 +192,9 @@ describe("dashboard", () => {
     const row = page.locator('tr[data-queue="webhooks"]');
     await hasText(row.locator('td[data-col="rate"]'), "20");
     await hasText(row.locator('td[data-col="burst"]'), "5");
-    const listed = JSON.parse(await cli("ratelimit", "ls", "--json")) as { limits: Array<{ queue: string; ratePerSec: number; burst: number }> };
+    const listed = JSON.parse(await d.cli("ratelimit", "ls", "--json")) as { limits: Array<{ queue: string; ratePerSec: number; burst: number }> };
     expect(listed.limits).toContainEqual(expect.objectContaining({ queue: "webhooks", ratePerSec: 20, burst: 5 }));
-    await screenshot(page, "rate-limits");
+    await d.screenshot(page, "rate-limits");
 
     await page.getByLabel("Dispatches per second").fill("0");
     await page.getByRole("button", { name: "Set rate limit" }).click();
@@ -288,12 +203,12 @@ describe("dashboard", () => {
     await row.getByRole("button", { name: "Clear rate limit of webhooks" }).click();
     await answerDialog(page, "Clear rate limit");
     await page.getByText("No overrides: every queue uses the server default.").waitFor();
-    const after = JSON.parse(await cli("ratelimit", "ls", "--json")) as { limits: Array<{ queue: string }> };
+    const after = JSON.parse(await d.cli("ratelimit", "ls", "--json")) as { limits: Array<{ queue: string }> };
     expect(after.limits.map((l) => l.queue)).not.toContain("webhooks");
   });
 
   it("every tab is a link and a keyboard stop", async () => {
-    const page = await open("#/tasks?queue=emails&state=pending");
+    const page = await d.open("#/tasks?queue=emails&state=pending");
     expect(await page.locator('nav[aria-label="Sections"] a[aria-current="page"]').textContent()).toBe("Tasks");
     await page.locator('nav[aria-label="Sections"] a', { hasText: "Rate limits" }).focus();
     await page.keyboard.press("Enter");
@@ -309,7 +224,7 @@ describe("dashboard", () => {
   it("a stopped node shows the unreachable banner, which goes away when the node is back", async () => {
     let other = await NodeProcess.start();
     try {
-      const page = await open("", other);
+      const page = await d.open("", WIDE, other);
       const banner = page.locator("#conn-banner");
       await page.locator("#live-status", { hasText: "Live" }).waitFor();
       expect(await banner.isHidden()).toBe(true);
@@ -317,7 +232,7 @@ describe("dashboard", () => {
       await other.stop();
       await banner.getByText("Cannot reach the node").waitFor();
       expect(await banner.textContent()).toContain(other.httpAddress);
-      await screenshot(page, "unreachable");
+      await d.screenshot(page, "unreachable");
 
       other = await other.restart();
       await banner.waitFor({ state: "hidden" });

@@ -60,18 +60,22 @@ export class Dashboard {
     return stdout;
   }
 
-  /** A fresh page on `hash`, watched for external requests and errors; resolves once a view is shown. */
-  async open(hash = "", viewport: Viewport = WIDE): Promise<Page> {
+  /**
+   * A fresh page on `hash` of `target` (default: this node), watched for external requests
+   * and errors; resolves once a view is shown.
+   */
+  async open(hash = "", viewport: Viewport = WIDE, target: NodeProcess = this.node): Promise<Page> {
     await this.context?.close();
     this.context = await this.browser.newContext({ viewport, reducedMotion: "reduce" });
     const page = await this.context.newPage();
     page.setDefaultTimeout(10_000);
-    const origin = `http://${this.node.httpAddress}/`;
+    const origin = `http://${target.httpAddress}/`;
     page.on("request", (req) => {
       if (!req.url().startsWith(origin)) this.problems.push(`external request: ${req.url()}`);
     });
     page.on("pageerror", (err) => this.problems.push(`page error: ${err.message}`));
     page.on("console", (msg) => {
+      // Failed fetches while a node is deliberately down are expected, nothing else.
       if (msg.type() === "error" && !/Failed to load resource|ERR_CONNECTION_REFUSED/.test(msg.text())) this.problems.push(`console error: ${msg.text()}`);
     });
     await page.goto(`${origin}${hash}`);
