@@ -32,3 +32,16 @@ describe("Heap properties", () => {
     );
   });
 });
+
+describe("Heap.retain", () => {
+  it("keeps exactly the accepted items, still in heap order", () => {
+    fc.assert(fc.property(fc.array(fc.integer({ min: 0, max: 1000 })), fc.integer({ min: 2, max: 5 }), (xs, m) => {
+      const h = new Heap<number>((a, b) => a < b);
+      for (const x of xs) h.push(x);
+      h.retain((x) => x % m !== 0);
+      const out: number[] = [];
+      for (let x = h.pop(); x !== undefined; x = h.pop()) out.push(x);
+      expect(out).toEqual(xs.filter((x) => x % m !== 0).sort((a, b) => a - b));
+    }));
+  });
+});

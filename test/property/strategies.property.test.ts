@@ -484,8 +484,8 @@ class Runner {
     for (const [rule, key] of SLOTS) {
       expect(fresh.inflightOfRule(rule, key), `passivation: in flight under ${rule}/${key}`).toBe(old.inflightOfRule(rule, key));
     }
-    const { held: _h1, ...oldStats } = old.stats();
-    const { held: _h2, ...freshStats } = fresh.stats();
+    const { held: _h1, timers: _t1, ...oldStats } = old.stats();
+    const { held: _h2, timers: _t2, ...freshStats } = fresh.stats();
     expect(freshStats, "passivation: stats").toEqual(oldStats);
     expect(fresh.snapshot().map(withoutLeaseExpiry).sort(byId), "passivation: index").toEqual(old.snapshot().map(withoutLeaseExpiry).sort(byId));
 

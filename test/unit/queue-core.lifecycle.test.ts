@@ -58,7 +58,7 @@ describe("QueueCore: enqueue → lease → settle", () => {
 
     expect(core.has(t.id)).toBe(false);
     expect(core.snapshot()).toEqual([]);
-    expect(core.stats()).toEqual({ unfinished: 0, leases: 0, inflightKeyed: 0, held: 0 });
+    expect(core.stats()).toMatchObject({ unfinished: 0, leases: 0, inflightKeyed: 0, held: 0 });
   });
 
   it("a success without a result stores an empty result", () => {

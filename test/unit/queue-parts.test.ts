@@ -3,6 +3,7 @@ import { seededRandom, type Random } from "../../src/base/random.js";
 import { retryDelayMs } from "../../src/grains/queue/backoff.js";
 import { Heap } from "../../src/grains/queue/heap.js";
 import { KeySlots, QUEUE_RULE, readyOrder, slotOf, type ReadyItem } from "../../src/grains/queue/key-slots.js";
+import { NO_KNOWN, makeCore, newTask } from "../support/core-fixtures.js";
 
 const fixed = (value: number): Random => ({ next: () => value });
 
@@ -118,5 +119,23 @@ describe("KeySlots", () => {
     slots.hold(s, item("x", 1));
     slots.hold(s, item("y", 2));
     expect(slots.setSlotLimit(s, 3).map((i) => i.id)).toEqual(["x", "y"]);
+  });
+});
+
+describe("timer compaction", () => {
+  it("timers of finished tasks do not pile up (far deadlines, many tasks)", () => {
+    const { core, time } = makeCore();
+    const far = time.nowMs + 365 * 86_400_000;
+    for (let round = 0; round < 5; round++) {
+      const tasks = Array.from({ length: 1_000 }, () => newTask({ deadlineAtMs: far, expiresAtMs: far }));
+      core.enqueue(tasks, NO_KNOWN, time.nowMs, false);
+      for (const plan of core.lease(1_000, time.nowMs)) {
+        core.settle([{ leaseId: plan.leaseId, taskId: plan.taskIds[0]!, outcome: "success" }], time.nowMs);
+      }
+      core.drain();
+    }
+    core.tick(time.advance(1));
+    expect(core.stats()).toMatchObject({ unfinished: 0 });
+    expect(core.stats().timers).toBeLessThan(2_048);
   });
 });

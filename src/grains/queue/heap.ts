@@ -28,6 +28,14 @@ export class Heap<T> {
     }
   }
 
+  /** Keeps only the items `keep` accepts (drops stale entries in bulk), in O(n). */
+  retain(keep: (item: T) => boolean): void {
+    const kept = this.items.filter(keep);
+    this.items.length = 0;
+    this.items.push(...kept);
+    for (let i = (this.items.length >> 1) - 1; i >= 0; i--) this.siftDown(i);
+  }
+
   pop(): T | undefined {
     const items = this.items;
     const top = items[0];

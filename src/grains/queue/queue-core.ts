@@ -218,6 +218,7 @@ export class QueueCore {
     const plannedIds = new Set<string>();
     const plannedKeys = new Set<string>();
     const plannedGroupTypes = new Map<string, string>();
+    this.compactDue();
     const outcomes = tasks.map((t) => this.admit(t, known, nowMs, plannedIds, plannedKeys, plannedGroupTypes));
     const failure = outcomes.find((o) => !o.ok);
     if (atomic && failure) return outcomes;
@@ -708,6 +709,7 @@ export class QueueCore {
       this.due.pop();
       this.fireDue(top, nowMs);
     }
+    this.compactDue();
     for (let top = this.leaseExpiry.peek(); top && top.atMs <= nowMs; top = this.leaseExpiry.peek()) {
       this.leaseExpiry.pop();
       const lease = this.leases.get(top.leaseId);
@@ -770,6 +772,21 @@ export class QueueCore {
     if (atMs <= first) return first;
     const interval = this.config.groupSweepIntervalMs;
     return first + Math.ceil((atMs - first) / interval) * interval;
+  }
+
+  /**
+   * Timers of tasks that finished early (a far deadline, say) stay in the heap until
+   * their time; when they outnumber the live ones, drop them in one pass so memory
+   * follows the unfinished tasks, not every task ever enqueued.
+   */
+  private compactDue(): void {
+    if (this.due.size < 1024 || this.due.size < 4 * this.entries.size) return;
+    this.due.retain((d) => {
+      const e = this.entries.get(d.id);
+      if (!e) return false;
+      if (d.kind === "ready") return (e.state === "scheduled" || e.state === "retry") && e.readyAtMs === d.atMs;
+      return WAITING.has(e.state) && (d.kind === "expire" ? e.expiresAtMs : e.deadlineAtMs) === d.atMs;
+    });
   }
 
   private fireDue(item: DueItem, nowMs: number): void {
@@ -935,8 +952,11 @@ export class QueueCore {
     return [...this.entries.values()].map((e) => ({ ...e }));
   }
 
-  stats(): { unfinished: number; leases: number; inflightKeyed: number; held: number } {
-    return { unfinished: this.entries.size, leases: this.leases.size, inflightKeyed: this.slots.inflightTotal(), held: this.slots.heldTotal() };
+  stats(): { unfinished: number; leases: number; inflightKeyed: number; held: number; timers: number } {
+    return {
+      unfinished: this.entries.size, leases: this.leases.size, inflightKeyed: this.slots.inflightTotal(),
+      held: this.slots.heldTotal(), timers: this.due.size,
+    };
   }
 
   get keyLimit(): number | undefined {

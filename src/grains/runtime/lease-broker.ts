@@ -54,11 +54,13 @@ export class LeaseBroker {
   private readonly draining = new Map<string, number>();
   /** Workers seen in Lease calls: their queues, batch types and when they last called. */
   private readonly seen = new Map<string, { queues: ReadonlySet<string>; batchTypes: ReadonlySet<string>; atMs: number }>();
+  private seenPruneAt = 1024;
 
   constructor(private readonly options: LeaseBrokerOptions) {}
 
   async lease(call: LeaseCall): Promise<LeasedDelivery[]> {
     if (this.isDraining(call.workerId)) return [];
+    if (this.seen.size >= this.seenPruneAt) this.pruneSeen();
     this.seen.set(call.workerId, {
       queues: new Set(call.queues.map((q) => q.name)), batchTypes: call.caps.batchTypes, atMs: this.options.clock.nowMs(),
     });
@@ -122,6 +124,13 @@ export class LeaseBroker {
       else if (w.batchTypes.has(type) && w.queues.has(queue)) return true;
     }
     return false;
+  }
+
+  /** Forgets workers not seen for an hour (worker ids change with every process). */
+  private pruneSeen(): void {
+    const sinceMs = this.options.clock.nowMs() - 3_600_000;
+    for (const [id, w] of this.seen) if (w.atMs < sinceMs) this.seen.delete(id);
+    this.seenPruneAt = Math.max(1024, 2 * this.seen.size);
   }
 
   /** True while parked calls wait on `queue` (its grain must stay in memory). */
