@@ -84,3 +84,14 @@ export async function machineBusyPercent(ms = 1_000): Promise<number | undefined
   if (!a || !b || b.total === a.total) return undefined;
   return Math.round(((b.busy - a.busy) / (b.total - a.total)) * 100);
 }
+
+/** Bytes a process has written so far (/proc/PID/io): `wchar` through write calls, `writeBytes` sent to storage. */
+export function ioOf(pid: number): { wchar: number; writeBytes: number } | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/io`, "utf8");
+    const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, "m").exec(text)?.[1] ?? Number.NaN);
+    return { wchar: field("wchar"), writeBytes: field("write_bytes") };
+  } catch {
+    return undefined;
+  }
+}

@@ -114,6 +114,22 @@ export class Daemon {
     return sum;
   }
 
+  /**
+   * A Prometheus counter or gauge summed per value of one label (GET /metrics), e.g.
+   * metricBy("conveyor_rpc_duration_seconds_count", "method") → { Lease: 612, Settle: 830 }.
+   */
+  async metricBy(name: string, label: string): Promise<Record<string, number>> {
+    const text = await (await fetch(`http://${this.httpAddress}/metrics`)).text();
+    const out: Record<string, number> = {};
+    const pattern = new RegExp(`[{,]${label}="([^"]*)"`);
+    for (const line of text.split("\n")) {
+      if (!line.startsWith(`${name}{`)) continue;
+      const key = pattern.exec(line)?.[1] ?? "";
+      out[key] = (out[key] ?? 0) + (Number(line.slice(line.lastIndexOf(" ") + 1)) || 0);
+    }
+    return out;
+  }
+
   /** Recent log lines (for error reports). */
   logs(): string {
     return this.logTail.join("\n");

@@ -25,3 +25,29 @@ export function payloadOf(i: number, ts = 1_700_000_000_000): { userId: string; 
 export function benchTask(i: number, ts?: number): NewTaskSpec {
   return newTask(TASK_TYPE, json(payloadOf(i, ts)));
 }
+
+/** A small seeded PRNG (mulberry32): the same shuffle on every run. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+/**
+ * `count` key indexes over `keys` keys, as even as possible (count / keys each), in a
+ * seeded random order: element i is the key of the i-th task.
+ */
+export function shuffledKeys(count: number, keys: number, seed = 42): number[] {
+  const out = Array.from({ length: count }, (_, i) => i % keys);
+  const random = seededRandom(seed);
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}

@@ -2,7 +2,7 @@
  * Producer loops: N enqueues one at a time, with L calls in flight, or in batches.
  * Each returns per-call latencies (ms); any failed enqueue fails the run.
  */
-import type { Client, ConveyorError, TaskInfo } from "../src/index.js";
+import type { Client, ConveyorError, EnqueueOptions, NewTaskSpec, TaskInfo } from "../src/index.js";
 import { benchTask } from "./payload.js";
 import { wallNow } from "./time.js";
 
@@ -14,19 +14,25 @@ export interface ProduceOptions {
   /** Called every `progressEvery` tasks with the number enqueued so far. */
   onProgress?: (enqueued: number) => void;
   progressEvery?: number;
+  /** The i-th task (i counts from 0, `offset` not added), built when its call is issued; default benchTask(offset + i). */
+  task?: (i: number) => NewTaskSpec;
+  /** Enqueue options of the i-th task besides `queue` (e.g. a concurrency key or group). */
+  options?: (i: number) => Omit<EnqueueOptions, "queue">;
 }
+
+const taskOf = (o: ProduceOptions, i: number): NewTaskSpec => (o.task ? o.task(i) : benchTask((o.offset ?? 0) + i));
+const optionsOf = (o: ProduceOptions, i: number): EnqueueOptions => (o.options ? { ...o.options(i), queue: o.queue } : { queue: o.queue });
 
 /** Awaits `client.enqueue` `count` times, `lanes` calls in flight (1 = strictly sequential). */
 export async function enqueueLanes(client: Client, lanes: number, o: ProduceOptions): Promise<number[]> {
   const latencies = new Array<number>(o.count);
   const every = o.progressEvery ?? 1_000;
-  const offset = o.offset ?? 0;
   let next = 0;
   let done = 0;
   const lane = async () => {
     for (let i = next++; i < o.count; i = next++) {
       const t0 = wallNow();
-      await client.enqueue(benchTask(offset + i), { queue: o.queue });
+      await client.enqueue(taskOf(o, i), optionsOf(o, i));
       latencies[i] = wallNow() - t0;
       if (++done % every === 0) o.onProgress?.(done);
     }
@@ -38,11 +44,10 @@ export async function enqueueLanes(client: Client, lanes: number, o: ProduceOpti
 /** `client.enqueueBatch` of `batchSize` items per call, one call at a time. Returns per-call latencies. */
 export async function enqueueBatches(client: Client, batchSize: number, o: ProduceOptions): Promise<number[]> {
   const latencies: number[] = [];
-  const offset = o.offset ?? 0;
   for (let start = 0; start < o.count; start += batchSize) {
     const n = Math.min(batchSize, o.count - start);
     const t0 = wallNow();
-    const items = Array.from({ length: n }, (_, k) => ({ task: benchTask(offset + start + k), options: { queue: o.queue } }));
+    const items = Array.from({ length: n }, (_, k) => ({ task: taskOf(o, start + k), options: optionsOf(o, start + k) }));
     const results = await client.enqueueBatch(items);
     latencies.push(wallNow() - t0);
     const failed = results.find((r): r is ConveyorError => !isInfo(r));

@@ -1,4 +1,5 @@
 /** IPC messages between the benchmark and its worker process (bench/worker-process.ts). */
+import type { ConcurrencyRuleSpec } from "../src/index.js";
 
 /** The task type every benchmark task uses. */
 export const TASK_TYPE = "bench:task";
@@ -11,6 +12,19 @@ export interface WorkerConfig {
   sleepMs: number;
   /** Keep per-task handler timestamps (and parse the payload's `ts`) for `report`. */
   record: boolean;
+  /**
+   * Register the handler with `mux.handleBatch` (one call per fired group; every member
+   * counts as a handled task and, with `record`, gets a record; each call is also kept
+   * in the report's `calls`). Default: a plain `mux.handle` handler.
+   */
+  batch?: boolean;
+  /** Concurrency rules declared with the handler (`mux.handle(type, fn, { concurrency })`). */
+  rules?: ConcurrencyRuleSpec[];
+  /**
+   * Start measuring at once, expecting this many handled tasks (as `measure` would), for
+   * scenarios that enqueue before the worker starts: `measure` would come too late.
+   */
+  expect?: number;
 }
 
 export type ToWorker =
@@ -33,6 +47,19 @@ export interface HandlerRecords {
   group: string[];
 }
 
+/** Batch handler calls, columnar (one index per call, in start order). */
+export interface BatchCalls {
+  /** Call start and end, wallNow() ms. */
+  start: number[];
+  end: number[];
+  /** Members in the call. */
+  size: number[];
+  /** Distinct groups among the members (1 = not mixed). */
+  groups: number[];
+  /** The first member's group. */
+  group: string[];
+}
+
 export interface WorkerErrors {
   count: number;
   byContext: Record<string, number>;
@@ -40,7 +67,11 @@ export interface WorkerErrors {
 }
 
 export type FromWorker =
-  | { type: "started"; pid: number; workerId: string }
+  /**
+   * Sent once the SDK Worker has registered its task types (and rules): `at` is the
+   * worker's wallNow() just before `Worker.start()`.
+   */
+  | { type: "started"; pid: number; workerId: string; at: number }
   | { type: "progress"; completed: number; expect: number; inFlight: number }
   | { type: "done"; completed: number; at: number; firstStartAt: number }
   /**
@@ -48,7 +79,7 @@ export type FromWorker =
    * Lease response start in one synchronous loop, so with a fast handler this counts
    * Lease responses: completed / startClusters ≈ deliveries per Lease response.
    */
-  | { type: "report"; records: HandlerRecords; errors: WorkerErrors; maxInFlight: number; startClusters: number }
+  | { type: "report"; records: HandlerRecords; calls: BatchCalls; errors: WorkerErrors; maxInFlight: number; startClusters: number }
   | { type: "pong"; sentAt: number; at: number }
   | { type: "stopped" }
   | { type: "fatal"; message: string };

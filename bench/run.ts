@@ -4,7 +4,7 @@
  * stdout (progress goes to stderr) and writes bench-results/<timestamp>.json and
  * bench-results/latest.json.
  *
- *   node dist/bench/run.js [--only enqueue,e2e,latency] [--tasks 20000]
+ *   node dist/bench/run.js [--only enqueue,e2e,latency,keys,batch,rules] [--tasks 20000]
  *       [--latency-tasks 2000] [--latency-rate 200] [--set key=value ...] [--out DIR]
  *
  * Environment: BENCH_DAEMON_ARGS / BENCH_WORKER_ARGS add node flags to the daemon /
@@ -22,16 +22,19 @@ import { machineBusyPercent } from "./cpu.js";
 import { installCleanupHandlers } from "./processes.js";
 import { runScenario } from "./runner.js";
 import { targetMet, type BenchOptions, type ResultRow, type Scenario } from "./scenario.js";
+import { batchScenario } from "./scenarios/batch.js";
 import { e2eScenario } from "./scenarios/e2e.js";
 import { enqueueScenario } from "./scenarios/enqueue.js";
+import { keysScenario } from "./scenarios/keys.js";
 import { latencyScenario } from "./scenarios/latency.js";
+import { rulesScenario } from "./scenarios/rules.js";
 import { fmtMs, fmtNum, renderTable } from "./stats.js";
 
 /** Machine CPU use (by others, sampled before a scenario) above which results are flagged as noisy. */
 const BUSY_PERCENT = 10;
 
 /** Every scenario, in run order. */
-const SCENARIOS: Scenario[] = [enqueueScenario, e2eScenario, latencyScenario];
+const SCENARIOS: Scenario[] = [enqueueScenario, e2eScenario, latencyScenario, keysScenario, batchScenario, rulesScenario];
 
 const USAGE = `usage: node dist/bench/run.js [--only NAME,...] [--tasks N] [--latency-tasks N] [--latency-rate R] [--set key=value ...] [--out DIR]
 scenarios:

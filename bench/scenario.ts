@@ -11,7 +11,7 @@ import type { WorkerConfig } from "./protocol.js";
 import type { WorkerProcess } from "./worker-handle.js";
 
 export interface BenchOptions {
-  /** Tasks per throughput scenario (default 20,000). */
+  /** Tasks per throughput scenario: enqueue, e2e, rules (default 20,000; keys and batch use a fixed 10,000). */
   tasks: number;
   /** Tasks of the paced pickup-latency scenario (default 2,000). */
   latencyTasks: number;

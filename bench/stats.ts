@@ -35,6 +35,26 @@ export function summarize(values: readonly number[]): Summary {
   };
 }
 
+/**
+ * The most intervals [start, end) open at once: an interval that ends at the instant
+ * another starts does not overlap it. Intervals with a NaN bound are ignored.
+ */
+export function maxOverlap(starts: readonly number[], ends: readonly number[]): number {
+  const events: Array<[number, number]> = [];
+  for (let i = 0; i < starts.length; i++) {
+    if (Number.isNaN(starts[i]) || Number.isNaN(ends[i])) continue;
+    events.push([starts[i]!, 1], [ends[i]!, -1]);
+  }
+  events.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let open = 0;
+  let max = 0;
+  for (const [, d] of events) {
+    open += d;
+    if (open > max) max = open;
+  }
+  return max;
+}
+
 /** 12345.6 → "12,346"; small numbers keep a few significant digits. */
 export function fmtNum(n: number | undefined): string {
   if (n === undefined || !Number.isFinite(n)) return "-";

@@ -26,3 +26,10 @@ export async function until<T>(what: string, probe: () => Promise<T | undefined>
     await sleep(intervalMs);
   }
 }
+
+/**
+ * CLOCK_MONOTONIC in µs: the clock of V8 CPU profiles (--cpu-prof sample timestamps), in
+ * every process of the machine. Scenarios keep their measured window in it, so that a
+ * profile can be cut to the measurement.
+ */
+export const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);

@@ -2,7 +2,7 @@
  * Warm-up before a measurement (JIT, connections, grain activation) and the readiness
  * check of a worker: its Lease call parked on the node (GET /healthz parkedLeases).
  */
-import type { Client } from "../src/index.js";
+import type { Client, NewTaskSpec } from "../src/index.js";
 import type { Daemon } from "./daemon.js";
 import { enqueueBatches, enqueueLanes } from "./producer.js";
 import { until } from "./time.js";
@@ -18,13 +18,14 @@ export async function warmUpProducer(client: Client, queue: string, count = 1_00
 
 /**
  * Runs `count` tasks through the worker on `queue` (singles and batches), waits until
- * they are all handled and the worker's next Lease call is parked.
+ * they are all handled and the worker's next Lease call is parked. `task` builds the
+ * warm-up tasks (from an index ≥ 930,000) when the default payload does not fit.
  */
-export async function warmUpWorker(client: Client, daemon: Daemon, worker: WorkerProcess, queue: string, count = 1_000): Promise<void> {
+export async function warmUpWorker(client: Client, daemon: Daemon, worker: WorkerProcess, queue: string, count = 1_000, task?: (i: number) => NewTaskSpec): Promise<void> {
   worker.measure(count);
   const half = Math.floor(count / 2);
-  await enqueueLanes(client, 10, { queue, count: half, offset: 930_000 });
-  await enqueueBatches(client, 1_000, { queue, count: count - half, offset: 940_000 });
+  await enqueueLanes(client, 10, { queue, count: half, offset: 930_000, ...(task ? { task: (i: number) => task(930_000 + i) } : {}) });
+  await enqueueBatches(client, 1_000, { queue, count: count - half, offset: 940_000, ...(task ? { task: (i: number) => task(940_000 + i) } : {}) });
   await worker.waitDone({ stallMs: 15_000 });
   await waitParked(daemon);
 }

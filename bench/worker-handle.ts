@@ -2,7 +2,7 @@
 import { fork, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { trackChild, waitExit } from "./processes.js";
-import type { FromWorker, HandlerRecords, ToWorker, WorkerConfig, WorkerErrors } from "./protocol.js";
+import type { BatchCalls, FromWorker, HandlerRecords, ToWorker, WorkerConfig, WorkerErrors } from "./protocol.js";
 import { wallNow } from "./time.js";
 
 const ENTRY = join(import.meta.dirname, "worker-process.js");
@@ -11,6 +11,8 @@ export type DoneMessage = Extract<FromWorker, { type: "done" }>;
 export type ProgressMessage = Extract<FromWorker, { type: "progress" }>;
 export interface WorkerReport {
   records: HandlerRecords;
+  /** Batch handler calls (empty unless the worker runs a batch handler with `record`). */
+  calls: BatchCalls;
   errors: WorkerErrors;
   maxInFlight: number;
   startClusters: number;
@@ -25,13 +27,21 @@ export class WorkerProcess {
   lastProgress: ProgressMessage | undefined;
   lastProgressAt = 0;
 
-  private constructor(readonly child: ChildProcess, readonly workerId: string) {}
+  /**
+   * @param startedAt the worker's wallNow() just before its SDK Worker started (it had
+   * registered its types by the time `start` resolved).
+   */
+  private constructor(readonly child: ChildProcess, readonly workerId: string, readonly startedAt: number) {}
 
   get pid(): number {
     return this.child.pid!;
   }
 
-  /** Forks the worker process and starts its SDK Worker on `config.queue`. */
+  /**
+   * Forks the worker process and starts its SDK Worker on `config.queue`; resolves once
+   * the worker has registered its task types (and rules). With `config.expect` the
+   * worker is measuring from the start (no `measure` call needed).
+   */
   static async start(config: WorkerConfig): Promise<WorkerProcess> {
     const execArgv = (process.env.BENCH_WORKER_ARGS ?? "").split(/\s+/).filter(Boolean);
     const child = fork(ENTRY, [], { stdio: ["ignore", "inherit", "inherit", "ipc"], execArgv, env: workerEnv() });
@@ -52,7 +62,8 @@ export class WorkerProcess {
       });
       child.send({ type: "init", config } satisfies ToWorker);
     });
-    const handle = new WorkerProcess(child, started.workerId);
+    const handle = new WorkerProcess(child, started.workerId, started.at);
+    if (config.expect !== undefined) handle.lastProgressAt = wallNow();
     child.on("message", (raw) => handle.onMessage(raw as FromWorker));
     return handle;
   }
@@ -103,7 +114,7 @@ export class WorkerProcess {
   async report(): Promise<WorkerReport> {
     const m = await this.request({ type: "report" }, "report");
     if (m.type !== "report") throw new Error("unexpected reply");
-    return { records: m.records, errors: m.errors, maxInFlight: m.maxInFlight, startClusters: m.startClusters };
+    return { records: m.records, calls: m.calls, errors: m.errors, maxInFlight: m.maxInFlight, startClusters: m.startClusters };
   }
 
   /**
