@@ -22,8 +22,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
   });
 
   function queueInfo(name: string): QueueInfo {
-    const found = ctx.queries.listQueues().find((q) => q.name === name);
-    return toQueueInfo(found ?? { name, paused: false, counts: { scheduled: 0, pending: 0, aggregating: 0, active: 0, retry: 0, completed: 0, archived: 0, cancelled: 0 } });
+    return toQueueInfo(ctx.queries.queueSummary(name));
   }
 
   /** A limit with the live counts of its grain, when the grain is in memory. */
@@ -96,7 +95,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
 
     async deleteQueueConcurrencyLimit(call) {
       const queue = checkQueueName(call.request.queue, "queue");
-      if (ctx.queries.listQueues().find((q) => q.name === queue)?.keyLimit === undefined) {
+      if (ctx.queries.queueSettings().find((q) => q.name === queue)?.keyLimit === undefined) {
         throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${JSON.stringify(queue)} has no concurrency limit`);
       }
       ctx.store.setKeyLimit(queue, undefined);
@@ -107,7 +106,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
 
     async listConcurrencyLimits() {
       return {
-        limits: ctx.queries.listQueues().filter((q) => q.keyLimit !== undefined).map((q) => concurrencyLimit(q.name, q.keyLimit!)),
+        limits: ctx.queries.queueSettings().filter((q) => q.keyLimit !== undefined).map((q) => concurrencyLimit(q.name, q.keyLimit!)),
       };
     },
 
@@ -125,7 +124,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
 
     async deleteQueueRateLimit(call) {
       const queue = checkQueueName(call.request.queue, "queue");
-      if (ctx.queries.listQueues().find((q) => q.name === queue)?.rateLimit === undefined) {
+      if (ctx.queries.queueSettings().find((q) => q.name === queue)?.rateLimit === undefined) {
         throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${JSON.stringify(queue)} has no rate limit override`);
       }
       ctx.store.setRateLimit(queue, undefined);
@@ -173,6 +172,8 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       const filter = call.request.queue;
       const withinMs = ctx.config.leaseWaitMaxMs + 10_000;
       const groups = [];
+      // Groups live in grain memory: this reads the grains of queues that can have any
+      // (aggregating members, or fired batches among their pending tasks), activating them.
       for (const q of ctx.queries.listQueues()) {
         if (filter && q.name !== filter) continue;
         if (q.counts.aggregating === 0 && q.counts.pending === 0) continue;
@@ -213,7 +214,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
     async listRateLimits() {
       const fallback = defaultRateLimit(ctx.config);
       return {
-        limits: ctx.queries.listQueues().filter((q) => q.rateLimit !== undefined).map((q) => ({ queue: q.name, ...q.rateLimit! })),
+        limits: ctx.queries.queueSettings().filter((q) => q.rateLimit !== undefined).map((q) => ({ queue: q.name, ...q.rateLimit! })),
         ...(fallback ? { defaultLimit: { queue: "", ...fallback } } : {}),
       };
     },

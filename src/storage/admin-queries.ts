@@ -30,6 +30,8 @@ export class AdminQueries {
     this.stmt = {
       queues: s.prepare("SELECT name, paused, key_limit, rate_per_sec, rate_burst FROM queues ORDER BY name"),
       counts: s.prepare("SELECT queue, state, COUNT(*) AS n FROM tasks GROUP BY queue, state"),
+      queue: s.prepare("SELECT name, paused, key_limit, rate_per_sec, rate_burst FROM queues WHERE name = ?"),
+      queueCounts: s.prepare("SELECT state, COUNT(*) AS n FROM tasks WHERE queue = ? GROUP BY state"),
       pageByState: s.prepare(`SELECT rowid AS cursor, * FROM tasks WHERE queue = ? AND state = ? AND rowid > ?
         ORDER BY rowid LIMIT ?`),
       pageAll: s.prepare("SELECT rowid AS cursor, * FROM tasks WHERE queue = ? AND rowid > ? ORDER BY rowid LIMIT ?"),
@@ -43,14 +45,7 @@ export class AdminQueries {
 
   listQueues(): QueueSummary[] {
     const summaries = new Map<string, QueueSummary>();
-    type Row = { name: string; paused: number; key_limit: number | null; rate_per_sec: number | null; rate_burst: number | null };
-    for (const row of this.stmt.queues.all() as Row[]) {
-      summaries.set(row.name, {
-        name: row.name, paused: row.paused === 1, counts: emptyCounts(),
-        ...(row.key_limit !== null ? { keyLimit: row.key_limit } : {}),
-        ...(row.rate_per_sec !== null ? { rateLimit: { ratePerSec: row.rate_per_sec, burst: row.rate_burst ?? 1 } } : {}),
-      });
-    }
+    for (const summary of this.queueSettings()) summaries.set(summary.name, summary);
     for (const row of this.stmt.counts.all() as Array<{ queue: string; state: TaskState; n: number }>) {
       let summary = summaries.get(row.queue);
       if (!summary) summaries.set(row.queue, (summary = { name: row.queue, paused: false, counts: emptyCounts() }));
@@ -59,8 +54,17 @@ export class AdminQueries {
     return [...summaries.values()].sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  queueExists(queue: string): boolean {
-    return this.listQueues().some((q) => q.name === queue);
+  /** Every known queue's settings, without counting its tasks (cheap). */
+  queueSettings(): QueueSummary[] {
+    return (this.stmt.queues.all() as QueueRow[]).map(toSummary);
+  }
+
+  /** One queue with its counts (an index range scan of that queue only). */
+  queueSummary(queue: string): QueueSummary {
+    const row = this.stmt.queue.get(queue) as QueueRow | undefined;
+    const summary = row ? toSummary(row) : { name: queue, paused: false, counts: emptyCounts() };
+    for (const c of this.stmt.queueCounts.all(queue) as Array<{ state: TaskState; n: number }>) summary.counts[c.state] = c.n;
+    return summary;
   }
 
   listTasks(queue: string, state: TaskState | undefined, pageSize: number, cursor: string): TaskPage {
@@ -93,6 +97,16 @@ export class AdminQueries {
   purgeFinished(nowMs: number, limit: number): number {
     return this.db.write(() => this.stmt.purge.run(nowMs, limit).changes);
   }
+}
+
+type QueueRow = { name: string; paused: number; key_limit: number | null; rate_per_sec: number | null; rate_burst: number | null };
+
+function toSummary(row: QueueRow): QueueSummary {
+  return {
+    name: row.name, paused: row.paused === 1, counts: emptyCounts(),
+    ...(row.key_limit !== null ? { keyLimit: row.key_limit } : {}),
+    ...(row.rate_per_sec !== null ? { rateLimit: { ratePerSec: row.rate_per_sec, burst: row.rate_burst ?? 1 } } : {}),
+  };
 }
 
 function emptyCounts(): Record<TaskState, number> {
