@@ -15,6 +15,7 @@ import { registerConcurrencyCommands } from "./commands/concurrency.js";
 import { registerRateLimitCommands } from "./commands/ratelimit.js";
 import { registerGroupCommands } from "./commands/group.js";
 import { registerStrategyCommands } from "./commands/strategy.js";
+import { registerClusterCommands } from "./commands/cluster.js";
 import { addGlobalOptions, CliContext, installGlobalOptions, type GlobalOptions } from "./context.js";
 
 export type CommandGroup = (program: Command, ctx: CliContext) => void;
@@ -27,6 +28,7 @@ export const COMMAND_GROUPS: readonly CommandGroup[] = [
   registerRateLimitCommands,
   registerGroupCommands,
   registerStrategyCommands,
+  registerClusterCommands,
 ];
 
 /**

@@ -20,6 +20,15 @@ export interface RouterDeps {
 export class Router {
   constructor(private readonly deps: RouterDeps) {}
 
+  /** The ring this node routes with now. */
+  get ring(): Ring {
+    return this.deps.ring();
+  }
+
+  get selfId(): string {
+    return this.deps.selfId;
+  }
+
   ownerOf(queue: string): string {
     return this.deps.ring().ownerOf(queue);
   }

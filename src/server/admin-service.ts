@@ -211,6 +211,17 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       return {};
     },
 
+    async getClusterInfo() {
+      const ring = ctx.router.ring;
+      const queues = ctx.host.activeQueues().sort();
+      return {
+        nodeId: ctx.router.selfId, ringVersion: BigInt(ring.version),
+        members: ring.members.map((id) => ({ nodeId: id, self: id === ctx.router.selfId })),
+        activeGrains: queues.length, activeQueues: queues, parkedLeases: ctx.broker.parked,
+        startedAtMs: BigInt(ctx.startedAtMs),
+      };
+    },
+
     async listRateLimits() {
       const fallback = defaultRateLimit(ctx.config);
       return {

@@ -15,6 +15,7 @@ import type { TaskDefaults } from "./validate.js";
 /** What the gRPC services of a node share; built by the composition root (node.ts). */
 export interface NodeContext {
   config: NodeConfig;
+  startedAtMs: number;
   clock: Clock;
   router: Router;
   broker: LeaseBroker;

@@ -97,7 +97,7 @@ export class ConveyorNode {
     });
 
     const ctx: NodeContext = {
-      config, clock, router, broker, store, queries, metrics, host, rules,
+      config, clock, router, broker, store, queries, metrics, host, rules, startedAtMs: clock.nowMs(),
       taskDefaults: {
         maxRetry: config.defaultMaxRetry, retentionMs: config.retentionMs,
         backoffBaseMs: config.retryBackoffBaseMs, backoffMaxMs: config.retryBackoffMaxMs,

@@ -130,6 +130,18 @@ describe("conveyor CLI", () => {
     expect(await queueInfo("cli-counts")).toMatchObject({ paused: false, counts: { pending: 2, scheduled: 1, cancelled: 0 } });
   });
 
+  it("shows the ring and this node's grains with `cluster status`", async () => {
+    await enqueue("cli-cluster");
+    const text = await ok(["cluster", "status"]);
+    expect(text).toMatch(/node:\s+127\.0\.0\.1:\d+/);
+    expect(text).toMatch(/ring version:\s+1/);
+    expect(text).toContain("cli-cluster");
+    expect(text).toContain("this node");
+    const json = JSON.parse(await ok(["cluster", "status", "--json"])) as { members: Array<{ self: boolean }>; ringVersion: number };
+    expect(json.members).toEqual([expect.objectContaining({ self: true })]);
+    expect(json.ringVersion).toBe(1);
+  });
+
   it("pauses and resumes a queue", async () => {
     await enqueue("cli-pause");
     expect(await ok(["queue", "pause", "cli-pause"])).toBe("queue cli-pause paused\n");
