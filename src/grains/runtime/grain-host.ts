@@ -54,20 +54,26 @@ export class GrainHost {
     if (this.stopped) throw new Error("grain host is stopped");
     this.reminders.get(queue)?.();
     this.reminders.delete(queue);
-    const { store, clock, random, newLeaseId, core, hooks, logger } = this.options;
+    const { store, clock, random, newLeaseId, core, hooks } = this.options;
+    const logger = this.loggerOf(queue);
     const sharedSlots = this.options.sharedSlots.forQueue(queue);
     const grain = new QueueGrain(queue, new QueueCore(queue, core, { random, newLeaseId, sharedSlots }), store, clock, {
       ...hooks,
       onFailure: (q, error) => {
-        logger.error({ queue: q, err: error }, "grain storage write failed; deactivating");
+        logger.error({ err: error }, "grain storage write failed; deactivating");
         this.deactivate(q, "failed");
       },
     });
     this.grains.set(queue, grain);
     grain.activate();
     this.options.onLifecycle?.(queue, "activated");
-    logger.debug({ queue }, "grain activated");
+    logger.debug("grain activated");
     return grain;
+  }
+
+  /** A child logger per grain: every line names the grain (never a payload). */
+  private loggerOf(queue: string): Logger {
+    return this.options.logger.child({ grain: `queue/${queue}` });
   }
 
   /** Grains currently in memory. */
@@ -87,7 +93,7 @@ export class GrainHost {
     grain.deactivate();
     if (reason === "idle" && wakeAtMs !== undefined) this.remind(queue, wakeAtMs);
     this.options.onLifecycle?.(queue, reason);
-    this.options.logger.debug({ queue, reason }, "grain deactivated");
+    this.loggerOf(queue).debug({ reason }, "grain deactivated");
   }
 
   /** Deactivates every grain (storage rolled back, or the node stops). */
