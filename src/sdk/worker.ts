@@ -167,12 +167,18 @@ export class Worker {
         continue;
       }
       try {
+        const calledAt = Date.now();
         const res = await this.rpc.lease(
           { workerId: this.workerId, queues: this.queues, maxDeliveries: free, waitMs: this.leaseWaitMs, batchTypes: this.options.mux.batchTypes },
           { timeoutMs: this.leaseWaitMs + 15_000, signal: this.leaseAbort.signal, waitForReady: true },
         );
         failures = 0;
         if (res.heartbeatIntervalMs > 0) this.heartbeatMs = res.heartbeatIntervalMs;
+        // An empty answer at once means no wait was possible (a zero leaseWaitMs, or the
+        // server still fences a previous run of this worker id): back off, do not spin.
+        if (res.deliveries.length === 0 && Date.now() - calledAt < 50) {
+          await sleep(jitter(RECONNECT_BASE_MS));
+        }
         for (const d of res.deliveries) this.run(d);
         // Let handlers that finish at once free their slots first, so the next Lease
         // asks for every free slot (fewer, fuller round trips).

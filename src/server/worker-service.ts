@@ -12,9 +12,6 @@ import { ruleFromWire } from "./rules/rule-wire.js";
 import type { NodeContext } from "./node-context.js";
 import { BATCH_MAX, checkQueueName } from "./validate.js";
 
-/** How long a draining worker's id is refused (longer than any Lease call in flight). */
-const DRAIN_REMEMBER_MS = 5 * 60_000;
-
 const OUTCOMES: Partial<Record<WireOutcome, Outcome>> = {
   [WireOutcome.SUCCESS]: "success",
   [WireOutcome.RETRY]: "retry",
@@ -97,7 +94,8 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
         if (!outcome) throw invalidField(`settlements[${i}].outcome`, "must be SUCCESS, RETRY, SKIP_RETRY or RELEASED");
         return { leaseId: s.leaseId, taskId: s.taskId, outcome, result: s.result, error: s.error };
       });
-      if (call.request.workerDraining) ctx.broker.drain(call.request.workerId, DRAIN_REMEMBER_MS);
+      // Refuse the draining worker for longer than any of its Lease calls can be in flight.
+      if (call.request.workerDraining) ctx.broker.drain(call.request.workerId, ctx.config.leaseWaitMaxMs + 15_000);
       const results = new Array(items.length);
       for (const [queue, indexes] of byQueue(items)) {
         const errors = ctx.router.grainFor(queue).settle(indexes.map((i) => settlements[i]!));
@@ -121,6 +119,8 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
       });
       const staged = types.map((t) => ({ type: t.type, rules: t.concurrency.map(ruleFromWire) }));
       ctx.rules.registerAll(staged.map((t, i) => ({ ...t, field: `types[${i}].concurrency` })));
+      // A worker registers when it starts: a restarted worker with a fixed id is not draining.
+      ctx.broker.undrain(call.request.workerId);
       await ctx.committed();
       return {};
     },

@@ -181,6 +181,17 @@ describe("task lifecycle", () => {
     expect(task.retried).toBe(0);
   });
 
+  it("a worker with a fixed id that stops and starts again gets work at once", async () => {
+    const queue = "life-fixed-id";
+    const first = sdk.worker(new Mux().handle("f", async () => {}), { queues: [queue], workerId: "fixed-worker" });
+    await first.registered;
+    await first.stop({ graceMs: 0 }); // fences "fixed-worker" off while its Lease calls may be in flight
+    const ran = deferred();
+    sdk.worker(new Mux().handle("f", async () => ran.resolve()), { queues: [queue], workerId: "fixed-worker" });
+    await sdk.client.enqueue(newTask("f", json({})), { queue });
+    await ran.promise;
+  });
+
   it("operator actions: cancel, archive, run now, retry, delete", async () => {
     const queue = "life-admin";
     const a = await sdk.client.enqueue(newTask("x", json({})), { queue });

@@ -108,6 +108,11 @@ export class LeaseBroker {
     }
   }
 
+  /** The worker started again (it registered): lift its drain fence. */
+  undrain(workerId: string): void {
+    this.draining.delete(workerId);
+  }
+
   private isDraining(workerId: string): boolean {
     const untilMs = this.draining.get(workerId);
     return untilMs !== undefined && untilMs > this.options.clock.nowMs();
