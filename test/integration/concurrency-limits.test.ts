@@ -3,22 +3,16 @@
  * with raw Lease/Settle RPCs (a lease call returns exactly what is dispatchable at that
  * instant), the seed's example and the mutex with the SDK worker, limits set with the CLI.
  */
-import { execFile } from "node:child_process";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Mux, json, newTask } from "../../src/index.js";
 import { Outcome, type Delivery } from "../../src/gen/conveyor/v1/worker_service_pb.js";
-import { NodeProcess, REPO_ROOT, eventually } from "../support/node-process.js";
-import { connect, deferred } from "../support/sdk.js";
+import { NodeProcess, eventually } from "../support/node-process.js";
+import { connect, deferred, runCli } from "../support/sdk.js";
 
-const run = promisify(execFile);
 let node: NodeProcess;
 let sdk: ReturnType<typeof connect>;
 
-async function cli(...args: string[]) {
-  return run(process.execPath, [join(REPO_ROOT, "bin/conveyor.js"), "--server", node.grpcAddress, ...args]);
-}
+const cli = (...args: string[]) => runCli(node, ...args);
 
 beforeAll(async () => {
   node = await NodeProcess.start({ settings: { lease_ttl: "30s" } });
@@ -46,11 +40,7 @@ async function withShortLeases(body: () => Promise<void>): Promise<void> {
   }
 }
 
-/** Leases what is dispatchable right now (no waiting). */
-async function leaseNow(queue: string, max = 100): Promise<Delivery[]> {
-  const res = await sdk.workerRpc.lease({ workerId: "test", queues: [{ queue, weight: 1 }], maxDeliveries: max, waitMs: 0 });
-  return res.deliveries;
-}
+const leaseNow = (queue: string, max?: number) => sdk.leaseNow(queue, max);
 
 async function settle(d: Delivery, outcome: Outcome, error = "") {
   const res = await sdk.workerRpc.settle({

@@ -3,20 +3,18 @@
  * triggers, overrides set with the CLI, per-member outcomes, crash redelivery,
  * capability gating and restart.
  */
-import { execFile, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BatchError, Mux, json, newTask, skipRetry, type TaskView } from "../../src/index.js";
 import { GroupState } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import { NodeProcess, REPO_ROOT, eventually } from "../support/node-process.js";
-import { connect } from "../support/sdk.js";
+import { connect, runCli } from "../support/sdk.js";
 
-const run = promisify(execFile);
 let node: NodeProcess;
 let sdk: ReturnType<typeof connect>;
-const cli = (...args: string[]) => run(process.execPath, [join(REPO_ROOT, "bin/conveyor.js"), "--server", node.grpcAddress, ...args]);
+const cli = (...args: string[]) => runCli(node, ...args);
 
 beforeAll(async () => {
   node = await NodeProcess.start({ settings: { group_sweep_interval: "50ms", lease_ttl: "1s" } });

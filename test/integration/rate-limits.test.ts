@@ -2,19 +2,15 @@
  * Per-queue rate limits (token bucket) with a server default, through a real node,
  * the SDK worker and the CLI.
  */
-import { execFile } from "node:child_process";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Mux, json, newTask } from "../../src/index.js";
-import { NodeProcess, REPO_ROOT } from "../support/node-process.js";
-import { connect, deferred } from "../support/sdk.js";
+import { NodeProcess } from "../support/node-process.js";
+import { connect, deferred, runCli } from "../support/sdk.js";
 
-const run = promisify(execFile);
 let node: NodeProcess;
 let sdk: ReturnType<typeof connect>;
 
-const cli = (...args: string[]) => run(process.execPath, [join(REPO_ROOT, "bin/conveyor.js"), "--server", node.grpcAddress, ...args]);
+const cli = (...args: string[]) => runCli(node, ...args);
 
 beforeAll(async () => {
   node = await NodeProcess.start({ settings: { rate_limit_rate_per_sec: "50", rate_limit_burst: "10", lease_ttl: "30s" } });
@@ -27,8 +23,7 @@ afterAll(async () => {
   node.cleanup();
 });
 
-const leaseNow = async (queue: string, max = 1000) =>
-  (await sdk.workerRpc.lease({ workerId: "t", queues: [{ queue, weight: 1 }], maxDeliveries: max, waitMs: 0 })).deliveries;
+const leaseNow = (queue: string, max?: number) => sdk.leaseNow(queue, max);
 
 async function fill(queue: string, n: number, options: object = {}) {
   await sdk.client.enqueueBatch(Array.from({ length: n }, (_, i) => ({ task: newTask("tick", json({ i })), options: { queue, ...options } })));

@@ -4,20 +4,16 @@
  * registration by workers and by the CLI, cancellation of running tasks, and restart.
  * Dispatch decisions are checked with raw Lease calls (what is dispatchable right now).
  */
-import { execFile } from "node:child_process";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Mux, json, newTask, type ConcurrencyRuleSpec } from "../../src/index.js";
 import { LimitStrategy } from "../../src/gen/conveyor/v1/task_pb.js";
 import { Outcome, type Delivery } from "../../src/gen/conveyor/v1/worker_service_pb.js";
-import { NodeProcess, REPO_ROOT } from "../support/node-process.js";
-import { connect, deferred } from "../support/sdk.js";
+import { NodeProcess } from "../support/node-process.js";
+import { connect, deferred, runCli } from "../support/sdk.js";
 
-const run = promisify(execFile);
 let node: NodeProcess;
 let sdk: ReturnType<typeof connect>;
-const cli = (...args: string[]) => run(process.execPath, [join(REPO_ROOT, "bin/conveyor.js"), "--server", node.grpcAddress, ...args]);
+const cli = (...args: string[]) => runCli(node, ...args);
 
 beforeAll(async () => {
   node = await NodeProcess.start({ settings: { lease_ttl: "30s" } });
@@ -44,9 +40,7 @@ async function setRules(type: string, rules: Array<{ expression: string; maxRuns
 const enqueue = (queue: string, type: string, payload: object, metadata?: Record<string, string>) =>
   sdk.client.enqueue(newTask(type, json(payload), metadata), { queue });
 
-async function leaseNow(queue: string, max = 100): Promise<Delivery[]> {
-  return (await sdk.workerRpc.lease({ workerId: "t", queues: [{ queue, weight: 1 }], maxDeliveries: max, waitMs: 0 })).deliveries;
-}
+const leaseNow = (queue: string, max?: number) => sdk.leaseNow(queue, max);
 
 const idsOf = (ds: Delivery[]) => ds.map((d) => d.tasks[0]!.id);
 

@@ -1,11 +1,22 @@
 /** Shared SDK plumbing for integration tests. */
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import { Client, Mux, Worker, type WorkerOptions } from "../../src/index.js";
 import { RpcChannel } from "../../src/rpc/client.js";
 import { AdminService } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import { WorkerService } from "../../src/gen/conveyor/v1/worker_service_pb.js";
 import { TaskService } from "../../src/gen/conveyor/v1/task_service_pb.js";
+import type { Delivery } from "../../src/gen/conveyor/v1/worker_service_pb.js";
 import type { NodeProcess } from "./node-process.js";
-import { eventually } from "./node-process.js";
+import { REPO_ROOT, eventually } from "./node-process.js";
+
+const execFileAsync = promisify(execFile);
+
+/** Runs the real `conveyor` CLI against a node; rejects (with code and stderr) on exit 1. */
+export function runCli(node: NodeProcess, ...args: string[]) {
+  return execFileAsync(process.execPath, [join(REPO_ROOT, "bin/conveyor.js"), "--server", node.grpcAddress, ...args]);
+}
 
 export function connect(node: NodeProcess) {
   const channel = new RpcChannel({ address: node.grpcAddress });
@@ -21,6 +32,11 @@ export function connect(node: NodeProcess) {
       const w = new Worker({ mux, address: node.grpcAddress, ...options }).start();
       workers.push(w);
       return w;
+    },
+    /** What a Lease call gets right now (no waiting): the node's dispatch decision at this instant. */
+    async leaseNow(queue: string, max = 100): Promise<Delivery[]> {
+      const res = await channel.service(WorkerService).lease({ workerId: "test", queues: [{ queue, weight: 1 }], maxDeliveries: max, waitMs: 0 });
+      return res.deliveries;
     },
     /** Waits until the task reaches `state` (another process decides when). */
     async waitForState(id: string, state: string, timeoutMs = 10_000) {
