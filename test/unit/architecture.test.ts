@@ -1,0 +1,91 @@
+/**
+ * The dependency rules of ARCHITECTURE.md, checked on the source text (like a lint):
+ * dependencies point inward, only one folder touches each infrastructure library, and
+ * the grain's core never reads the clock, arms timers or draws its own randomness.
+ */
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+import { describe, expect, it } from "vitest";
+import { REPO_ROOT } from "../support/node-process.js";
+
+function sources(dir: string): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) out.push(...sources(path));
+    else if (name.endsWith(".ts")) out.push(path);
+  }
+  return out;
+}
+
+const SRC = join(REPO_ROOT, "src");
+const files = sources(SRC).filter((f) => !f.includes(`${join("src", "gen")}`));
+const importsOf = (file: string) =>
+  [...readFileSync(file, "utf8").matchAll(/^\s*(?:import|export)[^"'`]*?from\s+["']([^"']+)["']/gm)].map((m) => m[1]!);
+const folderOf = (file: string) => relative(SRC, file).split("/")[0]!;
+
+/** Resolves a relative import to the top-level src folder it lands in. */
+function targetFolder(file: string, spec: string): string | undefined {
+  if (!spec.startsWith(".")) return undefined;
+  const resolved = relative(SRC, join(file, "..", spec));
+  return resolved.startsWith("..") ? "outside" : resolved.split("/")[0];
+}
+
+const ALLOWED: Record<string, string[]> = {
+  base: ["base"],
+  grains: ["grains", "base"],
+  storage: ["storage", "grains", "base"],
+  cluster: ["cluster", "grains", "base"],
+  rpc: ["rpc", "base", "gen"],
+  sdk: ["sdk", "rpc", "base", "gen", "grains"],
+  server: ["server", "cluster", "grains", "storage", "rpc", "base", "gen"],
+};
+
+describe("architecture", () => {
+  it("sees the source tree (so the checks below cannot pass vacuously)", () => {
+    expect(files.length).toBeGreaterThan(40);
+    expect(files.flatMap(importsOf).filter((s) => s.startsWith(".")).length).toBeGreaterThan(150);
+    expect(targetFolder(join(SRC, "server", "node.ts"), "../storage/database.js")).toBe("storage");
+  });
+
+  it("dependencies point inward", () => {
+    const violations: string[] = [];
+    for (const file of files) {
+      const from = folderOf(file);
+      const allowed = ALLOWED[from];
+      if (!allowed) continue; // the composition roots (index.ts, main.ts) may use everything
+      for (const spec of importsOf(file)) {
+        const to = targetFolder(file, spec);
+        if (to && !to.endsWith(".ts") && !to.endsWith(".js") && !allowed.includes(to)) violations.push(`${relative(REPO_ROOT, file)} imports ${spec}`);
+      }
+    }
+    expect(violations).toEqual([]);
+  });
+
+  it("one folder owns each infrastructure library", () => {
+    const owners: Record<string, string[]> = {
+      "better-sqlite3": ["storage"],
+      hashring: ["cluster"],
+      "@grpc/grpc-js": ["rpc", "server"],
+      "@bufbuild/cel": ["server"],
+    };
+    const violations: string[] = [];
+    for (const file of files) {
+      for (const spec of importsOf(file)) {
+        const owner = owners[spec];
+        if (owner && !owner.includes(folderOf(file))) violations.push(`${relative(REPO_ROOT, file)} imports ${spec}`);
+      }
+    }
+    expect(violations).toEqual([]);
+  });
+
+  it("the grains read no clock, arm no timer and draw no randomness of their own", () => {
+    const banned = /\b(Date\.now|new Date\(|setTimeout|setInterval|setImmediate|Math\.random|performance\.now)\b/;
+    const violations = files
+      .filter((f) => folderOf(f) === "grains")
+      .flatMap((f) => readFileSync(f, "utf8").split("\n").map((line, i) => [f, i + 1, line] as const))
+      .filter(([, , line]) => banned.test(line) && !line.trim().startsWith("*") && !line.trim().startsWith("//"))
+      .map(([f, n, line]) => `${relative(REPO_ROOT, f)}:${n}: ${line.trim()}`);
+    expect(violations).toEqual([]);
+  });
+});
