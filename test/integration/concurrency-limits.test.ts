@@ -152,59 +152,59 @@ describe("per-key concurrency limits", () => {
 
   it("every exit path of an active task frees exactly one slot", async () => {
     await withShortLeases(async () => {
-    const queue = "exit-paths";
-    await sdk.admin.setQueueConcurrencyLimit({ queue, max: 1 });
-    await enqueueKeyed(queue, "k", 8, { maxRetry: 5, backoff: { base: "1h" } });
-    await enqueueKeyed(queue, "k", 1, { maxRetry: 0 });
+      const queue = "exit-paths";
+      await sdk.admin.setQueueConcurrencyLimit({ queue, max: 1 });
+      await enqueueKeyed(queue, "k", 8, { maxRetry: 5, backoff: { base: "1h" } });
+      await enqueueKeyed(queue, "k", 1, { maxRetry: 0 });
 
-    const exits: Array<[string, (d: Delivery) => Promise<void>]> = [
-      ["success", (d) => settle(d, Outcome.SUCCESS)],
-      ["retry", (d) => settle(d, Outcome.RETRY, "try later")],
-      ["skip retry", (d) => settle(d, Outcome.SKIP_RETRY, "bad")],
-      ["released", (d) => settle(d, Outcome.RELEASED)],
-      ["operator cancel", async (d) => void (await sdk.client.cancelTask(d.tasks[0]!.id))],
-      ["lease expiry", async (d) => void (await sdk.waitForState(d.tasks[0]!.id, "pending"))],
-    ];
-    let current = await leaseNow(queue);
-    expect(current).toHaveLength(1);
-    for (const [name, exit] of exits) {
-      await exit(current[0]!);
-      const next = await eventually(`a new dispatch after ${name}`, async () => {
-        const got = await leaseNow(queue);
-        return got.length > 0 ? got : undefined;
-      });
-      expect(next, `after ${name}`).toHaveLength(1);
-      current = next;
-    }
+      const exits: Array<[string, (d: Delivery) => Promise<void>]> = [
+        ["success", (d) => settle(d, Outcome.SUCCESS)],
+        ["retry", (d) => settle(d, Outcome.RETRY, "try later")],
+        ["skip retry", (d) => settle(d, Outcome.SKIP_RETRY, "bad")],
+        ["released", (d) => settle(d, Outcome.RELEASED)],
+        ["operator cancel", async (d) => void (await sdk.client.cancelTask(d.tasks[0]!.id))],
+        ["lease expiry", async (d) => void (await sdk.waitForState(d.tasks[0]!.id, "pending"))],
+      ];
+      let current = await leaseNow(queue);
+      expect(current).toHaveLength(1);
+      for (const [name, exit] of exits) {
+        await exit(current[0]!);
+        const next = await eventually(`a new dispatch after ${name}`, async () => {
+          const got = await leaseNow(queue);
+          return got.length > 0 ? got : undefined;
+        });
+        expect(next, `after ${name}`).toHaveLength(1);
+        current = next;
+      }
     });
   });
 
   it("a task dead-lettered by repeated lease expiry frees its slot at once", async () => {
     await withShortLeases(async () => {
-    const queue = "reaped";
-    await sdk.admin.setQueueConcurrencyLimit({ queue, max: 1 });
-    const [doomed] = await enqueueKeyed(queue, "k", 1, { maxRetry: 0 });
-    await enqueueKeyed(queue, "k", 1);
-    const first = await leaseNow(queue);
-    expect(first[0]!.tasks[0]!.id).toBe(doomed!.id);
-    await sdk.waitForState(doomed!.id, "archived");
-    const next = await leaseNow(queue);
-    expect(next).toHaveLength(1);
-    expect(next[0]!.tasks[0]!.id).not.toBe(doomed!.id);
+      const queue = "reaped";
+      await sdk.admin.setQueueConcurrencyLimit({ queue, max: 1 });
+      const [doomed] = await enqueueKeyed(queue, "k", 1, { maxRetry: 0 });
+      await enqueueKeyed(queue, "k", 1);
+      const first = await leaseNow(queue);
+      expect(first[0]!.tasks[0]!.id).toBe(doomed!.id);
+      await sdk.waitForState(doomed!.id, "archived");
+      const next = await leaseNow(queue);
+      expect(next).toHaveLength(1);
+      expect(next[0]!.tasks[0]!.id).not.toBe(doomed!.id);
     });
   });
 
   it("a re-leased task after lease expiry does not count twice (limit 1 cannot deadlock)", async () => {
     await withShortLeases(async () => {
-    const queue = "no-double-count";
-    await sdk.admin.setQueueConcurrencyLimit({ queue, max: 1 });
-    const [task] = await enqueueKeyed(queue, "k", 1);
-    expect(await leaseNow(queue)).toHaveLength(1);
-    await sdk.waitForState(task!.id, "pending"); // the lease lapsed
-    const again = await leaseNow(queue);
-    expect(again).toHaveLength(1);
-    await settle(again[0]!, Outcome.SUCCESS);
-    expect((await sdk.client.getTask(task!.id)).state).toBe("completed");
+      const queue = "no-double-count";
+      await sdk.admin.setQueueConcurrencyLimit({ queue, max: 1 });
+      const [task] = await enqueueKeyed(queue, "k", 1);
+      expect(await leaseNow(queue)).toHaveLength(1);
+      await sdk.waitForState(task!.id, "pending"); // the lease lapsed
+      const again = await leaseNow(queue);
+      expect(again).toHaveLength(1);
+      await settle(again[0]!, Outcome.SUCCESS);
+      expect((await sdk.client.getTask(task!.id)).state).toBe("completed");
     });
   });
 
