@@ -12,6 +12,13 @@ export class Heap<T> {
     return this.items.length;
   }
 
+  /** How many items `test` accepts (for views; O(n)). */
+  count(test: (item: T) => boolean): number {
+    let n = 0;
+    for (const item of this.items) if (test(item)) n += 1;
+    return n;
+  }
+
   peek(): T | undefined {
     return this.items[0];
   }

@@ -111,9 +111,10 @@ export class KeySlots {
     return total;
   }
 
+  /** Tasks held back now (entries of tasks that went away meanwhile are not counted). */
   heldTotal(): number {
     let total = 0;
-    for (const heap of this.held.values()) total += heap.size;
+    for (const heap of this.held.values()) total += heap.count(this.isLive);
     return total;
   }
 
