@@ -17,7 +17,6 @@ export type ErrorCode =
 export type ErrorReason =
   | "INVALID_FIELD"
   | "TASK_NOT_FOUND"
-  | "QUEUE_NOT_FOUND"
   | "LIMIT_NOT_FOUND"
   | "UNIQUE_KEY_CONFLICT"
   | "TASK_ID_CONFLICT"

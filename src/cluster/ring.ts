@@ -26,14 +26,4 @@ export class Ring {
   ownerOf(key: string): string {
     return this.ring.get(key);
   }
-
-  /** A new ring with `member` added, one version later. */
-  withMember(member: string): Ring {
-    return new Ring([...this.members, member], this.version + 1);
-  }
-
-  /** A new ring without `member`, one version later. */
-  withoutMember(member: string): Ring {
-    return new Ring(this.members.filter((m) => m !== member), this.version + 1);
-  }
 }

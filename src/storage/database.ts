@@ -73,11 +73,6 @@ export class Database {
     this.rollbackListeners.push(listener);
   }
 
-  /** Commits now (used on shutdown and by tests). */
-  flush(): void {
-    this.commit();
-  }
-
   close(): void {
     this.commit();
     this.sqlite.close();

@@ -216,6 +216,7 @@ describe("task lifecycle", () => {
     sdk.worker(new Mux().handle("p", async () => ran.resolve()), { queues: [queue] });
     const info = await sdk.client.enqueue(newTask("p", json({})), { queue });
     expect((await sdk.counts(queue)).paused).toBe(true);
+    expect(await sdk.leaseNow(queue)).toEqual([]); // the node's decision now: nothing is dispatchable
     expect((await sdk.client.getTask(info.id)).state).toBe("pending");
     await sdk.admin.resumeQueue({ queue });
     await ran.promise;
