@@ -4,8 +4,8 @@
  *
  * grpc-js answers INTERNAL when a request deserializer throws, so the server's
  * deserializer never throws: it returns an `UndecodableRequest` that the handler turns
- * into the error. The JSON API checks the same thing for strings that JSON can carry but
- * UTF-8 cannot (lone surrogates, from "\ud800" escapes).
+ * into the error. (The JSON API needs nothing of the kind: protobuf-es's fromJson already
+ * refuses strings with no UTF-8 form, and json-api.ts refuses a body that is not UTF-8.)
  */
 import { isUtf8 } from "node:buffer";
 import { fromBinary, ScalarType, type DescField, type DescMessage } from "@bufbuild/protobuf";
@@ -89,58 +89,4 @@ function checkField(field: DescField, data: Uint8Array, name: string, index: num
     default:
       return undefined;
   }
-}
-
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/**
- * The path of the first string of a decoded message that has no UTF-8 form (a lone
- * surrogate), or undefined. Binary requests cannot have one; JSON ones can.
- */
-export function findIllFormedString(desc: DescMessage, message: Record<string, unknown>, path = "", depth = 0): string | undefined {
-  if (depth > MAX_DEPTH) return undefined;
-  for (const field of desc.fields) {
-    let value: unknown;
-    if (field.oneof) {
-      const oneof = message[field.oneof.localName] as { case?: string; value?: unknown } | undefined;
-      if (oneof?.case !== field.localName) continue;
-      value = oneof.value;
-    } else {
-      value = message[field.localName];
-    }
-    const name = path === "" ? field.name : `${path}.${field.name}`;
-    const bad = (v: unknown) => typeof v === "string" && LONE_SURROGATE.test(v);
-    switch (field.fieldKind) {
-      case "scalar":
-        if (bad(value)) return name;
-        break;
-      case "message":
-        if (value) {
-          const found = findIllFormedString(field.message, value as Record<string, unknown>, name, depth + 1);
-          if (found !== undefined) return found;
-        }
-        break;
-      case "list":
-        for (const [i, item] of ((value ?? []) as unknown[]).entries()) {
-          if (field.listKind === "scalar" && bad(item)) return `${name}[${i}]`;
-          if (field.listKind === "message") {
-            const found = findIllFormedString(field.message, item as Record<string, unknown>, `${name}[${i}]`, depth + 1);
-            if (found !== undefined) return found;
-          }
-        }
-        break;
-      case "map":
-        for (const [k, v] of Object.entries((value ?? {}) as Record<string, unknown>)) {
-          if (bad(k) || bad(v)) return name;
-          if (field.mapKind === "message") {
-            const found = findIllFormedString(field.message, v as Record<string, unknown>, name, depth + 1);
-            if (found !== undefined) return found;
-          }
-        }
-        break;
-      default:
-        break;
-    }
-  }
-  return undefined;
 }
