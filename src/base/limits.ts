@@ -85,10 +85,15 @@ export const ERROR_MESSAGE_MAX_BYTES = 64 * 1024;
 export const TASK_MAX_BYTES = PAYLOAD_MAX_BYTES + METADATA_MAX_BYTES + RESULT_MAX_BYTES + ERROR_MESSAGE_MAX_BYTES
   + 3 * (TASK_ID_MAX_CHARS + LEASE_ID_MAX_CHARS + QUEUE_NAME_MAX_CHARS + 4 * KEY_MAX_CHARS + CONTENT_TYPE_MAX_CHARS) + 1024;
 
+/** The largest gRPC message a node or client accepts (a Lease response carries many tasks). */
+export const GRPC_MESSAGE_MAX_BYTES = 64 * 1024 * 1024;
+/** The largest JSON API request body (a 1 MiB payload is ~1.4 MiB in base64). */
+export const JSON_API_BODY_MAX_BYTES = 2 * 1024 * 1024;
+
 // ---------------------------------------------------------------------------------
 // Counts
 
-/** Tasks per EnqueueBatch / EnqueueTx, deliveries per Lease. */
+/** Tasks per EnqueueBatch / EnqueueTx, deliveries per Lease (the SDK's enqueue batches too). */
 export const BATCH_MAX = 1000;
 /** Settlements per Settle call. */
 export const SETTLEMENTS_MAX = 10 * BATCH_MAX;

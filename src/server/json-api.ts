@@ -17,12 +17,12 @@ import * as grpc from "@grpc/grpc-js";
 import { create, fromJson, toJson, type DescMethod, type DescService, type JsonValue } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import { ConveyorError, type ErrorCode } from "../base/errors.js";
-import { quote, truncateText } from "../base/limits.js";
+import { JSON_API_BODY_MAX_BYTES, quote, truncateText } from "../base/limits.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import type { HttpRoute } from "./http.js";
 
 export const JSON_API_PREFIX = "/api/";
-export const JSON_API_MAX_BODY_BYTES = 2 * 1024 * 1024;
+export const JSON_API_MAX_BODY_BYTES = JSON_API_BODY_MAX_BYTES;
 
 type Handler = (call: unknown) => Promise<unknown>;
 

@@ -12,7 +12,7 @@ import {
 import type { NewTask } from "../grains/queue/task.js";
 import type { TaskSpec } from "../gen/conveyor/v1/task_pb.js";
 
-export { BATCH_MAX, PAYLOAD_MAX_BYTES } from "../base/limits.js";
+export { BATCH_MAX } from "../base/limits.js";
 
 const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]*$/;
 const TASK_ID = /^[A-Za-z0-9._:@/-]+$/;
