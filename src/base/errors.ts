@@ -4,6 +4,8 @@
  * in the details trailer) and the SDK maps it back. Anything else is a bug and becomes
  * INTERNAL with the cause logged, never sent.
  */
+import { quote } from "./limits.js";
+
 export type ErrorCode =
   | "INVALID_ARGUMENT"
   | "NOT_FOUND"
@@ -16,6 +18,8 @@ export type ErrorCode =
 /** Stable reasons, one meaning each. */
 export type ErrorReason =
   | "INVALID_FIELD"
+  /** The request's bytes are not a valid message of the method's type. */
+  | "MALFORMED_REQUEST"
   | "TASK_NOT_FOUND"
   | "LIMIT_NOT_FOUND"
   | "UNIQUE_KEY_CONFLICT"
@@ -24,6 +28,8 @@ export type ErrorReason =
   | "TASK_STATE_CONFLICT"
   | "WAITERS_FULL"
   | "WRONG_OWNER"
+  /** The queue's grain was deactivated (idle, a storage failure, shutdown) during the call; retry. */
+  | "GRAIN_DEACTIVATED"
   | "STORAGE_FAILURE"
   | "INTERNAL";
 
@@ -43,5 +49,13 @@ export class ConveyorError extends Error {
 export const invalidField = (field: string, message: string) =>
   new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD", `${field}: ${message}`, field);
 
+/** Messages quote a caller's value through `quote`: a short prefix at most. */
 export const taskNotFound = (id: string) =>
-  new ConveyorError("NOT_FOUND", "TASK_NOT_FOUND", `task ${JSON.stringify(id)} not found`);
+  new ConveyorError("NOT_FOUND", "TASK_NOT_FOUND", `task ${quote(id)} not found`);
+
+/** A string field over its limit. */
+export const tooLong = (field: string, value: string, maxChars: number) =>
+  invalidField(field, `is ${value.length} characters; the limit is ${maxChars}`);
+
+export const grainDeactivated = (queue: string) =>
+  new ConveyorError("UNAVAILABLE", "GRAIN_DEACTIVATED", `queue ${quote(queue)} was being reloaded; retry`);

@@ -5,6 +5,7 @@
  * WRONG_OWNER naming the owner; forwarding arrives with the clustering issue.
  */
 import { ConveyorError, taskNotFound } from "../base/errors.js";
+import { quote } from "../base/limits.js";
 import type { QueueGrain } from "../grains/queue/queue-grain.js";
 import type { Ring } from "./ring.js";
 
@@ -36,7 +37,7 @@ export class Router {
   grainFor(queue: string): QueueGrain {
     const owner = this.ownerOf(queue);
     if (owner !== this.deps.selfId) {
-      throw new ConveyorError("UNAVAILABLE", "WRONG_OWNER", `queue ${JSON.stringify(queue)} is owned by node ${owner}`);
+      throw new ConveyorError("UNAVAILABLE", "WRONG_OWNER", `queue ${quote(queue)} is owned by node ${owner}`);
     }
     return this.deps.localGrain(queue);
   }

@@ -3,6 +3,7 @@ import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2
 import type { DescMethod } from "@bufbuild/protobuf";
 import { toGrpcDefinition, type CallOptions, type UnaryClient } from "./service-definition.js";
 import { fromServiceError } from "./status.js";
+import { GRPC_MESSAGE_MAX_BYTES } from "../base/limits.js";
 
 export interface ChannelConfig {
   /** host:port */
@@ -15,8 +16,8 @@ const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   "grpc.keepalive_time_ms": 10_000,
   "grpc.keepalive_timeout_ms": 5_000,
   "grpc.keepalive_permit_without_calls": 1,
-  "grpc.max_receive_message_length": 64 * 1024 * 1024,
-  "grpc.max_send_message_length": 64 * 1024 * 1024,
+  "grpc.max_receive_message_length": GRPC_MESSAGE_MAX_BYTES,
+  "grpc.max_send_message_length": GRPC_MESSAGE_MAX_BYTES,
 };
 
 /** One gRPC channel shared by several typed service clients. */

@@ -13,7 +13,14 @@ const serialize = (schema: DescMessage) => (message: unknown) =>
   Buffer.from(toBinary(schema, create(schema, message as never)));
 const deserialize = (schema: DescMessage) => (bytes: Buffer) => fromBinary(schema, bytes);
 
-export function toGrpcDefinition(service: DescService): grpc.ServiceDefinition {
+/**
+ * `decodeRequest` replaces the request deserializer (the server's never throws, see
+ * request-decode.ts); clients keep the plain one.
+ */
+export function toGrpcDefinition(
+  service: DescService,
+  decodeRequest?: (schema: DescMessage, bytes: Buffer) => unknown,
+): grpc.ServiceDefinition {
   const definition: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const m of service.methods as DescMethod[]) {
     const kind = m.methodKind;
@@ -23,7 +30,7 @@ export function toGrpcDefinition(service: DescService): grpc.ServiceDefinition {
       requestStream: kind === "client_streaming" || kind === "bidi_streaming",
       responseStream: kind === "server_streaming" || kind === "bidi_streaming",
       requestSerialize: serialize(m.input),
-      requestDeserialize: deserialize(m.input),
+      requestDeserialize: decodeRequest ? (bytes: Buffer) => decodeRequest(m.input, bytes) : deserialize(m.input),
       responseSerialize: serialize(m.output),
       responseDeserialize: deserialize(m.output),
     };

@@ -7,6 +7,7 @@ import * as grpc from "@grpc/grpc-js";
 import { anyPack, anyUnpack } from "@bufbuild/protobuf/wkt";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ConveyorError, type ErrorCode, type ErrorReason } from "../base/errors.js";
+import { STATUS_MESSAGE_MAX_BYTES, truncateText } from "../base/limits.js";
 import { ErrorInfoSchema, StatusSchema } from "../gen/google/rpc/status_pb.js";
 
 const DOMAIN = "conveyor.dev";
@@ -31,16 +32,23 @@ export function errorCodeOf(code: number): ErrorCode {
   return code === grpc.status.DEADLINE_EXCEEDED || code === grpc.status.CANCELLED ? "UNAVAILABLE" : "INTERNAL";
 }
 
-/** A grpc-js service error for `err`; anything that is not a ConveyorError is INTERNAL. */
+/**
+ * A grpc-js service error for `err`; anything that is not a ConveyorError is INTERNAL.
+ * The message and field travel as HTTP/2 headers (grpc-message and the details
+ * trailer), so they are cut to STATUS_MESSAGE_MAX_BYTES: a message that quoted a huge
+ * caller value must not stall the connection (messages quote short prefixes anyway).
+ */
 export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
   const e = err instanceof ConveyorError
     ? err
     : new ConveyorError("INTERNAL", "INTERNAL", "internal error; see the server log");
-  const info = create(ErrorInfoSchema, { reason: e.reason, domain: DOMAIN, metadata: e.field ? { field: e.field } : {} });
-  const status = create(StatusSchema, { code: grpcCodeOf(e.code), message: e.message, details: [anyPack(ErrorInfoSchema, info)] });
+  const message = truncateText(e.message, STATUS_MESSAGE_MAX_BYTES);
+  const field = e.field ? truncateText(e.field, STATUS_MESSAGE_MAX_BYTES) : undefined;
+  const info = create(ErrorInfoSchema, { reason: e.reason, domain: DOMAIN, metadata: field ? { field } : {} });
+  const status = create(StatusSchema, { code: grpcCodeOf(e.code), message, details: [anyPack(ErrorInfoSchema, info)] });
   const metadata = new grpc.Metadata();
   metadata.set(DETAILS_KEY, Buffer.from(toBinary(StatusSchema, status)));
-  return { code: grpcCodeOf(e.code), details: e.message, metadata };
+  return { code: grpcCodeOf(e.code), details: message, metadata };
 }
 
 /** Rebuilds a ConveyorError from a grpc-js client error. */

@@ -4,6 +4,7 @@
  * producer with many calls in flight pays one round trip per turn, not per task.
  */
 import { ConveyorError } from "../base/errors.js";
+import { BATCH_MAX } from "../base/limits.js";
 import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
 import type { EnqueueResult, TaskSpec } from "../gen/conveyor/v1/task_pb.js";
 import { RpcChannel } from "../rpc/client.js";
@@ -31,8 +32,6 @@ interface Pending {
   resolve: (info: TaskInfo) => void;
   reject: (error: unknown) => void;
 }
-
-const BATCH_MAX = 1000;
 
 export const defaultAddress = () => process.env.CONVEYOR_SERVER || "127.0.0.1:7233";
 

@@ -16,6 +16,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { ConveyorError } from "../base/errors.js";
+import { ERROR_MESSAGE_MAX_BYTES, RESULT_MAX_BYTES, truncateBytes, truncateText } from "../base/limits.js";
 import { Outcome as WireOutcome, WorkerService, type Delivery, type Settlement } from "../gen/conveyor/v1/worker_service_pb.js";
 import { RpcChannel } from "../rpc/client.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
@@ -312,8 +313,12 @@ export class Worker {
   }
 }
 
+/** The node keeps a result or error over its limit truncated; cutting it here saves sending it. */
 function settlement(d: Delivery, taskId: string, outcome: WireOutcome, result: Uint8Array, error: string): Settlement {
-  return { $typeName: "conveyor.v1.Settlement", queue: d.queue, leaseId: d.leaseId, taskId, outcome, result, error };
+  return {
+    $typeName: "conveyor.v1.Settlement", queue: d.queue, leaseId: d.leaseId, taskId, outcome,
+    result: truncateBytes(result, RESULT_MAX_BYTES), error: truncateText(error, ERROR_MESSAGE_MAX_BYTES),
+  };
 }
 
 const STRATEGY_WIRE: Record<ConcurrencyStrategy, LimitStrategy> = {

@@ -1,6 +1,7 @@
 /** AdminService: operator reads (from storage) and actions (through the owning grain). */
 import { create } from "@bufbuild/protobuf";
 import { ConveyorError, invalidField } from "../base/errors.js";
+import { GROUP_SIZE_MAX, KEY_MAX_CHARS, PAGE_SIZE_MAX, QUEUE_NAME_MAX_CHARS, RATE_BURST_MAX, quote } from "../base/limits.js";
 import { defaultRateLimit } from "./config.js";
 import { ruleFromWire, typeRulesToWire } from "./rules/rule-wire.js";
 import { AdminService, GroupConfigSchema, GroupState, QueueInfoSchema, type QueueInfo } from "../gen/conveyor/v1/admin_service_pb.js";
@@ -10,10 +11,9 @@ import type { QueueSummary } from "../storage/admin-queries.js";
 import { stateFromWire, taskToWire } from "./convert.js";
 import type { NodeContext } from "./node-context.js";
 import type { TaskAction } from "../grains/queue/queue-grain.js";
-import { checkQueueName } from "./validate.js";
+import { checkDurationMs, checkLength, checkRate, checkPageToken, checkQueueName, checkTaskId } from "./validate.js";
 
 const PAGE_SIZE_DEFAULT = 50;
-const PAGE_SIZE_MAX = 1000;
 
 export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
   const toQueueInfo = (q: QueueSummary): QueueInfo => create(QueueInfoSchema, {
@@ -47,7 +47,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
   }
 
   async function act(id: string, action: TaskAction) {
-    if (id === "") throw invalidField("id", "must not be empty");
+    checkTaskId(id, "id");
     const task = await ctx.actOnTask(id, action);
     return task ? { task: taskToWire(task) } : {};
   }
@@ -65,14 +65,12 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       const state = req.state === WireState.UNSPECIFIED ? undefined : stateFromWire(req.state);
       if (req.state !== WireState.UNSPECIFIED && !state) throw invalidField("state", `unknown state ${req.state}`);
       if (req.pageSize > PAGE_SIZE_MAX) throw invalidField("page_size", `must be at most ${PAGE_SIZE_MAX}, got ${req.pageSize}`);
-      if (req.pageToken !== "" && !/^\d+$/.test(req.pageToken)) throw invalidField("page_token", "not a token from a previous page");
-      const page = ctx.queries.listTasks(queue, state, req.pageSize || PAGE_SIZE_DEFAULT, req.pageToken);
+      const page = ctx.queries.listTasks(queue, state, req.pageSize || PAGE_SIZE_DEFAULT, checkPageToken(req.pageToken, "page_token"));
       return { tasks: page.tasks.map((t) => taskToWire(t)), nextPageToken: page.nextCursor };
     },
 
     async getTask(call) {
-      if (call.request.id === "") throw invalidField("id", "must not be empty");
-      return { task: taskToWire(ctx.getTaskOrThrow(call.request.id)) };
+      return { task: taskToWire(ctx.getTaskOrThrow(checkTaskId(call.request.id, "id"))) };
     },
     cancelTask: (call) => act(call.request.id, "cancel"),
     async deleteTask(call) {
@@ -96,7 +94,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
     async deleteQueueConcurrencyLimit(call) {
       const queue = checkQueueName(call.request.queue, "queue");
       if (ctx.queries.queueSettings().find((q) => q.name === queue)?.keyLimit === undefined) {
-        throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${JSON.stringify(queue)} has no concurrency limit`);
+        throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no concurrency limit`);
       }
       ctx.store.setKeyLimit(queue, undefined);
       ctx.router.grainFor(queue).setKeyLimit(undefined);
@@ -113,7 +111,8 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
     async setQueueRateLimit(call) {
       const queue = checkQueueName(call.request.queue, "queue");
       const { ratePerSec } = call.request;
-      if (!(ratePerSec > 0) || !Number.isFinite(ratePerSec)) throw invalidField("rate_per_sec", `must be greater than 0, got ${ratePerSec}`);
+      checkRate(ratePerSec, "rate_per_sec");
+      if (call.request.burst > RATE_BURST_MAX) throw invalidField("burst", `must be at most ${RATE_BURST_MAX}, got ${call.request.burst}`);
       const burst = call.request.burst || Math.max(1, Math.ceil(ratePerSec));
       const spec = { ratePerSec, burst };
       ctx.store.setRateLimit(queue, spec);
@@ -125,7 +124,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
     async deleteQueueRateLimit(call) {
       const queue = checkQueueName(call.request.queue, "queue");
       if (ctx.queries.queueSettings().find((q) => q.name === queue)?.rateLimit === undefined) {
-        throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${JSON.stringify(queue)} has no rate limit override`);
+        throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no rate limit override`);
       }
       ctx.store.setRateLimit(queue, undefined);
       ctx.router.grainFor(queue).setRateLimit(undefined);
@@ -137,11 +136,14 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       const c = call.request.config;
       if (!c) throw invalidField("config", "missing");
       const queue = checkQueueName(c.queue, "config.queue");
-      if (c.group.length > 256) throw invalidField("config.group", "longer than 256 characters");
+      checkLength(c.group, "config.group", KEY_MAX_CHARS);
       if (c.maxSize < 1) throw invalidField("config.max_size", `must be at least 1, got ${c.maxSize}`);
+      if (c.maxSize > GROUP_SIZE_MAX) throw invalidField("config.max_size", `must be at most ${GROUP_SIZE_MAX}, got ${c.maxSize}`);
       if (c.maxDelayMs <= 0n) throw invalidField("config.max_delay_ms", `must be above zero, got ${c.maxDelayMs}`);
       if (c.graceMs <= 0n) throw invalidField("config.grace_ms", `must be above zero, got ${c.graceMs}`);
-      const config = { maxSize: c.maxSize, maxDelayMs: Number(c.maxDelayMs), graceMs: Number(c.graceMs) };
+      const config = {
+        maxSize: c.maxSize, maxDelayMs: checkDurationMs(c.maxDelayMs, "config.max_delay_ms"), graceMs: checkDurationMs(c.graceMs, "config.grace_ms"),
+      };
       ctx.store.setGroupConfig(queue, c.group, config);
       ctx.router.grainFor(queue).setGroupConfig(c.group, config);
       await ctx.committed();
@@ -149,7 +151,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
     },
 
     async listGroupConfigs(call) {
-      const filter = call.request.queue;
+      const filter = checkLength(call.request.queue, "queue", QUEUE_NAME_MAX_CHARS);
       return {
         configs: ctx.queries.listGroupConfigs().filter((g) => !filter || g.queue === filter).map((g) => groupConfigToWire(g.queue, g.group, g)),
         serverDefault: groupConfigToWire("", "", serverGroupDefaults()),
@@ -158,10 +160,10 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
 
     async deleteGroupConfig(call) {
       const queue = checkQueueName(call.request.queue, "queue");
-      const { group } = call.request;
+      const group = checkLength(call.request.group, "group", KEY_MAX_CHARS);
       if (!ctx.store.setGroupConfig(queue, group, undefined)) {
-        const what = group === "" ? "queue-wide group default" : `override for group ${JSON.stringify(group)}`;
-        throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${JSON.stringify(queue)} has no ${what}`);
+        const what = group === "" ? "queue-wide group default" : `override for group ${quote(group)}`;
+        throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no ${what}`);
       }
       ctx.router.grainFor(queue).setGroupConfig(group, undefined);
       await ctx.committed();
@@ -169,7 +171,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
     },
 
     async listGroups(call) {
-      const filter = call.request.queue;
+      const filter = checkLength(call.request.queue, "queue", QUEUE_NAME_MAX_CHARS);
       const withinMs = ctx.config.leaseWaitMaxMs + 10_000;
       const groups = [];
       // Groups live in grain memory: this reads the grains of queues that can have any
@@ -195,7 +197,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
     },
 
     async setStrategies(call) {
-      const { type } = call.request;
+      const type = checkLength(call.request.type, "type", KEY_MAX_CHARS);
       if (type === "") throw invalidField("type", "must not be empty");
       if (call.request.rules.length === 0) throw invalidField("rules", "give at least one rule (use DeleteStrategies to clear)");
       const saved = ctx.rules.set(type, call.request.rules.map(ruleFromWire), "operator");
@@ -204,8 +206,8 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
     },
 
     async deleteStrategies(call) {
-      const { type } = call.request;
-      if (!ctx.rules.get(type)) throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `task type ${JSON.stringify(type)} has no concurrency rules`);
+      const type = checkLength(call.request.type, "type", KEY_MAX_CHARS);
+      if (!ctx.rules.get(type)) throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `task type ${quote(type)} has no concurrency rules`);
       ctx.rules.delete(type);
       await ctx.committed();
       return {};

@@ -4,7 +4,8 @@
  */
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
-import { parseDurationMs } from "../base/duration.js";
+import { formatDurationMs, parseDurationMs } from "../base/duration.js";
+import { DURATION_MAX_MS, GROUP_SIZE_MAX, RATE_BURST_MAX, RATE_MAX_PER_SEC, RATE_MIN_PER_SEC, TIMER_MAX_MS, quote } from "../base/limits.js";
 
 export interface NodeConfig {
   /** gRPC listen address, host:port. */
@@ -79,62 +80,76 @@ export const DEFAULT_CONFIG: NodeConfig = {
 };
 
 type Kind = "string" | "duration" | "int" | "number" | "sync";
-/** Every setting: its yaml key, env var, and how to parse it. */
-const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind }> = [
+/**
+ * Every setting: its yaml key, env var, how to parse it and (for numbers) its maximum.
+ * Settings used directly as a timer are at most TIMER_MAX_MS (Node's setTimeout limit);
+ * other durations at most DURATION_MAX_MS, as in requests (src/base/limits.ts).
+ */
+const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: number }> = [
   { key: "listen", yaml: "listen", kind: "string" },
   { key: "http", yaml: "http", kind: "string" },
   { key: "dataDir", yaml: "data_dir", kind: "string" },
   { key: "nodeId", yaml: "node_id", kind: "string" },
   { key: "logLevel", yaml: "log_level", kind: "string" },
   { key: "sqliteSynchronous", yaml: "sqlite_synchronous", kind: "sync" },
-  { key: "leaseTtlMs", yaml: "lease_ttl", kind: "duration" },
-  { key: "heartbeatIntervalMs", yaml: "heartbeat_interval", kind: "duration" },
-  { key: "leaseWaitMaxMs", yaml: "lease_wait_max", kind: "duration" },
+  { key: "leaseTtlMs", yaml: "lease_ttl", kind: "duration", max: TIMER_MAX_MS },
+  { key: "heartbeatIntervalMs", yaml: "heartbeat_interval", kind: "duration", max: TIMER_MAX_MS },
+  { key: "leaseWaitMaxMs", yaml: "lease_wait_max", kind: "duration", max: TIMER_MAX_MS },
   { key: "leaseWaitersMax", yaml: "lease_waiters_max", kind: "int" },
-  { key: "grainIdleTimeoutMs", yaml: "grain_idle_timeout", kind: "duration" },
-  { key: "retentionMs", yaml: "retention", kind: "duration" },
-  { key: "deadRetentionMs", yaml: "dead_retention", kind: "duration" },
-  { key: "janitorIntervalMs", yaml: "janitor_interval", kind: "duration" },
+  { key: "grainIdleTimeoutMs", yaml: "grain_idle_timeout", kind: "duration", max: TIMER_MAX_MS },
+  { key: "retentionMs", yaml: "retention", kind: "duration", max: DURATION_MAX_MS },
+  { key: "deadRetentionMs", yaml: "dead_retention", kind: "duration", max: DURATION_MAX_MS },
+  { key: "janitorIntervalMs", yaml: "janitor_interval", kind: "duration", max: TIMER_MAX_MS },
   { key: "defaultMaxRetry", yaml: "max_retry", kind: "int" },
-  { key: "retryBackoffBaseMs", yaml: "retry_backoff_base", kind: "duration" },
-  { key: "retryBackoffMaxMs", yaml: "retry_backoff_max", kind: "duration" },
-  { key: "shutdownGraceMs", yaml: "shutdown_grace", kind: "duration" },
-  { key: "rateLimitRatePerSec", yaml: "rate_limit_rate_per_sec", kind: "number" },
-  { key: "rateLimitBurst", yaml: "rate_limit_burst", kind: "int" },
-  { key: "groupMaxSize", yaml: "group_max_size", kind: "int" },
-  { key: "groupMaxDelayMs", yaml: "group_max_delay", kind: "duration" },
-  { key: "groupGracePeriodMs", yaml: "group_grace_period", kind: "duration" },
-  { key: "groupSweepIntervalMs", yaml: "group_sweep_interval", kind: "duration" },
+  { key: "retryBackoffBaseMs", yaml: "retry_backoff_base", kind: "duration", max: DURATION_MAX_MS },
+  { key: "retryBackoffMaxMs", yaml: "retry_backoff_max", kind: "duration", max: DURATION_MAX_MS },
+  { key: "shutdownGraceMs", yaml: "shutdown_grace", kind: "duration", max: TIMER_MAX_MS },
+  { key: "rateLimitRatePerSec", yaml: "rate_limit_rate_per_sec", kind: "number", max: RATE_MAX_PER_SEC },
+  { key: "rateLimitBurst", yaml: "rate_limit_burst", kind: "int", max: RATE_BURST_MAX },
+  { key: "groupMaxSize", yaml: "group_max_size", kind: "int", max: GROUP_SIZE_MAX },
+  { key: "groupMaxDelayMs", yaml: "group_max_delay", kind: "duration", max: DURATION_MAX_MS },
+  { key: "groupGracePeriodMs", yaml: "group_grace_period", kind: "duration", max: DURATION_MAX_MS },
+  { key: "groupSweepIntervalMs", yaml: "group_sweep_interval", kind: "duration", max: TIMER_MAX_MS },
 ];
+
+/** Integers that have no tighter bound still travel as int32/uint32 on the wire. */
+const INT_MAX = 2 ** 31 - 1;
 
 /** The yaml keys, for `conveyord --help`. */
 export const SETTING_NAMES = SETTINGS.map((s) => s.yaml);
 
 export const envNameOf = (yaml: string) => `CONVEYOR_${yaml.toUpperCase()}`;
 
-function parseValue(kind: Kind, name: string, raw: unknown): string | number {
+function parseValue(kind: Kind, name: string, raw: unknown, max = INT_MAX): string | number {
   const text = String(raw).trim();
   switch (kind) {
     case "string":
       return text;
-    case "duration":
+    case "duration": {
+      let ms: number;
       try {
-        return typeof raw === "number" ? raw : parseDurationMs(text);
+        ms = typeof raw === "number" ? raw : parseDurationMs(text);
       } catch (e) {
         throw new Error(`${name}: ${(e as Error).message}`);
       }
+      if (!Number.isInteger(ms) || ms < 0) throw new Error(`${name}: expected a non-negative whole number of milliseconds, got ${quote(text)}`);
+      if (ms > max) throw new Error(`${name}: must be at most ${formatDurationMs(max)} (${max} ms), got ${quote(text)}`);
+      return ms;
+    }
     case "int": {
       const n = Number(text);
-      if (!Number.isInteger(n) || n < 0) throw new Error(`${name}: expected a non-negative integer, got ${JSON.stringify(raw)}`);
+      if (!Number.isInteger(n) || n < 0) throw new Error(`${name}: expected a non-negative integer, got ${quote(text)}`);
+      if (n > max) throw new Error(`${name}: must be at most ${max}, got ${quote(text)}`);
       return n;
     }
     case "number": {
       const n = Number(text);
-      if (!Number.isFinite(n) || n < 0) throw new Error(`${name}: expected a non-negative number, got ${JSON.stringify(raw)}`);
+      if (!Number.isFinite(n) || n < 0) throw new Error(`${name}: expected a non-negative number, got ${quote(text)}`);
+      if (n > max) throw new Error(`${name}: must be at most ${max}, got ${quote(text)}`);
       return n;
     }
     case "sync":
-      if (text !== "full" && text !== "normal") throw new Error(`${name}: expected "full" or "normal", got ${JSON.stringify(raw)}`);
+      if (text !== "full" && text !== "normal") throw new Error(`${name}: expected "full" or "normal", got ${quote(text)}`);
       return text;
   }
 }
@@ -161,11 +176,14 @@ export function loadConfig(options: { file?: string; env?: NodeJS.ProcessEnv; ov
   for (const [source, layer] of layers) {
     for (const s of SETTINGS) {
       if (layer[s.yaml] === undefined) continue;
-      config[s.key] = parseValue(s.kind, `${source}: ${s.yaml}`, layer[s.yaml]);
+      config[s.key] = parseValue(s.kind, `${source}: ${s.yaml}`, layer[s.yaml], s.max);
     }
   }
   const result = config as unknown as NodeConfig;
   if (!result.nodeId) result.nodeId = result.listen;
+  if (result.rateLimitRatePerSec > 0 && result.rateLimitRatePerSec < RATE_MIN_PER_SEC) {
+    throw new Error(`rate_limit_rate_per_sec must be 0 (unlimited) or at least ${RATE_MIN_PER_SEC}, got ${result.rateLimitRatePerSec}`);
+  }
   if (result.rateLimitBurst > 0 && result.rateLimitRatePerSec === 0) {
     throw new Error("rate_limit_burst is set but rate_limit_rate_per_sec is not");
   }

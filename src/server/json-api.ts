@@ -11,16 +11,18 @@
  * `{ code, reason, message, field? }`; anything that is not a ConveyorError is INTERNAL,
  * reported through `onInternal` and never sent.
  */
+import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import * as grpc from "@grpc/grpc-js";
 import { create, fromJson, toJson, type DescMethod, type DescService, type JsonValue } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import { ConveyorError, type ErrorCode } from "../base/errors.js";
+import { JSON_API_BODY_MAX_BYTES, quote, truncateText } from "../base/limits.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import type { HttpRoute } from "./http.js";
 
 export const JSON_API_PREFIX = "/api/";
-export const JSON_API_MAX_BODY_BYTES = 2 * 1024 * 1024;
+export const JSON_API_MAX_BODY_BYTES = JSON_API_BODY_MAX_BYTES;
 
 type Handler = (call: unknown) => Promise<unknown>;
 
@@ -124,10 +126,10 @@ export function jsonApiRoute(bindings: readonly JsonApiBinding[], options: JsonA
     const methods = services.get(serviceName);
     if (!methods) {
       throw new TransportError(404, "NOT_FOUND", "UNKNOWN_SERVICE",
-        `no service ${JSON.stringify(serviceName)}; the JSON API serves ${[...services.keys()].join(", ")}`);
+        `no service ${quote(serviceName)}; the JSON API serves ${[...services.keys()].join(", ")}`);
     }
     const route = methods.get(methodName);
-    if (!route) throw new TransportError(404, "NOT_FOUND", "UNKNOWN_METHOD", `${serviceName} has no method ${JSON.stringify(methodName)}`);
+    if (!route) throw new TransportError(404, "NOT_FOUND", "UNKNOWN_METHOD", `${serviceName} has no method ${quote(methodName)}`);
     return route;
   }
 }
@@ -176,7 +178,12 @@ function readBody(req: IncomingMessage, maxBytes: number): Promise<string> {
       if (size <= maxBytes) chunks.push(chunk);
       else if (size > 8 * maxBytes) abandon();
     });
-    req.on("end", () => (size > maxBytes ? reject(tooLarge(maxBytes)) : resolve(Buffer.concat(chunks).toString("utf8"))));
+    req.on("end", () => {
+      if (size > maxBytes) return reject(tooLarge(maxBytes));
+      const body = Buffer.concat(chunks);
+      if (!isUtf8(body)) return reject(new TransportError(400, "INVALID_ARGUMENT", "BAD_JSON", "request body is not valid UTF-8"));
+      resolve(body.toString("utf8"));
+    });
     req.on("error", reject);
   });
 }
@@ -193,10 +200,11 @@ function parseRequest(method: DescMethod, body: string): unknown {
   } catch (e) {
     throw new TransportError(400, "INVALID_ARGUMENT", "BAD_JSON", `request body is not valid JSON: ${(e as Error).message}`);
   }
+  // fromJson also refuses strings with no UTF-8 form (lone surrogates from "\ud800" escapes), naming the field.
   try {
     return fromJson(method.input, json, { ignoreUnknownFields: false });
   } catch (e) {
-    throw new TransportError(400, "INVALID_ARGUMENT", "BAD_REQUEST", `request body does not match ${method.input.typeName}: ${(e as Error).message}`);
+    throw new TransportError(400, "INVALID_ARGUMENT", "BAD_REQUEST", `request body does not match ${method.input.typeName}: ${truncateText((e as Error).message, 1024)}`);
   }
 }
 

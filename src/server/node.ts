@@ -34,6 +34,7 @@ import { adminService } from "./admin-service.js";
 import { createHttpServer } from "./http.js";
 import { jsonApiRoute, jsonService } from "./json-api.js";
 import { findWebRoot, staticRoute } from "./static-files.js";
+import { GRPC_MESSAGE_MAX_BYTES } from "../base/limits.js";
 
 export interface NodeDeps {
   config: NodeConfig;
@@ -121,7 +122,7 @@ export class ConveyorNode {
     const grpcServer = new grpc.Server({
       "grpc.keepalive_time_ms": 30_000,
       "grpc.keepalive_timeout_ms": 10_000,
-      "grpc.max_receive_message_length": 64 * 1024 * 1024,
+      "grpc.max_receive_message_length": GRPC_MESSAGE_MAX_BYTES,
     });
     const onInternal = (method: string, error: unknown) => logger.error({ method, err: error }, "rpc failed with an internal error");
     const observe = (method: string, code: grpc.status, seconds: number) =>

@@ -1,6 +1,7 @@
 /** TaskService: translates producer calls to grain operations. No logic lives here. */
 import { create } from "@bufbuild/protobuf";
 import { ConveyorError, invalidField } from "../base/errors.js";
+import { quote } from "../base/limits.js";
 import type { EnqueueOutcome } from "../grains/queue/queue-core.js";
 import type { NewTask } from "../grains/queue/task.js";
 import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
@@ -8,7 +9,7 @@ import { EnqueueResultSchema, ItemErrorSchema, type TaskSpec } from "../gen/conv
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import { stateToWire, taskToWire } from "./convert.js";
 import type { NodeContext } from "./node-context.js";
-import { BATCH_MAX, validateSpec } from "./validate.js";
+import { BATCH_MAX, checkTaskId, validateSpec } from "./validate.js";
 
 export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
   /** Validates a spec and evaluates its type's concurrency rules (group members have none). */
@@ -83,7 +84,7 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
       const queue = tasks[0]!.queue;
       const other = tasks.findIndex((t) => t.queue !== queue);
       if (other >= 0) {
-        throw invalidField(`tasks[${other}].queue`, `EnqueueTx is atomic within one queue; got ${JSON.stringify(tasks[other]!.queue)} after ${JSON.stringify(queue)}`);
+        throw invalidField(`tasks[${other}].queue`, `EnqueueTx is atomic within one queue; got ${quote(tasks[other]!.queue)} after ${quote(queue)}`);
       }
       const outcomes = admit(tasks, true);
       const failed = outcomes.findIndex((o) => !o.ok);
@@ -96,11 +97,11 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
     },
 
     async getTask(call) {
-      return { task: taskToWire(ctx.getTaskOrThrow(call.request.id)) };
+      return { task: taskToWire(ctx.getTaskOrThrow(checkTaskId(call.request.id, "id"))) };
     },
 
     async cancelTask(call) {
-      const task = await ctx.actOnTask(call.request.id, "cancel");
+      const task = await ctx.actOnTask(checkTaskId(call.request.id, "id"), "cancel");
       return task ? { task: taskToWire(task) } : {};
     },
   };

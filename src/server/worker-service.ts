@@ -10,7 +10,11 @@ import type { UnaryImpl } from "../rpc/service-definition.js";
 import { taskToWire } from "./convert.js";
 import { ruleFromWire } from "./rules/rule-wire.js";
 import type { NodeContext } from "./node-context.js";
-import { BATCH_MAX, checkQueueName } from "./validate.js";
+import { BATCH_MAX, checkLength, checkQueueName } from "./validate.js";
+import {
+  ERROR_MESSAGE_MAX_BYTES, KEY_MAX_CHARS, LEASE_ID_MAX_CHARS, RESULT_MAX_BYTES, SETTLEMENTS_MAX, TASK_ID_MAX_CHARS,
+  WORKER_ID_MAX_CHARS, truncateBytes, truncateText,
+} from "../base/limits.js";
 
 const OUTCOMES: Partial<Record<WireOutcome, Outcome>> = {
   [WireOutcome.SUCCESS]: "success",
@@ -46,6 +50,8 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
   return {
     async lease(call) {
       const req = call.request;
+      checkLength(req.workerId, "worker_id", WORKER_ID_MAX_CHARS);
+      req.batchTypes.forEach((t, i) => checkLength(t, `batch_types[${i}]`, KEY_MAX_CHARS));
       if (req.queues.length === 0) throw invalidField("queues", "name at least one queue");
       const queues = req.queues.map((q, i) => ({ name: checkQueueName(q.queue, `queues[${i}].queue`), weight: q.weight || 1 }));
       if (req.maxDeliveries < 1 || req.maxDeliveries > BATCH_MAX) {
@@ -70,7 +76,11 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
 
     async heartbeat(call) {
       const leases = call.request.leases;
-      leases.forEach((l, i) => checkQueueName(l.queue, `leases[${i}].queue`));
+      checkLength(call.request.workerId, "worker_id", WORKER_ID_MAX_CHARS);
+      leases.forEach((l, i) => {
+        checkQueueName(l.queue, `leases[${i}].queue`);
+        checkLength(l.leaseId, `leases[${i}].lease_id`, LEASE_ID_MAX_CHARS);
+      });
       const statuses = new Array(leases.length);
       for (const [queue, indexes] of byQueue(leases)) {
         const views = ctx.router.grainFor(queue).heartbeat(indexes.map((i) => leases[i]!.leaseId));
@@ -86,13 +96,21 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
 
     async settle(call) {
       const items = call.request.settlements;
-      if (items.length > BATCH_MAX * 10) throw invalidField("settlements", `at most ${BATCH_MAX * 10} per call`);
+      if (items.length > SETTLEMENTS_MAX) throw invalidField("settlements", `at most ${SETTLEMENTS_MAX} per call`);
+      checkLength(call.request.workerId, "worker_id", WORKER_ID_MAX_CHARS);
       // Validate everything first: a bad item must not leave the call half applied.
       const settlements: Settlement[] = items.map((s, i) => {
         checkQueueName(s.queue, `settlements[${i}].queue`);
+        checkLength(s.leaseId, `settlements[${i}].lease_id`, LEASE_ID_MAX_CHARS);
+        checkLength(s.taskId, `settlements[${i}].task_id`, TASK_ID_MAX_CHARS);
         const outcome = OUTCOMES[s.outcome];
         if (!outcome) throw invalidField(`settlements[${i}].outcome`, "must be SUCCESS, RETRY, SKIP_RETRY or RELEASED");
-        return { leaseId: s.leaseId, taskId: s.taskId, outcome, result: s.result, error: s.error };
+        // A result or error over its limit is kept truncated (with a marker): the
+        // attempt's outcome matters more than its tail, and the task still settles.
+        return {
+          leaseId: s.leaseId, taskId: s.taskId, outcome,
+          result: truncateBytes(s.result, RESULT_MAX_BYTES), error: truncateText(s.error, ERROR_MESSAGE_MAX_BYTES),
+        };
       });
       // Refuse the draining worker for longer than any of its Lease calls can be in flight.
       if (call.request.workerDraining) ctx.broker.drain(call.request.workerId, ctx.config.leaseWaitMaxMs + 15_000);
@@ -113,8 +131,10 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
 
     async registerTaskTypes(call) {
       const types = call.request.types;
+      checkLength(call.request.workerId, "worker_id", WORKER_ID_MAX_CHARS);
       // Validate every type first: a bad registration changes nothing.
       types.forEach((t, i) => {
+        checkLength(t.type, `types[${i}].type`, KEY_MAX_CHARS);
         if (t.type === "") throw invalidField(`types[${i}].type`, "must not be empty");
       });
       const staged = types.map((t) => ({ type: t.type, rules: t.concurrency.map(ruleFromWire) }));

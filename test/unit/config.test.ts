@@ -41,6 +41,22 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ env: { CONVEYOR_GROUP_MAX_SIZE: "0" } })).toThrow(/group_max_size must be at least 1/);
     expect(() => loadConfig({ overrides: { sqlite_synchronous: "sometimes" } })).toThrow(/"full" or "normal"/);
   });
+
+  it("bounds every number: durations, timers, rates, sizes", () => {
+    // A duration that would overflow once `now` is added.
+    expect(() => loadConfig({ overrides: { retention: "106751991000d" } })).toThrow(/flags: retention: must be at most 36525d \(3155760000000 ms\)/);
+    expect(() => loadConfig({ file: yamlFile("dead_retention: 9223372036854775807\n") })).toThrow(/dead_retention: must be at most/);
+    // Settings used as a timer stay within Node's setTimeout limit.
+    expect(() => loadConfig({ overrides: { janitor_interval: "30d" } })).toThrow(/janitor_interval: must be at most 24d20h31m24s/);
+    expect(loadConfig({ overrides: { janitor_interval: "24d" } }).janitorIntervalMs).toBe(24 * 86_400_000);
+    // A yaml number is milliseconds: negative or fractional ones are refused.
+    expect(() => loadConfig({ file: yamlFile("lease_ttl: -5\n") })).toThrow(/lease_ttl: expected a non-negative whole number of milliseconds/);
+    expect(() => loadConfig({ file: yamlFile("group_max_delay: .nan\n") })).toThrow(/group_max_delay: expected a non-negative whole number/);
+    expect(() => loadConfig({ overrides: { rate_limit_rate_per_sec: "1e308" } })).toThrow(/rate_limit_rate_per_sec: must be at most 1000000/);
+    expect(() => loadConfig({ overrides: { rate_limit_rate_per_sec: "1e-9" } })).toThrow(/at least 0.000001/);
+    expect(() => loadConfig({ overrides: { max_retry: "9e300" } })).toThrow(/max_retry: must be at most 2147483647/);
+    expect(() => loadConfig({ overrides: { group_max_size: "1001" } })).toThrow(/group_max_size: must be at most 1000/);
+  });
 });
 
 describe("durations", () => {

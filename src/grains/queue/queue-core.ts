@@ -21,6 +21,7 @@
  * worker capacity), then the rate limit stops the cycle (the task stays at the head).
  */
 import { ConveyorError } from "../../base/errors.js";
+import { quote } from "../../base/limits.js";
 import type { Random } from "../../base/random.js";
 import { retryDelayMs } from "./backoff.js";
 import type { CoreEvent, Effect, TransitionOutcome } from "./effects.js";
@@ -238,7 +239,7 @@ export class QueueCore {
       if (stored && stored.queue === this.queue) return { ok: true, id: t.id, state: stored.state, existed: true };
       if (stored) {
         return fail(new ConveyorError("ALREADY_EXISTS", "TASK_ID_CONFLICT",
-          `task_id ${JSON.stringify(t.id)} is already used by a task in queue ${JSON.stringify(stored.queue)}`, "task.task_id"));
+          `task_id ${quote(t.id)} is already used by a task in queue ${quote(stored.queue)}`, "task.task_id"));
       }
       if (ids.has(t.id)) return { ok: true, id: t.id, state: initialState(t, nowMs), existed: true };
     }
@@ -246,7 +247,7 @@ export class QueueCore {
       const holder = this.uniqueHolder(t.uniqueKey, nowMs);
       if (holder || keys.has(t.uniqueKey)) {
         return fail(new ConveyorError("ALREADY_EXISTS", "UNIQUE_KEY_CONFLICT",
-          `unique_key ${JSON.stringify(t.uniqueKey)} is held by unfinished task ${JSON.stringify(holder ?? "in this batch")}`,
+          `unique_key ${quote(t.uniqueKey)} is held by unfinished task ${quote(holder ?? "in this batch")}`,
           "task.unique_key"));
       }
       keys.add(t.uniqueKey);
@@ -255,7 +256,7 @@ export class QueueCore {
       const bound = this.groups.typeOf(t.group) ?? groupTypes.get(t.group);
       if (bound !== undefined && bound !== t.type) {
         return fail(new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD",
-          `task.type: group ${JSON.stringify(t.group)} of queue ${JSON.stringify(this.queue)} holds tasks of type ${JSON.stringify(bound)}; a group is single-type, got ${JSON.stringify(t.type)}`,
+          `task.type: group ${quote(t.group)} of queue ${quote(this.queue)} holds tasks of type ${quote(bound)}; a group is single-type, got ${quote(t.type)}`,
           "task.type"));
       }
       groupTypes.set(t.group, t.type);
@@ -560,7 +561,7 @@ export class QueueCore {
     if (!lease || !lease.taskIds.has(s.taskId) || !e || e.state !== "active" || e.leaseId !== s.leaseId) {
       const why = this.revoked.has(s.leaseId) ? "the task was cancelled" : "it expired, was settled or never existed";
       return new ConveyorError("FAILED_PRECONDITION", "LEASE_NOT_HELD",
-        `lease ${JSON.stringify(s.leaseId)} does not hold task ${JSON.stringify(s.taskId)}: ${why}`, "settlements.lease_id");
+        `lease ${quote(s.leaseId)} does not hold task ${quote(s.taskId)}: ${why}`, "settlements.lease_id");
     }
     this.detachFromLease(lease, e);
     // A batch member that fails or is released comes back on its own, as a batch of one.
@@ -909,7 +910,7 @@ export class QueueCore {
     }
     if (record.uniqueKey && this.uniqueHolder(record.uniqueKey, nowMs)) {
       return new ConveyorError("ALREADY_EXISTS", "UNIQUE_KEY_CONFLICT",
-        `unique_key ${JSON.stringify(record.uniqueKey)} is held by another unfinished task`, "id");
+        `unique_key ${quote(record.uniqueKey)} is held by another unfinished task`, "id");
     }
     const e: TaskIndexEntry = {
       id: record.id, state: "pending", type: record.type, priority: record.priority, seq: 0,
@@ -1032,10 +1033,10 @@ const fail = (error: ConveyorError): EnqueueOutcome => ({ ok: false, error });
 
 /** The core only holds unfinished tasks; the shell resolves what this means. */
 function notInMemory(id: string): ConveyorError {
-  return new ConveyorError("NOT_FOUND", "TASK_NOT_FOUND", `task ${JSON.stringify(id)} is not unfinished in this queue`);
+  return new ConveyorError("NOT_FOUND", "TASK_NOT_FOUND", `task ${quote(id)} is not unfinished in this queue`);
 }
 
 function wrongState(id: string, state: TaskState, action: string, wanted: string): ConveyorError {
   return new ConveyorError("FAILED_PRECONDITION", "TASK_STATE_CONFLICT",
-    `cannot ${action} task ${JSON.stringify(id)}: it is ${state}, the action needs it ${wanted}`);
+    `cannot ${action} task ${quote(id)}: it is ${state}, the action needs it ${wanted}`);
 }

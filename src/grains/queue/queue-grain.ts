@@ -10,7 +10,8 @@
  * grain's mailbox.
  */
 import type { Clock } from "../../base/clock.js";
-import { ConveyorError, taskNotFound } from "../../base/errors.js";
+import { ConveyorError, grainDeactivated, taskNotFound } from "../../base/errors.js";
+import { quote } from "../../base/limits.js";
 import type { CoreEvent } from "./effects.js";
 import type { DeliveryPlan, EnqueueOutcome, GroupStatus, LeaseStatusView, QueueCore, Settlement } from "./queue-core.js";
 import type { GroupConfig } from "./group-aggregator.js";
@@ -115,12 +116,12 @@ export class QueueGrain {
       return null;
     }
     return new ConveyorError("FAILED_PRECONDITION", "TASK_STATE_CONFLICT",
-      `cannot ${action} task ${JSON.stringify(id)}: it is already ${record.state}`);
+      `cannot ${action} task ${quote(id)}: it is already ${record.state}`);
   }
 
   private finishedOnly(id: string): ConveyorError {
     return new ConveyorError("FAILED_PRECONDITION", "TASK_STATE_CONFLICT",
-      `cannot retry task ${JSON.stringify(id)}: it has not finished (only archived or cancelled tasks can be retried)`);
+      `cannot retry task ${quote(id)}: it has not finished (only archived or cancelled tasks can be retried)`);
   }
 
   setPaused(paused: boolean): void {
@@ -174,7 +175,7 @@ export class QueueGrain {
   }
 
   private turn<T>(decide: () => T): T {
-    if (!this.active) throw new ConveyorError("UNAVAILABLE", "INTERNAL", `queue grain ${this.queue} was deactivated; retry`);
+    if (!this.active) throw grainDeactivated(this.queue);
     this.lastUsedMs = this.clock.nowMs();
     const result = decide();
     this.afterTurn();

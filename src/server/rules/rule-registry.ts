@@ -9,12 +9,13 @@
  */
 import { celEnv, isCelError, parse, plan, type CelResult } from "@bufbuild/cel";
 import { ConveyorError, invalidField } from "../../base/errors.js";
+import { KEY_MAX_CHARS, RULE_EXPRESSION_MAX_CHARS, RULE_NAME_MAX_CHARS, RULES_PER_TYPE_MAX, quote } from "../../base/limits.js";
+import { checkLength } from "../validate.js";
 import { STRATEGIES, type RuleDef, type RuleSource, type RuleStore, type TaskRule, type TypeRules } from "../../grains/queue/rules.js";
 
 type Program = (ctx: { input: unknown; additional_metadata: Record<string, string> }) => CelResult;
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
-const RULES_MAX = 16;
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]*$/;
 
 export class RuleRegistry {
   private readonly types = new Map<string, TypeRules>();
@@ -44,10 +45,13 @@ export class RuleRegistry {
 
   /** Validates and stores a type's rules, replacing the previous ones. */
   set(type: string, rules: RuleDef[], source: RuleSource, field = "rules"): TypeRules {
-    this.validate(type, rules, field);
-    const entry: TypeRules = { type, rules, source, updatedAtMs: this.nowMs() };
+    this.validate(type, rules, field, this.types);
+    return this.save({ type, rules, source, updatedAtMs: this.nowMs() });
+  }
+
+  private save(entry: TypeRules): TypeRules {
     this.store.save(entry);
-    this.types.set(type, entry);
+    this.types.set(entry.type, entry);
     return entry;
   }
 
@@ -57,9 +61,17 @@ export class RuleRegistry {
    * but leaves rules an operator set.
    */
   registerAll(types: ReadonlyArray<{ type: string; rules: RuleDef[]; field: string }>): void {
-    for (const t of types) if (t.rules.length > 0) this.validate(t.type, t.rules, t.field);
+    // Every type is checked against the state the whole call leads to (stored types it
+    // does not replace, and the other types of the call), then all are applied.
+    const updatedAtMs = this.nowMs();
+    const after = new Map(this.types);
     for (const t of types) {
-      if (t.rules.length > 0) this.set(t.type, t.rules, "worker", t.field);
+      if (t.rules.length > 0) after.set(t.type, { type: t.type, rules: t.rules, source: "worker", updatedAtMs });
+      else if (after.get(t.type)?.source === "worker") after.delete(t.type);
+    }
+    for (const t of types) if (t.rules.length > 0) this.validate(t.type, t.rules, t.field, after);
+    for (const t of types) {
+      if (t.rules.length > 0) this.save(after.get(t.type)!);
       else if (this.types.get(t.type)?.source === "worker") this.delete(t.type);
     }
   }
@@ -77,24 +89,24 @@ export class RuleRegistry {
     try {
       input = payload.byteLength === 0 ? {} : JSON.parse(new TextDecoder().decode(payload));
     } catch {
-      return { rules: [], error: `concurrency rules of type ${JSON.stringify(type)} need a JSON payload: it does not parse as JSON` };
+      return { rules: [], error: `concurrency rules of type ${quote(type)} need a JSON payload: it does not parse as JSON` };
     }
     const ctx = { input: input as never, additional_metadata: metadata };
     const rules: TaskRule[] = [];
     for (const [i, r] of entry.rules.entries()) {
-      const where = `concurrency rule ${i}${r.name ? ` (${r.name})` : ""} of type ${JSON.stringify(type)}`;
+      const where = `concurrency rule ${i}${r.name ? ` (${r.name})` : ""} of type ${quote(type)}`;
       const key = this.programs.get(r.expression)!(ctx);
-      if (isCelError(key)) return { rules: [], error: `${where}: key expression ${JSON.stringify(r.expression)} failed: ${key.message}` };
+      if (isCelError(key)) return { rules: [], error: `${where}: key expression ${quote(r.expression)} failed: ${key.message}` };
       if (typeof key !== "string" && typeof key !== "number" && typeof key !== "bigint") {
-        return { rules: [], error: `${where}: key expression ${JSON.stringify(r.expression)} must give a string or a number` };
+        return { rules: [], error: `${where}: key expression ${quote(r.expression)} must give a string or a number` };
       }
       let maxRuns = r.maxRuns;
       if (r.maxRunsExpression) {
         const v = this.programs.get(r.maxRunsExpression)!(ctx);
-        if (isCelError(v)) return { rules: [], error: `${where}: max runs expression ${JSON.stringify(r.maxRunsExpression)} failed: ${v.message}` };
+        if (isCelError(v)) return { rules: [], error: `${where}: max runs expression ${quote(r.maxRunsExpression)} failed: ${v.message}` };
         const n = typeof v === "bigint" ? Number(v) : typeof v === "number" ? v : NaN;
         if (!Number.isInteger(n) || n < 1) {
-          return { rules: [], error: `${where}: max runs expression ${JSON.stringify(r.maxRunsExpression)} must give a whole number of at least 1, got ${String(v)}` };
+          return { rules: [], error: `${where}: max runs expression ${quote(r.maxRunsExpression)} must give a whole number of at least 1, got ${String(v)}` };
         }
         maxRuns = n;
       }
@@ -103,14 +115,17 @@ export class RuleRegistry {
     return { rules, error: "" };
   }
 
-  private validate(type: string, rules: RuleDef[], field: string): void {
-    if (type === "" || type.length > 256) throw invalidField("type", "must be 1..256 characters");
-    if (rules.length > RULES_MAX) throw invalidField(field, `at most ${RULES_MAX} rules per task type`);
+  private validate(type: string, rules: RuleDef[], field: string, types: ReadonlyMap<string, TypeRules>): void {
+    if (type === "" || type.length > KEY_MAX_CHARS) throw invalidField("type", `must be 1..${KEY_MAX_CHARS} characters`);
+    if (rules.length > RULES_PER_TYPE_MAX) throw invalidField(field, `at most ${RULES_PER_TYPE_MAX} rules per task type`);
     const names = new Set<string>();
     rules.forEach((r, i) => {
       const f = `${field}[${i}]`;
-      if (r.name !== "" && !NAME.test(r.name)) throw invalidField(`${f}.name`, "use 1-128 letters, digits, '.', '_', ':' or '-'");
-      if (r.name !== "" && names.has(r.name)) throw invalidField(`${f}.name`, `rule ${JSON.stringify(r.name)} appears twice`);
+      checkLength(r.name, `${f}.name`, RULE_NAME_MAX_CHARS);
+      checkLength(r.expression, `${f}.expression`, RULE_EXPRESSION_MAX_CHARS);
+      checkLength(r.maxRunsExpression, `${f}.max_runs_expression`, RULE_EXPRESSION_MAX_CHARS);
+      if (r.name !== "" && !NAME.test(r.name)) throw invalidField(`${f}.name`, `use 1-${RULE_NAME_MAX_CHARS} letters, digits, '.', '_', ':' or '-'`);
+      if (r.name !== "" && names.has(r.name)) throw invalidField(`${f}.name`, `rule ${quote(r.name)} appears twice`);
       if (r.name !== "") names.add(r.name);
       if (!STRATEGIES.includes(r.strategy)) throw invalidField(`${f}.strategy`, `must be one of ${STRATEGIES.join(", ")}`);
       if (r.expression.trim() === "") throw invalidField(`${f}.expression`, "must not be empty");
@@ -118,7 +133,7 @@ export class RuleRegistry {
       if (r.maxRunsExpression) this.compileOrThrow(r.maxRunsExpression, `${f}.max_runs_expression`);
       else if (!Number.isInteger(r.maxRuns) || r.maxRuns < 1) throw invalidField(`${f}.max_runs`, `must be at least 1 (or give max_runs_expression), got ${r.maxRuns}`);
     });
-    this.checkSharedOrder(type, rules.map((r) => r.name).filter((n) => n !== ""), field);
+    this.checkSharedOrder(type, rules.map((r) => r.name).filter((n) => n !== ""), field, types);
   }
 
   /**
@@ -126,15 +141,15 @@ export class RuleRegistry {
    * same relative order (inconsistent orders can deadlock runs holding one shared slot
    * while they wait for another).
    */
-  private checkSharedOrder(type: string, order: string[], field: string): void {
-    for (const other of this.types.values()) {
+  private checkSharedOrder(type: string, order: string[], field: string, types: ReadonlyMap<string, TypeRules>): void {
+    for (const other of types.values()) {
       if (other.type === type) continue;
       const theirs = other.rules.map((r) => r.name).filter((n) => n !== "");
       const common = order.filter((n) => theirs.includes(n));
       const theirCommon = theirs.filter((n) => common.includes(n));
       if (common.join("\u0000") !== theirCommon.join("\u0000")) {
         throw new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD",
-          `${field}: type ${JSON.stringify(type)} orders the shared rules [${common.join(", ")}] but type ${JSON.stringify(other.type)} orders them [${theirCommon.join(", ")}]; chain shared rules in one order everywhere`,
+          `${field}: type ${quote(type)} orders the shared rules [${common.join(", ")}] but type ${quote(other.type)} orders them [${theirCommon.join(", ")}]; chain shared rules in one order everywhere`,
           field);
       }
     }

@@ -1,0 +1,178 @@
+/**
+ * Every limit on what a request may carry, in one list (the README's "Limits" table
+ * documents the same names). Server validation imports these; nothing else defines a
+ * maximum of its own. Units are in the names.
+ *
+ * How the time bounds are chosen: every instant the engine stores or sends is an
+ * integer of milliseconds since the epoch, computed as an instant plus a few durations
+ * (now + timeout, now + backoff, finished + retention, first member + max delay, ...).
+ * A caller's instant is at most INSTANT_MAX_MS (the last millisecond of year 9999) and a
+ * caller's duration at most DURATION_MAX_MS (100 years), so any derived instant is below
+ * INSTANT_MAX_MS + 4 × DURATION_MAX_MS ≈ 2.7e14: far inside Number.MAX_SAFE_INTEGER
+ * (9.0e15), an int64, SQLite's INTEGER and a JavaScript Date (±8.64e15). The bounds
+ * themselves are generous for any real schedule; they exist so that no value can
+ * overflow later, when `now` is added.
+ */
+
+// ---------------------------------------------------------------------------------
+// Time
+
+/** 9999-12-31T23:59:59.999Z: the latest instant a request may name. */
+export const INSTANT_MAX_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+/** 100 years of 365.25 days: the longest duration a request (or the config) may name. */
+export const DURATION_MAX_MS = 100 * 365.25 * 86_400_000;
+/**
+ * Node's setTimeout limit (2^31 - 1 ms, about 24.8 days): the most a node setting that
+ * is used directly as a timer (lease_ttl, lease_wait_max, janitor_interval, ...) may be.
+ */
+export const TIMER_MAX_MS = 2 ** 31 - 1;
+
+// ---------------------------------------------------------------------------------
+// Rates
+
+/** The slowest rate limit: one task per ~11.6 days (the wait for a token stays a sane duration). */
+export const RATE_MIN_PER_SEC = 1e-6;
+/** The fastest rate limit: beyond it, use no limit. */
+export const RATE_MAX_PER_SEC = 1_000_000;
+/** The largest rate-limit burst. */
+export const RATE_BURST_MAX = 1_000_000;
+
+// ---------------------------------------------------------------------------------
+// Strings (lengths in characters, i.e. UTF-16 code units, unless the name says bytes)
+
+/** Task ids (caller-chosen ones also use only letters, digits and . _ : @ / -). */
+export const TASK_ID_MAX_CHARS = 128;
+/** Queue names (letters, digits and . _ : -). */
+export const QUEUE_NAME_MAX_CHARS = 128;
+/** Task types, unique keys, concurrency keys and groups: the names a caller picks. */
+export const KEY_MAX_CHARS = 256;
+/** A payload's content type. */
+export const CONTENT_TYPE_MAX_CHARS = 256;
+/** Worker ids (the SDK's default is host:pid:random). */
+export const WORKER_ID_MAX_CHARS = 256;
+/** Lease ids (the node hands out UUIDs; a longer one cannot be held). */
+export const LEASE_ID_MAX_CHARS = 128;
+/** Page tokens of ListTasks (a row number: at most 16 digits, a safe integer). */
+export const PAGE_TOKEN_MAX_CHARS = 16;
+/** Names of concurrency rules (letters, digits and . _ : -). */
+export const RULE_NAME_MAX_CHARS = 128;
+/** A concurrency rule's CEL expressions (key and max runs), each. */
+export const RULE_EXPRESSION_MAX_CHARS = 4096;
+
+// ---------------------------------------------------------------------------------
+// Sizes
+
+/** A task's payload. */
+export const PAYLOAD_MAX_BYTES = 1024 * 1024;
+/** Metadata: entries per task. */
+export const METADATA_ENTRIES_MAX = 64;
+/** Metadata: one key, in UTF-8 bytes. */
+export const METADATA_KEY_MAX_BYTES = 256;
+/** Metadata: one value, in UTF-8 bytes. */
+export const METADATA_VALUE_MAX_BYTES = 4096;
+/** Metadata: all keys and values of a task together, in UTF-8 bytes. */
+export const METADATA_MAX_BYTES = 16 * 1024;
+/** A handler's result (Settle): a longer one is stored truncated, with a marker. */
+export const RESULT_MAX_BYTES = 1024 * 1024;
+/** A failed attempt's error message (Settle): a longer one is stored truncated, with a marker. */
+export const ERROR_MESSAGE_MAX_BYTES = 64 * 1024;
+/**
+ * The most a whole task can weigh as stored and delivered: every field is bounded, so
+ * this is their sum (payload, metadata, result, error, the named strings, and 1 KiB for
+ * the numbers and framing). It stays well below gRPC's default 4 MiB message limit, so
+ * any task can be read by any client.
+ */
+export const TASK_MAX_BYTES = PAYLOAD_MAX_BYTES + METADATA_MAX_BYTES + RESULT_MAX_BYTES + ERROR_MESSAGE_MAX_BYTES
+  + 3 * (TASK_ID_MAX_CHARS + LEASE_ID_MAX_CHARS + QUEUE_NAME_MAX_CHARS + 4 * KEY_MAX_CHARS + CONTENT_TYPE_MAX_CHARS) + 1024;
+
+/** The largest gRPC message a node or client accepts (a Lease response carries many tasks). */
+export const GRPC_MESSAGE_MAX_BYTES = 64 * 1024 * 1024;
+/** The largest JSON API request body (a 1 MiB payload is ~1.4 MiB in base64). */
+export const JSON_API_BODY_MAX_BYTES = 2 * 1024 * 1024;
+
+// ---------------------------------------------------------------------------------
+// Counts
+
+/** Tasks per EnqueueBatch / EnqueueTx, deliveries per Lease (the SDK's enqueue batches too). */
+export const BATCH_MAX = 1000;
+/** Settlements per Settle call. */
+export const SETTLEMENTS_MAX = 10 * BATCH_MAX;
+/** Tasks per ListTasks page. */
+export const PAGE_SIZE_MAX = 1000;
+/** Concurrency rules per task type. */
+export const RULES_PER_TYPE_MAX = 16;
+/** Members of a group (a fired group is one delivery). */
+export const GROUP_SIZE_MAX = BATCH_MAX;
+
+// ---------------------------------------------------------------------------------
+// Messages
+
+/** How much of a caller's value an error message quotes. */
+export const QUOTE_MAX_CHARS = 64;
+/** The longest error message sent in a status (it travels as an HTTP/2 header). */
+export const STATUS_MESSAGE_MAX_BYTES = 1024;
+
+/**
+ * A caller's value for an error message: JSON-quoted, cut to its first
+ * QUOTE_MAX_CHARS characters with "…" and its length when it is longer.
+ */
+export function quote(value: string, maxChars = QUOTE_MAX_CHARS): string {
+  if (value.length <= maxChars) return JSON.stringify(value);
+  return `${JSON.stringify(cutChars(value, maxChars))}… (${value.length} characters)`;
+}
+
+/** The first `n` UTF-16 code units of `text`, never splitting a surrogate pair. */
+function cutChars(text: string, n: number): string {
+  const code = text.charCodeAt(n - 1);
+  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? n - 1 : n);
+}
+
+/** "512 bytes", "12 KiB", "28.6 MiB". */
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} bytes`;
+  if (n < 1024 * 1024) return `${+(n / 1024).toFixed(1)} KiB`;
+  return `${+(n / (1024 * 1024)).toFixed(1)} MiB`;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** The UTF-8 size of `text`. */
+export const utf8Bytes = (text: string): number => Buffer.byteLength(text, "utf8");
+
+/**
+ * `text` cut so that its UTF-8 form, with a "…[truncated N KiB]" marker, fits in
+ * `maxBytes`; unchanged when it already fits. Never splits a character.
+ */
+export function truncateText(text: string, maxBytes: number): string {
+  const size = utf8Bytes(text);
+  if (size <= maxBytes) return text;
+  const bytes = encoder.encode(text);
+  const kept = keepBytes(size, maxBytes);
+  let end = kept;
+  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--; // back to a character start
+  return decoder.decode(bytes.subarray(0, end)) + marker(size - end);
+}
+
+/** Bytes cut the same way (the marker is appended as UTF-8 text). */
+export function truncateBytes(bytes: Uint8Array, maxBytes: number): Uint8Array {
+  if (bytes.byteLength <= maxBytes) return bytes;
+  const kept = keepBytes(bytes.byteLength, maxBytes);
+  const tail = encoder.encode(marker(bytes.byteLength - kept));
+  const out = new Uint8Array(kept + tail.byteLength);
+  out.set(bytes.subarray(0, kept));
+  out.set(tail, kept);
+  return out;
+}
+
+const marker = (droppedBytes: number) => `…[truncated ${formatBytes(droppedBytes)}]`;
+
+/**
+ * How many bytes of a `size`-byte value to keep: room is left for the marker, which is
+ * at most 28 bytes ("…" is 3, "[truncated 9999999.9 MiB]" 25) for any value under 10 TiB.
+ */
+function keepBytes(size: number, maxBytes: number): number {
+  return Math.max(0, Math.min(size, maxBytes - MARKER_MAX_BYTES));
+}
+
+const MARKER_MAX_BYTES = 32;
