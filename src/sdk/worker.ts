@@ -16,6 +16,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { ConveyorError } from "../base/errors.js";
+import { setLongTimeout } from "../base/long-timer.js";
 import { Outcome as WireOutcome, WorkerService, type Delivery, type Settlement } from "../gen/conveyor/v1/worker_service_pb.js";
 import { RpcChannel } from "../rpc/client.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
@@ -65,7 +66,7 @@ export class Worker {
   private leaseAbort = new AbortController();
   private slotFreed: (() => void) | undefined;
   private heartbeatMs = 10_000;
-  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private cancelHeartbeat: (() => void) | undefined;
   private loop: Promise<void> | undefined;
   private drained: (() => void) | undefined;
 
@@ -134,9 +135,9 @@ export class Worker {
     await this.loop;
     if (this.running.size > 0) {
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, options.graceMs ?? 10_000);
+        const cancelGrace = setLongTimeout(resolve, options.graceMs ?? 10_000);
         this.drained = () => {
-          clearTimeout(timer);
+          cancelGrace();
           resolve();
         };
       });
@@ -153,7 +154,8 @@ export class Worker {
     // ours that may still reach the server after this point.
     await this.flushSettles(true);
     while (this.settling > 0) await new Promise((resolve) => setImmediate(resolve));
-    clearTimeout(this.heartbeatTimer);
+    this.cancelHeartbeat?.();
+    this.cancelHeartbeat = undefined;
     this.channel.close();
   }
 
@@ -198,11 +200,12 @@ export class Worker {
     this.running.set(delivery.leaseId, entry);
     this.armHeartbeat();
     const deadlineMs = Number(delivery.deadlineAtMs);
-    const deadlineTimer = deadlineMs > 0
-      ? setTimeout(() => controller.abort(new Error("deadline exceeded")), Math.max(0, deadlineMs - Date.now()))
+    // A deadline weeks ahead is beyond setTimeout's limit: setLongTimeout arms it in steps.
+    const cancelDeadline = deadlineMs > 0
+      ? setLongTimeout(() => controller.abort(new Error("deadline exceeded")), deadlineMs - Date.now())
       : undefined;
     void this.execute(delivery, controller.signal, deadlineMs).then((outcome) => {
-      clearTimeout(deadlineTimer);
+      cancelDeadline?.();
       if (!entry.abandoned) {
         this.running.delete(delivery.leaseId);
         this.outbox.push(...outcome);
@@ -281,9 +284,9 @@ export class Worker {
   }
 
   private armHeartbeat(): void {
-    if (this.heartbeatTimer || this.running.size === 0) return;
-    this.heartbeatTimer = setTimeout(() => {
-      this.heartbeatTimer = undefined;
+    if (this.cancelHeartbeat || this.running.size === 0) return;
+    this.cancelHeartbeat = setLongTimeout(() => {
+      this.cancelHeartbeat = undefined;
       void this.heartbeat().finally(() => this.armHeartbeat());
     }, this.heartbeatMs);
   }
