@@ -268,3 +268,16 @@ describe("QueueCore: the node ends an attempt at its timeout", () => {
     expect(entryOf(core, t.id)?.state).toBe("active");
   });
 });
+
+describe("QueueCore: attempt ends stay safe integers", () => {
+  it("a timeout or deadline beyond 2^53 ms gives an end of Number.MAX_SAFE_INTEGER (storable, sendable)", () => {
+    const { core, time } = makeCore({ leaseTtlMs: LONG_TTL_MS });
+    const t0 = time.nowMs;
+    enqueueAll(core, [newTask({ timeoutMs: 106_751_991_000 * 86_400_000 })], t0);
+    expect(leaseOne(core, t0).deadlineAtMs).toBe(Number.MAX_SAFE_INTEGER);
+    enqueueAll(core, [newTask({ deadlineAtMs: 2 ** 63 })], t0);
+    const plan = leaseOne(core, t0);
+    expect(plan.deadlineAtMs).toBe(Number.MAX_SAFE_INTEGER);
+    expect(Number.isSafeInteger(entryOf(core, plan.taskIds[0]!)!.attemptEndsAtMs)).toBe(true);
+  });
+});

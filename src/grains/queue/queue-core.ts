@@ -1095,8 +1095,14 @@ export interface LoadOptions {
   groupConfigs?: ReadonlyMap<string, GroupConfig>;
 }
 
+/**
+ * When an attempt of `e` leased at `nowMs` ends: the earlier of its deadline and now +
+ * its timeout; 0 = never. Kept a safe integer (it is stored as an INTEGER and sent as an
+ * int64): an instant past 2^53 ms is centuries away and means the same as "never soon".
+ */
 function effectiveDeadline(e: TaskIndexEntry, nowMs: number): number {
-  return earliest(e.deadlineAtMs, e.timeoutMs > 0 ? nowMs + e.timeoutMs : 0);
+  const end = earliest(e.deadlineAtMs, e.timeoutMs > 0 ? nowMs + e.timeoutMs : 0);
+  return Math.min(end, Number.MAX_SAFE_INTEGER);
 }
 
 /**
