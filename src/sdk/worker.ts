@@ -338,8 +338,9 @@ export class Worker {
  * counted from when the answer arrived here, ends a little after the node's instant
  * whatever the skew between the clocks (the node decides; the worker never gives up
  * first). Without a TTL in the answer, the node's instant is taken as it is.
+ * Exported for tests; not part of the package's API (src/index.ts).
  */
-function attemptEndMs(d: Delivery, leaseTtlMs: number, receivedAtMs: number): number {
+export function attemptEndMs(d: Pick<Delivery, "deadlineAtMs" | "leaseExpiresAtMs">, leaseTtlMs: number, receivedAtMs: number): number {
   const deadlineMs = Number(d.deadlineAtMs);
   if (deadlineMs <= 0) return 0;
   if (leaseTtlMs <= 0) return deadlineMs;
