@@ -2,9 +2,17 @@
 import type { TaskView } from "./task.js";
 
 export interface HandlerContext {
-  /** Fires at the attempt's effective deadline, when the task is cancelled, when the lease is lost, or when the worker stops. */
+  /**
+   * Fires at the attempt's effective deadline, when the task is cancelled, when the lease
+   * is lost, or when the worker stops. At the deadline the node has already failed the
+   * attempt (retry with backoff, or archived): whatever the handler returns afterwards is
+   * ignored and its worker slot is already free.
+   */
   signal: AbortSignal;
-  /** The effective deadline of this attempt, if any. */
+  /**
+   * The effective deadline of this attempt (the earlier of the lease time + timeout and
+   * the task's deadline), on this process's clock; undefined when there is none.
+   */
   deadline: Date | undefined;
   /** The lease this attempt runs under. */
   leaseId: string;

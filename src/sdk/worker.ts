@@ -6,10 +6,15 @@
  * - One Lease call is in flight at a time, asking for as many deliveries as there are
  *   free slots; it parks on the server until work exists, so pickup needs no polling.
  * - Outcomes finished in the same event-loop turn go out in one Settle call.
- * - A lost lease, a cancel request, the attempt's deadline or `stop()` abort the
- *   handler's AbortSignal. A lost or cancelled attempt is not settled (the server has
+ * - A lost lease, a cancel request, the attempt's end or `stop()` abort the handler's
+ *   AbortSignal. A lost, cancelled or timed-out attempt is not settled (the server has
  *   moved on); a settle that cannot reach the server is retried until it does or the
  *   lease lapses (then the server retries the task: at-least-once).
+ * - The attempt's end (its timeout or the task's deadline) is enforced by the node,
+ *   which fails the attempt then. The worker mirrors it: at the end it aborts the signal,
+ *   stops waiting for the handler, frees the slot (it can lease more) and ignores
+ *   whatever the handler returns later. It measures the end from the time the node had
+ *   left when it leased the delivery, so clock skew cannot make it give up first.
  * - `stop()` stops leasing, waits up to `graceMs` for running handlers, then releases
  *   the rest (RELEASED: back to pending at once, no retry spent).
  */
@@ -17,6 +22,7 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { ConveyorError } from "../base/errors.js";
 import { ERROR_MESSAGE_MAX_BYTES, RESULT_MAX_BYTES, truncateBytes, truncateText } from "../base/limits.js";
+import { setLongTimeout } from "../base/long-timer.js";
 import { Outcome as WireOutcome, WorkerService, type Delivery, type Settlement } from "../gen/conveyor/v1/worker_service_pb.js";
 import { RpcChannel } from "../rpc/client.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
@@ -44,7 +50,7 @@ export interface WorkerOptions {
 interface Running {
   delivery: Delivery;
   controller: AbortController;
-  /** Set when the outcome must not be reported (lease lost, cancelled, released by stop). */
+  /** Set when the outcome must not be reported (lease lost, cancelled, timed out, released by stop). */
   abandoned: boolean;
 }
 
@@ -66,7 +72,7 @@ export class Worker {
   private leaseAbort = new AbortController();
   private slotFreed: (() => void) | undefined;
   private heartbeatMs = 10_000;
-  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private cancelHeartbeat: (() => void) | undefined;
   private loop: Promise<void> | undefined;
   private drained: (() => void) | undefined;
 
@@ -135,9 +141,9 @@ export class Worker {
     await this.loop;
     if (this.running.size > 0) {
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, options.graceMs ?? 10_000);
+        const cancelGrace = setLongTimeout(resolve, options.graceMs ?? 10_000);
         this.drained = () => {
-          clearTimeout(timer);
+          cancelGrace();
           resolve();
         };
       });
@@ -154,7 +160,8 @@ export class Worker {
     // ours that may still reach the server after this point.
     await this.flushSettles(true);
     while (this.settling > 0) await new Promise((resolve) => setImmediate(resolve));
-    clearTimeout(this.heartbeatTimer);
+    this.cancelHeartbeat?.();
+    this.cancelHeartbeat = undefined;
     this.channel.close();
   }
 
@@ -180,7 +187,8 @@ export class Worker {
         if (res.deliveries.length === 0 && Date.now() - calledAt < 50) {
           await sleep(jitter(RECONNECT_BASE_MS));
         }
-        for (const d of res.deliveries) this.run(d);
+        const receivedAtMs = Date.now();
+        for (const d of res.deliveries) this.run(d, attemptEndMs(d, res.leaseTtlMs, receivedAtMs));
         // Let handlers that finish at once free their slots first, so the next Lease
         // asks for every free slot (fewer, fuller round trips).
         if (res.deliveries.length > 0) await new Promise((resolve) => setImmediate(resolve));
@@ -193,17 +201,16 @@ export class Worker {
     }
   }
 
-  private run(delivery: Delivery): void {
+  /** Runs a delivery whose attempt ends at `endsAtMs` on this process's clock (0: no end). */
+  private run(delivery: Delivery, endsAtMs: number): void {
     const controller = new AbortController();
     const entry: Running = { delivery, controller, abandoned: false };
     this.running.set(delivery.leaseId, entry);
     this.armHeartbeat();
-    const deadlineMs = Number(delivery.deadlineAtMs);
-    const deadlineTimer = deadlineMs > 0
-      ? setTimeout(() => controller.abort(new Error("deadline exceeded")), Math.max(0, deadlineMs - Date.now()))
-      : undefined;
-    void this.execute(delivery, controller.signal, deadlineMs).then((outcome) => {
-      clearTimeout(deadlineTimer);
+    // An end weeks ahead is beyond setTimeout's limit: setLongTimeout arms it in steps.
+    const cancelEnd = endsAtMs > 0 ? setLongTimeout(() => this.endAttempt(entry), endsAtMs - Date.now()) : undefined;
+    void this.execute(delivery, controller.signal, endsAtMs).then((outcome) => {
+      cancelEnd?.();
       if (!entry.abandoned) {
         this.running.delete(delivery.leaseId);
         this.outbox.push(...outcome);
@@ -214,9 +221,22 @@ export class Worker {
     });
   }
 
+  /**
+   * The attempt's end: the node fails the attempt now, whatever the handler does. Abort
+   * its signal, stop waiting for it, settle nothing for this lease, free its slot.
+   */
+  private endAttempt(entry: Running): void {
+    if (entry.abandoned || this.running.get(entry.delivery.leaseId) !== entry) return;
+    entry.abandoned = true;
+    this.running.delete(entry.delivery.leaseId);
+    entry.controller.abort(new Error("attempt timed out: its deadline passed, the node has failed this attempt"));
+    this.slotFreed?.();
+    if (this.running.size === 0) this.drained?.();
+  }
+
   /** Runs the handler and turns its return or throw into settlements. */
-  private async execute(delivery: Delivery, signal: AbortSignal, deadlineMs: number): Promise<Settlement[]> {
-    const ctx = { signal, deadline: deadlineMs > 0 ? new Date(deadlineMs) : undefined, leaseId: delivery.leaseId };
+  private async execute(delivery: Delivery, signal: AbortSignal, endsAtMs: number): Promise<Settlement[]> {
+    const ctx = { signal, deadline: endsAtMs > 0 ? new Date(endsAtMs) : undefined, leaseId: delivery.leaseId };
     if (delivery.batch) return this.executeBatch(delivery, ctx);
     const task = delivery.tasks[0]!;
     const handler = this.options.mux.handlerFor(task.type);
@@ -282,9 +302,9 @@ export class Worker {
   }
 
   private armHeartbeat(): void {
-    if (this.heartbeatTimer || this.running.size === 0) return;
-    this.heartbeatTimer = setTimeout(() => {
-      this.heartbeatTimer = undefined;
+    if (this.cancelHeartbeat || this.running.size === 0) return;
+    this.cancelHeartbeat = setLongTimeout(() => {
+      this.cancelHeartbeat = undefined;
       void this.heartbeat().finally(() => this.armHeartbeat());
     }, this.heartbeatMs);
   }
@@ -311,6 +331,22 @@ export class Worker {
   private report(error: unknown, context: string): void {
     this.options.onError?.(error, context);
   }
+}
+
+/**
+ * When a delivery's attempt ends on this process's clock (0: no end). The node leased it
+ * at `lease_expires_at_ms - lease_ttl_ms` on its own clock; the time it had left then,
+ * counted from when the answer arrived here, ends a little after the node's instant
+ * whatever the skew between the clocks (the node decides; the worker never gives up
+ * first). Without a TTL in the answer, the node's instant is taken as it is.
+ * Exported for tests; not part of the package's API (src/index.ts).
+ */
+export function attemptEndMs(d: Pick<Delivery, "deadlineAtMs" | "leaseExpiresAtMs">, leaseTtlMs: number, receivedAtMs: number): number {
+  const deadlineMs = Number(d.deadlineAtMs);
+  if (deadlineMs <= 0) return 0;
+  if (leaseTtlMs <= 0) return deadlineMs;
+  const leasedAtMs = Number(d.leaseExpiresAtMs) - leaseTtlMs;
+  return receivedAtMs + Math.max(0, deadlineMs - leasedAtMs);
 }
 
 /** The node keeps a result or error over its limit truncated; cutting it here saves sending it. */

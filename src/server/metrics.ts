@@ -12,6 +12,7 @@ export class NodeMetrics {
   readonly dispatched = new Counter({ name: "conveyor_tasks_dispatched_total", help: "Deliveries handed to workers.", labelNames: ["queue"] as const, registers: [this.registry] });
   readonly finished = new Counter({ name: "conveyor_tasks_finished_total", help: "Tasks that reached a final state or a retry.", labelNames: ["queue", "outcome"] as const, registers: [this.registry] });
   readonly leasesExpired = new Counter({ name: "conveyor_leases_expired_total", help: "Leases reclaimed because their worker stopped heartbeating.", labelNames: ["queue"] as const, registers: [this.registry] });
+  readonly attemptsTimedOut = new Counter({ name: "conveyor_attempts_timed_out_total", help: "Attempts the node ended at their timeout or deadline (the worker still held them).", labelNames: ["queue"] as const, registers: [this.registry] });
   readonly cancelled = new Counter({ name: "conveyor_tasks_cancelled_total", help: "Tasks cancelled by a concurrency strategy.", labelNames: ["queue", "strategy", "reason"] as const, registers: [this.registry] });
   readonly rateLimited = new Counter({ name: "conveyor_rate_limited_total", help: "Dispatch cycles stopped by the queue's rate limit.", labelNames: ["queue"] as const, registers: [this.registry] });
   readonly throttled = new Counter({ name: "conveyor_concurrency_throttled_total", help: "Dispatch cycles that held a task back because its concurrency key was saturated.", labelNames: ["queue"] as const, registers: [this.registry] });
@@ -47,6 +48,7 @@ export class NodeMetrics {
         case "dispatched": this.dispatched.inc({ queue }, e.count); break;
         case "settled": this.finished.inc({ queue, outcome: e.outcome }, e.count); break;
         case "lease_expired": this.leasesExpired.inc({ queue }); break;
+        case "attempt_timed_out": this.attemptsTimedOut.inc({ queue }); break;
         case "throttled": this.throttled.inc({ queue }); break;
         case "rate_limited": this.rateLimited.inc({ queue }); break;
         case "cancelled": this.cancelled.inc({ queue, strategy: e.strategy, reason: e.reason }); break;

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import type { Server as HttpServer } from "node:http";
 import type { Logger } from "pino";
 import { systemClock, type Clock } from "../base/clock.js";
+import { setLongTimeout } from "../base/long-timer.js";
 import { systemRandom, type Random } from "../base/random.js";
 import { taskNotFound } from "../base/errors.js";
 import { Ring } from "../cluster/ring.js";
@@ -173,12 +174,12 @@ export class ConveyorNode {
     stopJanitor();
     broker.releaseAll();
     await new Promise<void>((resolve) => {
-      const force = setTimeout(() => {
+      const cancelForce = setLongTimeout(() => {
         grpcServer.forceShutdown();
         resolve();
       }, config.shutdownGraceMs);
       grpcServer.tryShutdown(() => {
-        clearTimeout(force);
+        cancelForce();
         resolve();
       });
     });

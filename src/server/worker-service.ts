@@ -91,6 +91,8 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
           };
         });
       }
+      // A heartbeat can end an attempt whose timeout passed (a write): answer after it commits.
+      await ctx.committed();
       return { leases: statuses };
     },
 

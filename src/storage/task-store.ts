@@ -35,7 +35,7 @@ export class TaskStore implements QueueStore {
        * stored value; purge_at is set when the task reaches a final state.
        */
       transition: s.prepare(`UPDATE tasks SET state = @state, seq = @seq, retried = @retried, ready_at = @readyAt,
-        lease_id = @leaseId, lease_expires_at = @leaseExpiresAt, expires_at = @expiresAt, batch_id = @batchId,
+        lease_id = @leaseId, lease_expires_at = @leaseExpiresAt, attempt_ends_at = @attemptEndsAt, expires_at = @expiresAt, batch_id = @batchId,
         last_error = COALESCE(@lastError, last_error), last_failed_at = COALESCE(@lastFailedAt, last_failed_at),
         finished_at = COALESCE(@finishedAt, finished_at), result = COALESCE(@result, result),
         cancel_reason = COALESCE(@cancelReason, cancel_reason),
@@ -47,12 +47,12 @@ export class TaskStore implements QueueStore {
       /**
        * The hot transitions get statements of their own. activate: pending → active,
        * returning the row a delivery sends (no second read). Params: lease id, lease
-       * expiry, id.
+       * expiry, attempt end, id.
        */
-      activate: s.prepare(`UPDATE tasks SET state = 'active', lease_id = ?, lease_expires_at = ?, expires_at = 0
-        WHERE id = ? RETURNING *`),
+      activate: s.prepare(`UPDATE tasks SET state = 'active', lease_id = ?, lease_expires_at = ?, attempt_ends_at = ?,
+        expires_at = 0 WHERE id = ? RETURNING *`),
       /** complete: active → completed. Params: finished_at, result, finished_at (for purge_at), id. */
-      complete: s.prepare(`UPDATE tasks SET state = 'completed', lease_id = '', lease_expires_at = 0, finished_at = ?,
+      complete: s.prepare(`UPDATE tasks SET state = 'completed', lease_id = '', lease_expires_at = 0, attempt_ends_at = 0, finished_at = ?,
         result = ?, purge_at = ? + retention_ms WHERE id = ?`),
       delete: s.prepare("DELETE FROM tasks WHERE id = ?"),
       ensureQueue: s.prepare("INSERT OR IGNORE INTO queues (name, paused, created_at) VALUES (?, 0, ?)"),
@@ -67,7 +67,7 @@ export class TaskStore implements QueueStore {
       findId: s.prepare("SELECT queue, state FROM tasks WHERE id = ?"),
       unfinished: s.prepare(`SELECT id, state, type, priority, seq, concurrency_key, ready_at, timeout_ms, deadline_at,
         expires_at, unique_key, unique_until, retried, max_retry, backoff_base_ms, backoff_max_ms, lease_id,
-        lease_expires_at, grp, batch_id, rules FROM tasks WHERE queue = ? AND state IN ${UNFINISHED} ORDER BY rowid`),
+        lease_expires_at, attempt_ends_at, grp, batch_id, rules FROM tasks WHERE queue = ? AND state IN ${UNFINISHED} ORDER BY rowid`),
       groupConfigs: s.prepare("SELECT grp, max_size, max_delay_ms, grace_ms FROM group_configs WHERE queue = ?"),
       setGroupConfig: s.prepare(`INSERT INTO group_configs (queue, grp, max_size, max_delay_ms, grace_ms)
         VALUES (@queue, @group, @maxSize, @maxDelayMs, @graceMs)
@@ -144,7 +144,7 @@ export class TaskStore implements QueueStore {
       case "transition": {
         const { entry: e, outcome: o } = effect;
         if (e.state === "active" && !o) {
-          const row = this.stmt.activate.get(e.leaseId, e.leaseExpiresAtMs, e.id) as TaskRow | undefined;
+          const row = this.stmt.activate.get(e.leaseId, e.leaseExpiresAtMs, e.attemptEndsAtMs, e.id) as TaskRow | undefined;
           if (row) activated.set(e.id, rowToRecord(row));
         } else if (e.state === "completed" && o?.finishedAtMs !== undefined) {
           this.stmt.complete.run(o.finishedAtMs, o.result ? toBuffer(o.result) : null, o.finishedAtMs, e.id);
@@ -175,7 +175,7 @@ export class TaskStore implements QueueStore {
   private transition(e: TaskIndexEntry, o: TransitionOutcome | undefined): void {
     this.stmt.transition.run({
       id: e.id, state: e.state, seq: e.seq, retried: e.retried, readyAt: e.readyAtMs, leaseId: e.leaseId,
-      leaseExpiresAt: e.leaseExpiresAtMs, expiresAt: e.expiresAtMs, batchId: e.batchId, lastError: o?.lastError ?? null, lastFailedAt: o?.lastFailedAtMs ?? null,
+      leaseExpiresAt: e.leaseExpiresAtMs, attemptEndsAt: e.attemptEndsAtMs, expiresAt: e.expiresAtMs, batchId: e.batchId, lastError: o?.lastError ?? null, lastFailedAt: o?.lastFailedAtMs ?? null,
       finishedAt: o?.finishedAtMs ?? null, result: o?.result ? toBuffer(o.result) : null,
       cancelReason: o?.cancelReason ?? null, deadRetention: this.options.deadRetentionMs,
     });
@@ -237,7 +237,7 @@ interface IndexRow {
   id: string; state: TaskState; type: string; priority: number; seq: number; concurrency_key: string;
   ready_at: number; timeout_ms: number; deadline_at: number; expires_at: number; unique_key: string;
   unique_until: number; retried: number; max_retry: number; backoff_base_ms: number; backoff_max_ms: number;
-  lease_id: string; lease_expires_at: number; grp: string; batch_id: string; rules: string;
+  lease_id: string; lease_expires_at: number; attempt_ends_at: number; grp: string; batch_id: string; rules: string;
 }
 
 function indexRowToEntry(r: IndexRow): TaskIndexEntry {
@@ -246,6 +246,6 @@ function indexRowToEntry(r: IndexRow): TaskIndexEntry {
     readyAtMs: r.ready_at, timeoutMs: r.timeout_ms, deadlineAtMs: r.deadline_at, expiresAtMs: r.expires_at,
     uniqueKey: r.unique_key, uniqueUntilMs: r.unique_until, retried: r.retried, maxRetry: r.max_retry,
     backoffBaseMs: r.backoff_base_ms, backoffMaxMs: r.backoff_max_ms, leaseId: r.lease_id,
-    leaseExpiresAtMs: r.lease_expires_at, group: r.grp, batchId: r.batch_id, rules: JSON.parse(r.rules) as TaskRule[],
+    leaseExpiresAtMs: r.lease_expires_at, attemptEndsAtMs: r.attempt_ends_at, group: r.grp, batchId: r.batch_id, rules: JSON.parse(r.rules) as TaskRule[],
   };
 }

@@ -5,7 +5,8 @@
  * into a "storage" model (rows of unfinished tasks, the set of finished ones, the live
  * leases). After every step it checks that memory, effects and model agree, and each
  * command checks its own post-conditions (per-key limit at lease time, dispatch order,
- * no stalled work, retry/backoff shape, lease expiry, unique keys, idempotent ids).
+ * no stalled work, retry/backoff shape, lease expiry, attempt timeouts and deadlines
+ * ending leases, unique keys, idempotent ids).
  * "passivate" rebuilds the core from the storage rows and runs the next lease on the
  * old and the new core side by side: they must hand out the same tasks in the same order.
  */
@@ -31,6 +32,10 @@ interface ItemSpec {
   uniqueKey: string;
   chosenId: string;
   maxRetry: number;
+  /** Per-attempt timeout; 0 = none. */
+  timeoutMs: number;
+  /** Deadline relative to the enqueue; 0 = none. */
+  deadlineInMs: number;
 }
 
 type Cmd =
@@ -69,6 +74,8 @@ const itemArb = (keys: readonly string[]): fc.Arbitrary<ItemSpec> => fc.record({
   uniqueKey: fc.oneof({ weight: 4, arbitrary: fc.constant("") }, { weight: 1, arbitrary: fc.constantFrom("u1", "u2") }),
   chosenId: fc.oneof({ weight: 4, arbitrary: fc.constant("") }, { weight: 1, arbitrary: fc.constantFrom("c1", "c2", "c3") }),
   maxRetry: fc.integer({ min: 0, max: 2 }),
+  timeoutMs: fc.oneof({ weight: 3, arbitrary: fc.constant(0) }, { weight: 2, arbitrary: fc.integer({ min: 100, max: 1_500 }) }),
+  deadlineInMs: fc.oneof({ weight: 5, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.integer({ min: 100, max: 4_000 }) }),
 });
 
 const pick = fc.nat({ max: 1_000 });
@@ -111,11 +118,14 @@ const readyBefore = (a: TaskIndexEntry, b: TaskIndexEntry) =>
 
 const withoutLeaseExpiry = ({ leaseExpiresAtMs: _, ...rest }: TaskIndexEntry) => rest;
 
+/** The earlier of two instants where 0 means "none". */
+const earliest = (a: number, b: number) => (a === 0 ? b : b === 0 ? a : Math.min(a, b));
+
 /** How often interesting situations came up, to keep the property from being vacuous. */
 const coverage = {
   leases: 0, throttled: 0, leaseExpired: 0, expiredToArchive: 0, retries: 0, released: 0,
   passivationsWithLeases: 0, passivationsWithActive: 0, cancelsActive: 0, uniqueConflicts: 0, existed: 0,
-  shortLeaseWithPending: 0, promotions: 0,
+  shortLeaseWithPending: 0, promotions: 0, attemptTimeouts: 0, timeoutsToArchive: 0, timeoutsBeforeLapse: 0,
 };
 
 class Runner {
@@ -127,8 +137,8 @@ class Runner {
   readonly rows = new Map<string, TaskIndexEntry>();
   readonly finished = new Map<string, TaskState>();
   readonly inserted = new Set<string>();
-  /** Live leases (one task each) and when the model expects them to lapse. */
-  readonly leases = new Map<string, { taskId: string; expiresAtMs: number }>();
+  /** Live leases (one task each), when the model expects them to lapse, and when their attempt ends (0 = never). */
+  readonly leases = new Map<string, { taskId: string; expiresAtMs: number; endsAtMs: number }>();
   readonly deadLeases: string[] = [];
   private taskNo = 0;
   private leaseNo = 0;
@@ -176,6 +186,8 @@ class Runner {
         processAtMs: it.processInMs > 0 ? this.nowMs + it.processInMs : 0,
         uniqueKey: it.uniqueKey,
         maxRetry: it.maxRetry,
+        timeoutMs: it.timeoutMs,
+        deadlineAtMs: it.deadlineInMs > 0 ? this.nowMs + it.deadlineInMs : 0,
         backoffBaseMs: BACKOFF_BASE,
         backoffMaxMs: BACKOFF_MAX,
       });
@@ -226,6 +238,8 @@ class Runner {
       expect(this.leases.has(plan.leaseId)).toBe(false);
       const e = before.get(plan.taskIds[0]!);
       expect(e?.state, `leased task ${plan.taskIds[0]} was pending`).toBe("pending");
+      // The attempt ends at the earlier of its deadline and now + its timeout.
+      expect(plan.deadlineAtMs).toBe(earliest(e!.deadlineAtMs, e!.timeoutMs > 0 ? this.nowMs + e!.timeoutMs : 0));
       leased.push(e!);
       // (1) a lease never hands out a task whose key is already at the limit.
       if (e!.concurrencyKey !== "" && this.limit !== undefined) {
@@ -243,7 +257,7 @@ class Runner {
     for (const plan of plans) {
       // (2) no task is in two live leases.
       for (const l of this.leases.values()) expect(l.taskId).not.toBe(plan.taskIds[0]);
-      this.leases.set(plan.leaseId, { taskId: plan.taskIds[0]!, expiresAtMs: plan.leaseExpiresAtMs });
+      this.leases.set(plan.leaseId, { taskId: plan.taskIds[0]!, expiresAtMs: plan.leaseExpiresAtMs, endsAtMs: plan.deadlineAtMs });
     }
     // Nothing dispatchable is left behind: a short answer means every pending task is
     // waiting for a slot of its saturated key.
@@ -306,21 +320,50 @@ class Runner {
   private advance(ms: number): void {
     this.nowMs += ms;
     const before = new Map(this.rows);
-    const lapsing = [...this.leases].filter(([, l]) => l.expiresAtMs <= this.nowMs);
+    // A lease ends at the earlier of its attempt's end (timeout or deadline: a failure
+    // that backs off) and its lapse (no heartbeat: back to its place).
+    const timingOut: [string, { taskId: string }][] = [];
+    const lapsing: [string, { taskId: string }][] = [];
+    for (const [id, l] of this.leases) {
+      const timedOut = l.endsAtMs > 0 && l.endsAtMs <= this.nowMs;
+      const lapsed = l.expiresAtMs <= this.nowMs;
+      if (timedOut && (!lapsed || l.endsAtMs <= l.expiresAtMs)) timingOut.push([id, l]);
+      else if (lapsed) lapsing.push([id, l]);
+      if (timedOut && l.expiresAtMs > this.nowMs) coverage.timeoutsBeforeLapse += 1;
+    }
     this.core.tick(this.nowMs);
     const { events } = this.drainAndApply();
     const expired = events.filter((e): e is Extract<CoreEvent, { kind: "lease_expired" }> => e.kind === "lease_expired");
     expect(expired.map((e) => e.leaseId).sort()).toEqual(lapsing.map(([id]) => id).sort());
+    const timedOut = events.filter((e): e is Extract<CoreEvent, { kind: "attempt_timed_out" }> => e.kind === "attempt_timed_out");
+    expect(timedOut.map((e) => e.leaseId).sort()).toEqual(timingOut.map(([id]) => id).sort());
     coverage.leaseExpired += lapsing.length;
+    coverage.attemptTimeouts += timingOut.length;
     coverage.promotions += [...before.values()].filter((e) => (e.state === "scheduled" || e.state === "retry") && this.rows.get(e.id)?.state === "pending").length;
+    const pastDeadline = (e: TaskIndexEntry) => e.deadlineAtMs > 0 && e.deadlineAtMs <= this.nowMs;
     for (const [leaseId, { taskId }] of lapsing) {
       const was = before.get(taskId)!;
-      if (was.retried >= was.maxRetry) {
+      if (was.retried >= was.maxRetry || pastDeadline(was)) {
         coverage.expiredToArchive += 1;
         expect(this.finished.get(taskId)).toBe("archived");
       } else {
         // Back to pending at once, same place, one more failure.
         expect(this.rows.get(taskId)).toMatchObject({ state: "pending", seq: was.seq, retried: was.retried + 1 });
+      }
+      this.retireLease(leaseId);
+    }
+    for (const [leaseId, { taskId }] of timingOut) {
+      const was = before.get(taskId)!;
+      if (was.retried >= was.maxRetry || pastDeadline(was)) {
+        coverage.timeoutsToArchive += 1;
+        expect(this.finished.get(taskId)).toBe("archived");
+      } else {
+        // A failed attempt: one more failure, and a backoff like a RETRY.
+        const after = this.rows.get(taskId)!;
+        expect(after).toMatchObject({ state: "retry", retried: was.retried + 1, leaseId: "", attemptEndsAtMs: 0 });
+        const cap = Math.min(BACKOFF_MAX, BACKOFF_BASE * 2 ** was.retried);
+        expect(after.readyAtMs - this.nowMs).toBeGreaterThanOrEqual(cap / 2);
+        expect(after.readyAtMs - this.nowMs).toBeLessThanOrEqual(cap);
       }
       this.retireLease(leaseId);
     }
@@ -492,6 +535,12 @@ class Runner {
       }
     }
     expect(new Map([...this.leases].map(([id, l]) => [id, l.taskId]))).toEqual(activeLeases);
+    // Each running task carries its attempt's end (durable); a live lease's end is ahead.
+    for (const e of snap) {
+      const l = this.leases.get(e.leaseId);
+      expect(e.attemptEndsAtMs).toBe(e.state === "active" ? l!.endsAtMs : 0);
+      if (l && l.endsAtMs > 0) expect(l.endsAtMs).toBeGreaterThan(this.nowMs);
+    }
     expect(new Set(activeLeases.values()).size).toBe(activeLeases.size); // (2)
 
     // Slot accounting matches the active tasks.
@@ -513,6 +562,7 @@ class Runner {
     const wake = this.core.nextWakeAtMs();
     for (const e of snap) {
       if (e.state === "scheduled" || e.state === "retry") expect(wake).toBeLessThanOrEqual(e.readyAtMs);
+      if (e.attemptEndsAtMs > 0) expect(wake).toBeLessThanOrEqual(e.attemptEndsAtMs);
     }
   }
 }

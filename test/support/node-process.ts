@@ -24,6 +24,8 @@ export interface NodeProcessOptions {
 export class NodeProcess {
   private exited: Promise<number | null>;
   readonly logs: string[] = [];
+  /** Everything the process wrote to stderr so far (Node's warnings land here). */
+  stderr = "";
 
   private constructor(
     readonly child: ChildProcess,
@@ -66,6 +68,8 @@ export class NodeProcess {
     });
     const node = new NodeProcess(child, dataDir, listening.grpc, listening.http, options);
     node.logs.push(...logs);
+    node.stderr = stderr;
+    child.stderr!.on("data", (d: Buffer) => (node.stderr += d.toString()));
     lines.on("line", (line) => node.logs.push(line));
     return node;
   }

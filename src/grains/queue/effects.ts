@@ -29,6 +29,8 @@ export type CoreEvent =
   | { kind: "dispatched"; count: number }
   | { kind: "settled"; outcome: "completed" | "retry" | "archived" | "released" | "cancelled"; count: number }
   | { kind: "lease_expired"; leaseId: string; taskIds: string[] }
+  /** An attempt reached its timeout or deadline: its lease was revoked, its tasks failed. */
+  | { kind: "attempt_timed_out"; leaseId: string; taskIds: string[] }
   | { kind: "throttled" }
   | { kind: "rate_limited" }
   | { kind: "group_fired"; size: number }

@@ -12,7 +12,9 @@
  * - `entries`: one index entry per unfinished task (never the payload);
  * - `ready`: pending tasks in dispatch order (priority, then seq), lazily cleaned;
  * - `due`: timers for scheduled/retry promotion, pre-dispatch expiry and deadlines;
- * - `leases` and `leaseExpiry`: deliveries held by workers and when they lapse;
+ * - `leases`, `leaseExpiry` and `attemptEnds`: deliveries held by workers, when they lapse
+ *   without heartbeats, and when their attempt ends (timeout or deadline): a lease ends
+ *   at the earlier of the two, whatever the worker does;
  * - `slots`: per-key in-flight counts and held tasks (per-key concurrency limit);
  * - `unique`: unique keys held by unfinished tasks;
  * - `bucket`: the queue's rate limit (token bucket), if any.
@@ -112,6 +114,8 @@ interface LeaseState {
   id: string;
   taskIds: Set<string>;
   expiresAtMs: number;
+  /** When the attempt ends (the delivery's effective deadline); 0 = no limit. */
+  endsAtMs: number;
 }
 
 type DueKind = "ready" | "expire" | "deadline";
@@ -138,6 +142,8 @@ export class QueueCore {
   private dueOrder = 0;
   private readonly leases = new Map<string, LeaseState>();
   private readonly leaseExpiry = new Heap<{ atMs: number; leaseId: string }>((a, b) => a.atMs < b.atMs);
+  /** Attempt ends of leases, lazily deleted (a settled lease leaves its entry behind). */
+  private readonly attemptEnds = new Heap<{ atMs: number; leaseId: string }>((a, b) => a.atMs < b.atMs);
   /** Leases whose every task was cancelled: heartbeats report the cancel until they lapse. */
   private readonly revoked = new Map<string, { reason: string; untilMs: number }>();
   private readonly unique = new Map<string, { taskId: string; untilMs: number }>();
@@ -198,13 +204,21 @@ export class QueueCore {
 
   private loadActive(e: TaskIndexEntry, nowMs: number): void {
     e.leaseExpiresAtMs = Math.max(e.leaseExpiresAtMs, nowMs + this.config.leaseTtlMs);
+    // The attempt's end is durable. A row written before it was (0 with a timeout or a
+    // deadline) gets its timeout from now: the benefit of the doubt, once.
+    if (e.attemptEndsAtMs === 0) e.attemptEndsAtMs = effectiveDeadline(e, nowMs);
     let lease = this.leases.get(e.leaseId);
     if (!lease) {
-      lease = { id: e.leaseId, taskIds: new Set(), expiresAtMs: e.leaseExpiresAtMs };
+      lease = { id: e.leaseId, taskIds: new Set(), expiresAtMs: e.leaseExpiresAtMs, endsAtMs: 0 };
       this.leases.set(lease.id, lease);
       this.leaseExpiry.push({ atMs: lease.expiresAtMs, leaseId: lease.id });
     }
     lease.taskIds.add(e.id);
+    const endsAtMs = earliest(lease.endsAtMs, e.attemptEndsAtMs);
+    if (endsAtMs !== lease.endsAtMs) {
+      lease.endsAtMs = endsAtMs;
+      this.attemptEnds.push({ atMs: endsAtMs, leaseId: lease.id });
+    }
     this.acquireSlots(e);
   }
 
@@ -285,7 +299,7 @@ export class QueueCore {
       deadlineAtMs: t.deadlineAtMs, expiresAtMs: t.expiresAtMs, uniqueKey: t.uniqueKey,
       uniqueUntilMs: t.uniqueKey && t.uniqueTtlMs > 0 ? nowMs + t.uniqueTtlMs : 0,
       retried: 0, maxRetry: t.maxRetry, backoffBaseMs: t.backoffBaseMs, backoffMaxMs: t.backoffMaxMs,
-      leaseId: "", leaseExpiresAtMs: 0, group: t.group, batchId: "", rules: t.rules,
+      leaseId: "", leaseExpiresAtMs: 0, attemptEndsAtMs: 0, group: t.group, batchId: "", rules: t.rules,
     };
     if (state === "pending") e.seq = this.rankOf(e);
     this.entries.set(e.id, e);
@@ -500,8 +514,10 @@ export class QueueCore {
   private startLease(batch: TaskIndexEntry[], nowMs: number): DeliveryPlan {
     const leaseId = this.deps.newLeaseId();
     const expiresAtMs = nowMs + this.config.leaseTtlMs;
-    const lease: LeaseState = { id: leaseId, taskIds: new Set(), expiresAtMs };
+    // The attempt ends at the earliest member's effective deadline: a batch is one call.
     let deadlineAtMs = 0;
+    for (const e of batch) deadlineAtMs = earliest(deadlineAtMs, effectiveDeadline(e, nowMs));
+    const lease: LeaseState = { id: leaseId, taskIds: new Set(), expiresAtMs, endsAtMs: deadlineAtMs };
     for (const e of batch) {
       this.acquireSlots(e);
       // Only round-robin ranks mark the round being served (other seqs are FIFO numbers).
@@ -511,12 +527,16 @@ export class QueueCore {
 
       e.leaseId = leaseId;
       e.leaseExpiresAtMs = expiresAtMs;
+      e.attemptEndsAtMs = deadlineAtMs;
       lease.taskIds.add(e.id);
-      deadlineAtMs = earliest(deadlineAtMs, effectiveDeadline(e, nowMs));
       this.effects.push({ kind: "transition", entry: { ...e } });
     }
     this.leases.set(leaseId, lease);
     this.leaseExpiry.push({ atMs: expiresAtMs, leaseId });
+    if (deadlineAtMs > 0) {
+      this.compactAttemptEnds();
+      this.attemptEnds.push({ atMs: deadlineAtMs, leaseId });
+    }
     const first = batch[0]!;
     return {
       leaseId, taskIds: [...lease.taskIds], leaseExpiresAtMs: expiresAtMs, deadlineAtMs,
@@ -540,7 +560,7 @@ export class QueueCore {
   /** Extends held leases by a full TTL; reports lost and cancelled ones. */
   heartbeat(leaseIds: readonly string[], nowMs: number): LeaseStatusView[] {
     return leaseIds.map((leaseId) => {
-      const lease = this.leases.get(leaseId);
+      const lease = this.liveLease(leaseId, nowMs);
       if (lease) {
         lease.expiresAtMs = nowMs + this.config.leaseTtlMs;
         return { leaseId, held: true, cancelRequested: false, cancelReason: "", leaseExpiresAtMs: lease.expiresAtMs };
@@ -556,10 +576,10 @@ export class QueueCore {
   }
 
   private settleOne(s: Settlement, nowMs: number): ConveyorError | null {
-    const lease = this.leases.get(s.leaseId);
+    const lease = this.liveLease(s.leaseId, nowMs);
     const e = this.entries.get(s.taskId);
     if (!lease || !lease.taskIds.has(s.taskId) || !e || e.state !== "active" || e.leaseId !== s.leaseId) {
-      const why = this.revoked.has(s.leaseId) ? "the task was cancelled" : "it expired, was settled or never existed";
+      const why = this.revoked.has(s.leaseId) ? "the task was cancelled" : "its attempt timed out, it expired, was settled or never existed";
       return new ConveyorError("FAILED_PRECONDITION", "LEASE_NOT_HELD",
         `lease ${quote(s.leaseId)} does not hold task ${quote(s.taskId)}: ${why}`, "settlements.lease_id");
     }
@@ -595,6 +615,7 @@ export class QueueCore {
     if (lease.taskIds.size === 0) this.leases.delete(lease.id);
     e.leaseId = "";
     e.leaseExpiresAtMs = 0;
+    e.attemptEndsAtMs = 0;
     this.releaseSlots(e);
   }
 
@@ -689,6 +710,7 @@ export class QueueCore {
     e.state = state;
     e.leaseId = "";
     e.leaseExpiresAtMs = 0;
+    e.attemptEndsAtMs = 0;
     this.entries.delete(e.id);
     if (e.uniqueKey && this.unique.get(e.uniqueKey)?.taskId === e.id) this.unique.delete(e.uniqueKey);
     this.persist(e, outcome);
@@ -711,13 +733,17 @@ export class QueueCore {
       this.fireDue(top, nowMs);
     }
     this.compactDue();
+    for (let top = this.attemptEnds.peek(); top && top.atMs <= nowMs; top = this.attemptEnds.peek()) {
+      this.attemptEnds.pop();
+      const lease = this.leases.get(top.leaseId);
+      if (lease && lease.endsAtMs === top.atMs) this.endLease(lease, nowMs);
+    }
     for (let top = this.leaseExpiry.peek(); top && top.atMs <= nowMs; top = this.leaseExpiry.peek()) {
       this.leaseExpiry.pop();
       const lease = this.leases.get(top.leaseId);
       if (!lease) continue;
       // A heartbeat moved the expiry: re-arm at the new time (lazy deletion).
-      if (lease.expiresAtMs > nowMs) this.leaseExpiry.push({ atMs: lease.expiresAtMs, leaseId: lease.id });
-      else this.expireLease(lease, nowMs);
+      if (!this.endLease(lease, nowMs)) this.leaseExpiry.push({ atMs: lease.expiresAtMs, leaseId: lease.id });
     }
     for (const [leaseId, r] of this.revoked) if (r.untilMs <= nowMs) this.revoked.delete(leaseId);
     if (this.sweepAtMs !== undefined && this.sweepAtMs <= nowMs) this.sweepGroups(nowMs);
@@ -803,6 +829,58 @@ export class QueueCore {
     }
   }
 
+  /**
+   * Ends a lease whose attempt is over or which lapsed, by whichever came first; false
+   * when neither has. A lapse keeps the task's place (the worker probably died); a
+   * timed-out attempt is the handler's failure and backs off like a RETRY.
+   */
+  private endLease(lease: LeaseState, nowMs: number): boolean {
+    const timedOut = lease.endsAtMs > 0 && lease.endsAtMs <= nowMs;
+    const lapsed = lease.expiresAtMs <= nowMs;
+    if (timedOut && (!lapsed || lease.endsAtMs <= lease.expiresAtMs)) this.timeOutLease(lease, nowMs);
+    else if (lapsed) this.expireLease(lease, nowMs);
+    else return false;
+    return true;
+  }
+
+  /**
+   * The lease `leaseId` if it is still held at `nowMs`. A lease whose attempt is over
+   * ends here even if the grain's timer has not fired yet: a settle or a heartbeat that
+   * arrives after the attempt's end is refused, like one after its lease was reclaimed.
+   */
+  private liveLease(leaseId: string, nowMs: number): LeaseState | undefined {
+    const lease = this.leases.get(leaseId);
+    if (lease && lease.endsAtMs > 0 && lease.endsAtMs <= nowMs) {
+      this.endLease(lease, nowMs);
+      return undefined;
+    }
+    return lease;
+  }
+
+  /**
+   * The attempt reached its end (timeout or deadline) while the worker still held it:
+   * the lease is revoked, its slots are freed, and every task of it fails as timed out
+   * (backoff, or archived when retries are exhausted or the deadline has passed). A
+   * batch member comes back on its own, as a batch of one, like a retried member.
+   */
+  private timeOutLease(lease: LeaseState, nowMs: number): void {
+    const members = [...lease.taskIds].map((id) => this.entries.get(id)).filter((e): e is TaskIndexEntry => !!e);
+    const error = timeoutError(lease.endsAtMs, members);
+    this.events.push({ kind: "attempt_timed_out", leaseId: lease.id, taskIds: [...lease.taskIds] });
+    for (const e of members) {
+      this.detachFromLease(lease, e);
+      if (e.batchId !== "") e.batchId = e.id;
+      this.fail(e, error, nowMs, "backoff");
+    }
+    this.leases.delete(lease.id);
+  }
+
+  /** Drops attempt-end entries of leases that are gone when they outnumber the live ones. */
+  private compactAttemptEnds(): void {
+    if (this.attemptEnds.size < 1024 || this.attemptEnds.size < 4 * this.leases.size) return;
+    this.attemptEnds.retain((a) => this.leases.get(a.leaseId)?.endsAtMs === a.atMs);
+  }
+
   private expireLease(lease: LeaseState, nowMs: number): void {
     const ids = [...lease.taskIds];
     this.events.push({ kind: "lease_expired", leaseId: lease.id, taskIds: ids });
@@ -817,7 +895,7 @@ export class QueueCore {
 
   /** When `tick` next has work; undefined when nothing is timed. */
   nextWakeAtMs(): number | undefined {
-    const candidates = [this.due.peek()?.atMs, this.leaseExpiry.peek()?.atMs];
+    const candidates = [this.due.peek()?.atMs, this.leaseExpiry.peek()?.atMs, this.attemptEnds.peek()?.atMs];
     // Rate-limited work wakes the grain when the next token arrives.
     if (this.bucket && this.ready.size > 0) candidates.push(this.bucket.nextTokenAtMs());
     candidates.push(this.sweepAtMs);
@@ -917,7 +995,7 @@ export class QueueCore {
       concurrencyKey: record.concurrencyKey, readyAtMs: nowMs, timeoutMs: record.timeoutMs,
       deadlineAtMs: record.deadlineAtMs, expiresAtMs: 0, uniqueKey: record.uniqueKey,
       uniqueUntilMs: record.uniqueUntilMs, retried: 0, maxRetry: record.maxRetry,
-      backoffBaseMs: record.backoffBaseMs, backoffMaxMs: record.backoffMaxMs, leaseId: "", leaseExpiresAtMs: 0,
+      backoffBaseMs: record.backoffBaseMs, backoffMaxMs: record.backoffMaxMs, leaseId: "", leaseExpiresAtMs: 0, attemptEndsAtMs: 0,
       // A group member comes back on its own, as a batch of one.
       group: record.group, batchId: record.group ? record.id : "", rules: record.rules,
     };
@@ -1018,8 +1096,24 @@ export interface LoadOptions {
   groupConfigs?: ReadonlyMap<string, GroupConfig>;
 }
 
+/**
+ * When an attempt of `e` leased at `nowMs` ends: the earlier of its deadline and now +
+ * its timeout; 0 = never. Kept a safe integer (it is stored as an INTEGER and sent as an
+ * int64): an instant past 2^53 ms is centuries away and means the same as "never soon".
+ */
 function effectiveDeadline(e: TaskIndexEntry, nowMs: number): number {
-  return earliest(e.deadlineAtMs, e.timeoutMs > 0 ? nowMs + e.timeoutMs : 0);
+  const end = earliest(e.deadlineAtMs, e.timeoutMs > 0 ? nowMs + e.timeoutMs : 0);
+  return Math.min(end, Number.MAX_SAFE_INTEGER);
+}
+
+/**
+ * Why an attempt that ended at `endsAtMs` failed: a member's deadline (the task is then
+ * archived, not retried), or the shortest per-attempt timeout among its members.
+ */
+function timeoutError(endsAtMs: number, members: readonly TaskIndexEntry[]): string {
+  if (members.some((e) => e.deadlineAtMs > 0 && e.deadlineAtMs <= endsAtMs)) return "attempt timed out at the task's deadline";
+  const timeouts = members.map((e) => e.timeoutMs).filter((t) => t > 0);
+  return timeouts.length > 0 ? `timed out after ${Math.min(...timeouts)}ms` : "attempt timed out";
 }
 
 /** The earlier of two instants where 0 means "none". */

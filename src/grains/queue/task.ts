@@ -123,6 +123,12 @@ export interface TaskIndexEntry {
   backoffMaxMs: number;
   leaseId: string;
   leaseExpiresAtMs: number;
+  /**
+   * When the node ends the running attempt (the earlier of its lease time + timeout and
+   * the task's deadline; for a batch, the earliest of its members'); 0 when there is no
+   * limit or the task is not active. Durable, so a restart does not extend an attempt.
+   */
+  attemptEndsAtMs: number;
   /** Aggregation group ("" = none). */
   group: string;
   /** The fired batch this pending or active group member belongs to ("" = none). */

@@ -9,6 +9,7 @@ import { m002RateLimits } from "./002-rate-limits.js";
 import { m003Groups } from "./003-groups.js";
 import { m004Rules } from "./004-rules.js";
 import { m005SlotLimits } from "./005-slot-limits.js";
+import { m006AttemptEnds } from "./006-attempt-ends.js";
 
 export interface Migration {
   version: number;
@@ -16,4 +17,4 @@ export interface Migration {
   sql: string;
 }
 
-export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits, m003Groups, m004Rules, m005SlotLimits];
+export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits, m003Groups, m004Rules, m005SlotLimits, m006AttemptEnds];
