@@ -18,7 +18,7 @@
 import BetterSqlite3 from "better-sqlite3";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import { migrate } from "./migrate.js";
+import { migrate, type SchemaInfo } from "./migrate.js";
 import { classifyStorageError } from "./storage-errors.js";
 
 export type Synchronous = "full" | "normal";
@@ -28,6 +28,8 @@ export interface DatabaseOptions {
   path: string;
   /** "full" survives power loss; "normal" survives process crashes only. */
   synchronous: Synchronous;
+  /** Refuse a file without a conveyor schema instead of creating one (see migrate). */
+  requireSchema?: boolean;
 }
 
 interface Waiter {
@@ -39,6 +41,8 @@ export class Database {
   readonly sqlite: BetterSqlite3.Database;
   /** The directory named in error messages about the disk. */
   readonly dataDir: string;
+  /** The file's schema after migration. */
+  readonly schema: SchemaInfo;
   private inTransaction = false;
   /** True while a `write` runs (nested writes join its savepoint). */
   private writing = false;
@@ -51,11 +55,16 @@ export class Database {
   constructor(options: DatabaseOptions) {
     if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
     this.sqlite = new BetterSqlite3(options.path);
-    this.sqlite.pragma("journal_mode = WAL");
-    this.sqlite.pragma(`synchronous = ${options.synchronous.toUpperCase()}`);
-    this.sqlite.pragma("busy_timeout = 5000");
-    this.sqlite.pragma("foreign_keys = ON");
-    migrate(this.sqlite);
+    try {
+      this.sqlite.pragma("journal_mode = WAL");
+      this.sqlite.pragma(`synchronous = ${options.synchronous.toUpperCase()}`);
+      this.sqlite.pragma("busy_timeout = 5000");
+      this.sqlite.pragma("foreign_keys = ON");
+      this.schema = migrate(this.sqlite, { requireExisting: options.requireSchema ?? false });
+    } catch (error) {
+      this.sqlite.close();
+      throw error;
+    }
     this.dataDir = options.path === ":memory:" ? options.path : dirname(options.path);
     this.savepoint = {
       open: this.sqlite.prepare("SAVEPOINT write"),
