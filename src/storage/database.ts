@@ -8,7 +8,8 @@
  * await `committed()` before they answer, so an acknowledged write is always on disk.
  *
  * Each `write` call (one grain turn, one operator action) runs in a SAVEPOINT of its
- * own inside that transaction: if it fails, only its own changes are rolled back and
+ * own inside that transaction (the first write needs none: the transaction itself plays
+ * that part): if it fails, only its own changes are rolled back and
  * only its caller gets the error (classified by storage-errors.ts); the other writes of
  * the turn still commit. If the commit itself fails, or SQLite abandoned the whole
  * transaction (it may on SQLITE_FULL, SQLITE_IOERR, SQLITE_BUSY, SQLITE_NOMEM), every
@@ -78,10 +79,16 @@ export class Database {
    * savepoint of its own: if `fn` throws, its changes alone are undone and the error
    * (a catalog error for SQLite failures) is thrown to this caller only. A write inside
    * a write joins the outer one's savepoint.
+   *
+   * The first write of a transaction needs no savepoint: the transaction holds nothing
+   * else, so rolling it back undoes that write alone. This keeps the common case (one
+   * write per transaction) as cheap as before; a savepoint costs SQLite a copy of every
+   * page the write touches that existed before it (the statement journal).
    */
   write<T>(fn: () => T): T {
     if (this.writing) return fn();
-    if (!this.inTransaction) {
+    const first = !this.inTransaction;
+    if (first) {
       try {
         this.sqlite.exec("BEGIN IMMEDIATE");
       } catch (error) {
@@ -92,15 +99,33 @@ export class Database {
     }
     this.writing = true;
     try {
+      if (first) return fn();
       this.savepoint.open.run();
       const result = fn();
       this.savepoint.release.run();
       return result;
     } catch (error) {
-      throw this.undo(error);
+      throw first ? this.undoAlone(error) : this.undo(error);
     } finally {
       this.writing = false;
     }
+  }
+
+  /** Undoes a failed write that was the transaction's first and only one. */
+  private undoAlone(error: unknown): unknown {
+    const failure = classifyStorageError(error, this.dataDir, "write");
+    if (this.waiters.length > 0) {
+      // Someone awaits this transaction after all: it fails for them too.
+      this.rollback(classifyStorageError(error, this.dataDir, "commit"));
+      return failure;
+    }
+    try {
+      if (this.sqlite.inTransaction) this.sqlite.exec("ROLLBACK");
+    } catch {
+      // The connection is in trouble; the next BEGIN will say so to its caller.
+    }
+    this.inTransaction = false;
+    return failure;
   }
 
   /** Undoes the failed write's savepoint; returns the error its caller gets. */

@@ -4,12 +4,15 @@
  * full disk is RESOURCE_EXHAUSTED naming the data directory while reads keep working
  * and writes resume on their own once space is freed.
  */
+import { execFileSync } from "node:child_process";
+import { closeSync, mkdtempSync, openSync, rmSync, unlinkSync, writeSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { ConveyorError, bytes, json, newTask } from "../../src/index.js";
 import { NodeProcess } from "../support/node-process.js";
-import { connect } from "../support/sdk.js";
+import { connect, runCli } from "../support/sdk.js";
 
 /** A node whose data file refuses every task of type "poison" (a trigger installed while it was stopped). */
 async function nodeWithPoisonTrigger(): Promise<NodeProcess> {
@@ -87,6 +90,82 @@ describe("a write the data file refuses", () => {
       await sdk.close();
       await node.stop();
       node.cleanup();
+    }
+  });
+});
+
+/** A tmpfs of its own for the node needs a mount namespace: root and util-linux `unshare`. */
+const canMountTmpfs = (() => {
+  if (process.platform !== "linux" || process.getuid?.() !== 0) return false;
+  const dir = mkdtempSync(join(tmpdir(), "conveyor-tmpfs-probe-"));
+  try {
+    execFileSync("unshare", ["-m", "sh", "-c", 'mount -t tmpfs -o size=1m tmpfs "$0"', dir], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+})();
+
+/** Writes `path` until the file system says ENOSPC. */
+function fillDisk(path: string): void {
+  const fd = openSync(path, "w");
+  const chunk = Buffer.alloc(64 * 1024, 1);
+  try {
+    for (;;) writeSync(fd, chunk);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOSPC") throw error;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+describe.skipIf(!canMountTmpfs)("a full disk (the node's data dir on a small tmpfs of its own; needs root and unshare)", () => {
+  it("is RESOURCE_EXHAUSTED naming the data dir; reads keep working; writes resume once space is freed", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "conveyor-full-"));
+    // The tmpfs lives in the node's own mount namespace (gone with the process); the test
+    // reaches into it through /proc/<pid>/root.
+    const node = await NodeProcess.start({
+      dataDir, prefix: ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=16m tmpfs "$0" && exec "$@"', dataDir],
+    });
+    const filler = join(`/proc/${node.child.pid}/root`, dataDir, "filler");
+    const sdk = connect(node);
+    try {
+      const seed = await sdk.client.enqueue(newTask("job", json({ seed: true })), { queue: "full" });
+      fillDisk(filler);
+
+      // Every commit appends to the WAL, which now has no room to grow.
+      const cli = await runCli(node, "enqueue", "--type", "job", "--queue", "full").then(
+        () => undefined, (e: { code: number; stderr: string }) => e);
+      expect(cli?.code).toBe(1);
+      expect(cli?.stderr).toContain(`error: disk full: the data directory ${dataDir} has no space left`);
+
+      const big = () => Array.from({ length: 8 }, (_, i) =>
+        sdk.client.enqueue(newTask("job", bytes(new Uint8Array(512 * 1024).fill(i))), { queue: "full" }));
+      const failed = await Promise.allSettled(big());
+      for (const f of failed) {
+        expect(f.status).toBe("rejected");
+        const error = (f as PromiseRejectedResult).reason as ConveyorError;
+        expect(error).toMatchObject({ code: "RESOURCE_EXHAUSTED", reason: "DISK_FULL" });
+        expect(error.message).toContain(`disk full: the data directory ${dataDir}`);
+      }
+
+      // Reads need no space.
+      expect((await sdk.client.getTask(seed.id)).state).toBe("pending");
+      expect(await sdk.counts("full")).toMatchObject({ pending: 1 });
+      expect((await fetch(`http://${node.httpAddress}/healthz`)).status).toBe(200);
+
+      // Space returns: the same writes go through, with no restart.
+      unlinkSync(filler);
+      const stored = await Promise.all(big());
+      expect(stored).toHaveLength(8);
+      expect(await sdk.counts("full")).toMatchObject({ pending: 9 });
+      expect(await sdk.leaseNow("full")).toHaveLength(9);
+    } finally {
+      await sdk.close();
+      await node.stop();
+      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });

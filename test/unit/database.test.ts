@@ -54,6 +54,16 @@ describe("Database group commit", () => {
     expect(((error as Error).cause as { code: string }).code).toBe("SQLITE_CONSTRAINT_TRIGGER");
   });
 
+  it("undoes a failed first write of a transaction alone; the turn's later writes commit", async () => {
+    const error = caught(() => insert("poison"));
+    insert("a");
+    insert("b");
+    await db.committed();
+    expect(error).toMatchObject({ code: "INVALID_ARGUMENT", reason: "STORAGE_REJECTED" });
+    expect(stored()).toEqual(["a", "b"]);
+    expect(rollbacks).toEqual([]);
+  });
+
   it("undoes every statement of the failed write, nested writes included", async () => {
     insert("a");
     caught(() => db.write(() => {
@@ -63,6 +73,16 @@ describe("Database group commit", () => {
     }));
     await db.committed();
     expect(stored()).toEqual(["a"]);
+  });
+
+  it("undoes a failed nested write that opened the transaction", async () => {
+    caught(() => db.write(() => {
+      insert("b");
+      insert("poison");
+    }));
+    insert("c");
+    await db.committed();
+    expect(stored()).toEqual(["c"]);
   });
 
   it("undoes the write and rethrows a non-SQLite error unchanged", async () => {
