@@ -51,9 +51,7 @@ export function lockDir(dir: string): DirLock {
     if ((error as { code?: string }).code === "SQLITE_BUSY") throw new DirLockedError(lockedMessage(dir, path, holderPath));
     throw error;
   }
-  const holder: LockHolder = { pid: process.pid, host: hostname(), startedAt: new Date().toISOString() };
-  writeFileSync(`${holderPath}.tmp`, `${JSON.stringify(holder)}\n`);
-  renameSync(`${holderPath}.tmp`, holderPath);
+  recordHolder(holderPath);
   return {
     path,
     release() {
@@ -62,6 +60,25 @@ export function lockDir(dir: string): DirLock {
       db.close();
     },
   };
+}
+
+/**
+ * Best effort: the record only names the holder in a refusal, and a node whose disk is
+ * full must still start (it serves reads, and writes resume once space returns).
+ */
+function recordHolder(path: string): void {
+  const holder: LockHolder = { pid: process.pid, host: hostname(), startedAt: new Date().toISOString() };
+  try {
+    writeFileSync(`${path}.tmp`, `${JSON.stringify(holder)}\n`);
+    renameSync(`${path}.tmp`, path);
+  } catch {
+    try {
+      rmSync(`${path}.tmp`, { force: true });
+      rmSync(path, { force: true }); // never name a previous holder
+    } catch {
+      // Nothing more to do: a refusal will then name no holder, or an older one.
+    }
+  }
 }
 
 function lockedMessage(dir: string, lockPath: string, holderPath: string): string {
