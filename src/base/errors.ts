@@ -30,7 +30,12 @@ export type ErrorReason =
   | "WRONG_OWNER"
   /** The queue's grain was deactivated (idle, a storage failure, shutdown) during the call; retry. */
   | "GRAIN_DEACTIVATED"
+  /** The data file could not be written for a reason that is not the caller's: retry. */
   | "STORAGE_FAILURE"
+  /** The disk holding the data directory is full: retry once space is freed. */
+  | "DISK_FULL"
+  /** The data file refused this request's own values (a constraint): retrying cannot help. */
+  | "STORAGE_REJECTED"
   | "INTERNAL";
 
 export class ConveyorError extends Error {
@@ -41,8 +46,10 @@ export class ConveyorError extends Error {
     message: string,
     /** The request field at fault, when there is one (e.g. "task.priority"). */
     readonly field?: string,
+    /** What went wrong underneath (for the server log; never sent). */
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(message, options);
   }
 }
 

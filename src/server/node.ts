@@ -4,7 +4,6 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import { randomUUID } from "node:crypto";
-import { join } from "node:path";
 import type { Server as HttpServer } from "node:http";
 import type { Logger } from "pino";
 import { systemClock, type Clock } from "../base/clock.js";
@@ -18,7 +17,8 @@ import { SharedSlotLedger } from "../grains/runtime/shared-slots.js";
 import { SqliteRuleStore } from "../storage/rule-store.js";
 import { RuleRegistry } from "./rules/rule-registry.js";
 import { LeaseBroker } from "../grains/runtime/lease-broker.js";
-import { Database } from "../storage/database.js";
+import type { Database } from "../storage/database.js";
+import { openDataDir, type DataDir } from "../storage/data-dir.js";
 import { TaskStore } from "../storage/task-store.js";
 import { AdminQueries } from "../storage/admin-queries.js";
 import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
@@ -49,17 +49,29 @@ export class ConveyorNode {
     readonly grpcAddress: string,
     readonly httpAddress: string,
     private readonly parts: {
-      grpcServer: grpc.Server; httpServer: HttpServer; db: Database; host: GrainHost; broker: LeaseBroker;
+      grpcServer: grpc.Server; httpServer: HttpServer; dataDir: DataDir; host: GrainHost; broker: LeaseBroker;
       stopJanitor: () => void; logger: Logger; config: NodeConfig;
     },
   ) {}
 
   static async start(deps: NodeDeps): Promise<ConveyorNode> {
-    const { config, logger } = deps;
+    const { config } = deps;
     const clock = deps.clock ?? systemClock;
     const random = deps.random ?? systemRandom;
+    // Locks the directory and checks its identity; refuses (DataDirError) rather than start empty.
+    const dataDir = openDataDir({ dir: config.dataDir, synchronous: config.sqliteSynchronous });
+    try {
+      return await ConveyorNode.startOn(dataDir, deps, clock, random);
+    } catch (error) {
+      dataDir.close();
+      throw error;
+    }
+  }
+
+  private static async startOn(dataDir: DataDir, deps: NodeDeps, clock: Clock, random: Random): Promise<ConveyorNode> {
+    const { config, logger } = deps;
+    const db: Database = dataDir.db;
     const metrics = new NodeMetrics();
-    const db = new Database({ path: join(config.dataDir, "conveyor.db"), synchronous: config.sqliteSynchronous });
     const store = new TaskStore(db, { deadRetentionMs: config.deadRetentionMs });
     const queries = new AdminQueries(db);
     const ring = new Ring([config.nodeId], 1);
@@ -161,8 +173,9 @@ export class ConveyorNode {
 
     const grpcAddress = `${splitHostPort(config.listen)[0]}:${grpcPort}`;
     const httpAddress = `${httpHost}:${httpPort}`;
-    logger.info({ grpc: grpcAddress, http: httpAddress, dataDir: config.dataDir }, "conveyord listening");
-    return new ConveyorNode(grpcAddress, httpAddress, { grpcServer, httpServer, db, host, broker, stopJanitor, logger, config });
+    logger.info({ grpc: grpcAddress, http: httpAddress, dataDir: dataDir.dir, identity: dataDir.identity.id, opened: dataDir.opened },
+      "conveyord listening");
+    return new ConveyorNode(grpcAddress, httpAddress, { grpcServer, httpServer, dataDir, host, broker, stopJanitor, logger, config });
   }
 
   /**
@@ -170,7 +183,7 @@ export class ConveyorNode {
    * finish (up to the shutdown grace), commit, and close the data file.
    */
   async stop(): Promise<void> {
-    const { grpcServer, httpServer, db, host, broker, stopJanitor, logger, config } = this.parts;
+    const { grpcServer, httpServer, dataDir, host, broker, stopJanitor, logger, config } = this.parts;
     stopJanitor();
     broker.releaseAll();
     await new Promise<void>((resolve) => {
@@ -186,7 +199,7 @@ export class ConveyorNode {
     await new Promise<void>((resolve) => httpServer.close(() => resolve()));
     httpServer.closeAllConnections();
     host.stop();
-    db.close();
+    dataDir.close();
     logger.info("conveyord stopped");
   }
 }

@@ -34,12 +34,31 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
       byQueue.set(t.queue, list);
     });
     for (const [queue, indexes] of byQueue) {
-      const outcomes = ctx.router.grainFor(queue).enqueue(indexes.map((i) => tasks[i] as NewTask), atomic);
+      const outcomes = enqueueInQueue(queue, indexes.map((i) => tasks[i] as NewTask), atomic);
       outcomes.forEach((o, k) => (out[indexes[k]!] = o));
       const admitted = outcomes.filter((o) => o.ok && !o.existed).length;
       if (admitted > 0) ctx.metrics.enqueued.inc({ queue }, admitted);
     }
     return out;
+  }
+
+  /**
+   * One grain turn for a queue's tasks. The turn's writes are all or nothing, so when the
+   * data file refuses one task's values (STORAGE_REJECTED) a non-atomic call admits its
+   * tasks again one per turn: the refused task fails alone and its neighbours succeed.
+   * Any other storage failure (disk full, I/O) is every task's, and each gets it.
+   */
+  function enqueueInQueue(queue: string, items: NewTask[], atomic: boolean): EnqueueOutcome[] {
+    const grain = ctx.router.grainFor(queue);
+    try {
+      return grain.enqueue(items, atomic);
+    } catch (error) {
+      if (atomic || !(error instanceof ConveyorError)) throw error;
+      if (items.length > 1 && error.reason === "STORAGE_REJECTED") {
+        return items.flatMap((item) => enqueueInQueue(queue, [item], false));
+      }
+      return items.map(() => ({ ok: false as const, error }));
+    }
   }
 
   const toResult = (o: Extract<EnqueueOutcome, { ok: true }>, queue: string) =>

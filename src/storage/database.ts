@@ -7,14 +7,20 @@
  * it, and a `setImmediate` commits it once the turn's I/O callbacks have run. Callers
  * await `committed()` before they answer, so an acknowledged write is always on disk.
  *
- * If a write or the commit fails, the whole transaction is rolled back and every
- * waiter is rejected; `onRollback` listeners (the grain host) then drop the grains
- * whose memory now runs ahead of disk.
+ * Each `write` call (one grain turn, one operator action) runs in a SAVEPOINT of its
+ * own inside that transaction (the first write needs none: the transaction itself plays
+ * that part): if it fails, only its own changes are rolled back and
+ * only its caller gets the error (classified by storage-errors.ts); the other writes of
+ * the turn still commit. If the commit itself fails, or SQLite abandoned the whole
+ * transaction (it may on SQLITE_FULL, SQLITE_IOERR, SQLITE_BUSY, SQLITE_NOMEM), every
+ * waiter is rejected and `onRollback` listeners (the grain host) drop the grains whose
+ * memory now runs ahead of disk.
  */
 import BetterSqlite3 from "better-sqlite3";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import { migrate } from "./migrate.js";
+import { migrate, type SchemaInfo } from "./migrate.js";
+import { classifyStorageError } from "./storage-errors.js";
 
 export type Synchronous = "full" | "normal";
 
@@ -23,6 +29,8 @@ export interface DatabaseOptions {
   path: string;
   /** "full" survives power loss; "normal" survives process crashes only. */
   synchronous: Synchronous;
+  /** Refuse a file without a conveyor schema instead of creating one (see migrate). */
+  requireSchema?: boolean;
 }
 
 interface Waiter {
@@ -32,7 +40,14 @@ interface Waiter {
 
 export class Database {
   readonly sqlite: BetterSqlite3.Database;
+  /** The directory named in error messages about the disk. */
+  readonly dataDir: string;
+  /** The file's schema after migration. */
+  readonly schema: SchemaInfo;
   private inTransaction = false;
+  /** True while a `write` runs (nested writes join its savepoint). */
+  private writing = false;
+  private readonly savepoint: { open: BetterSqlite3.Statement; release: BetterSqlite3.Statement; undo: BetterSqlite3.Statement };
   private waiters: Waiter[] = [];
   private readonly rollbackListeners: Array<(error: unknown) => void> = [];
   /** Number of transactions committed; for metrics and tests. */
@@ -41,26 +56,94 @@ export class Database {
   constructor(options: DatabaseOptions) {
     if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
     this.sqlite = new BetterSqlite3(options.path);
-    this.sqlite.pragma("journal_mode = WAL");
-    this.sqlite.pragma(`synchronous = ${options.synchronous.toUpperCase()}`);
-    this.sqlite.pragma("busy_timeout = 5000");
-    this.sqlite.pragma("foreign_keys = ON");
-    migrate(this.sqlite);
+    try {
+      this.sqlite.pragma("journal_mode = WAL");
+      this.sqlite.pragma(`synchronous = ${options.synchronous.toUpperCase()}`);
+      this.sqlite.pragma("busy_timeout = 5000");
+      this.sqlite.pragma("foreign_keys = ON");
+      this.schema = migrate(this.sqlite, { requireExisting: options.requireSchema ?? false });
+    } catch (error) {
+      this.sqlite.close();
+      throw error;
+    }
+    this.dataDir = options.path === ":memory:" ? options.path : dirname(options.path);
+    this.savepoint = {
+      open: this.sqlite.prepare("SAVEPOINT write"),
+      release: this.sqlite.prepare("RELEASE write"),
+      undo: this.sqlite.prepare("ROLLBACK TO write"),
+    };
   }
 
-  /** Runs `fn` inside the current group-commit transaction, opening one if needed. */
+  /**
+   * Runs `fn` inside the current group-commit transaction (opening one if needed), in a
+   * savepoint of its own: if `fn` throws, its changes alone are undone and the error
+   * (a catalog error for SQLite failures) is thrown to this caller only. A write inside
+   * a write joins the outer one's savepoint.
+   *
+   * The first write of a transaction needs no savepoint: the transaction holds nothing
+   * else, so rolling it back undoes that write alone. This keeps the common case (one
+   * write per transaction) as cheap as before; a savepoint costs SQLite a copy of every
+   * page the write touches that existed before it (the statement journal).
+   */
   write<T>(fn: () => T): T {
-    if (!this.inTransaction) {
-      this.sqlite.exec("BEGIN IMMEDIATE");
+    if (this.writing) return fn();
+    const first = !this.inTransaction;
+    if (first) {
+      try {
+        this.sqlite.exec("BEGIN IMMEDIATE");
+      } catch (error) {
+        throw classifyStorageError(error, this.dataDir, "write");
+      }
       this.inTransaction = true;
       setImmediate(() => this.commit());
     }
+    this.writing = true;
     try {
-      return fn();
+      if (first) return fn();
+      this.savepoint.open.run();
+      const result = fn();
+      this.savepoint.release.run();
+      return result;
     } catch (error) {
-      this.rollback(error);
-      throw error;
+      throw first ? this.undoAlone(error) : this.undo(error);
+    } finally {
+      this.writing = false;
     }
+  }
+
+  /** Undoes a failed write that was the transaction's first and only one. */
+  private undoAlone(error: unknown): unknown {
+    const failure = classifyStorageError(error, this.dataDir, "write");
+    if (this.waiters.length > 0) {
+      // Someone awaits this transaction after all: it fails for them too.
+      this.rollback(classifyStorageError(error, this.dataDir, "commit"));
+      return failure;
+    }
+    try {
+      if (this.sqlite.inTransaction) this.sqlite.exec("ROLLBACK");
+    } catch {
+      // The connection is in trouble; the next BEGIN will say so to its caller.
+    }
+    this.inTransaction = false;
+    return failure;
+  }
+
+  /** Undoes the failed write's savepoint; returns the error its caller gets. */
+  private undo(error: unknown): unknown {
+    const failure = classifyStorageError(error, this.dataDir, "write");
+    if (this.sqlite.inTransaction) {
+      try {
+        this.savepoint.undo.run();
+        this.savepoint.release.run();
+        return failure;
+      } catch {
+        // Cannot return to the savepoint: give up the whole transaction below.
+      }
+    }
+    // SQLite has abandoned the transaction (or the savepoint is gone): everyone in it
+    // fails, the others for a reason that is not theirs.
+    this.rollback(classifyStorageError(error, this.dataDir, "commit"));
+    return failure;
   }
 
   /** Resolves once every write made so far is committed. */
@@ -83,7 +166,7 @@ export class Database {
     try {
       this.sqlite.exec("COMMIT");
     } catch (error) {
-      this.rollback(error);
+      this.rollback(classifyStorageError(error, this.dataDir, "commit"));
       return;
     }
     this.inTransaction = false;
@@ -97,6 +180,8 @@ export class Database {
     if (!this.inTransaction) return;
     try {
       if (this.sqlite.inTransaction) this.sqlite.exec("ROLLBACK");
+    } catch {
+      // The connection is in trouble; the next BEGIN will say so to its caller.
     } finally {
       this.inTransaction = false;
       const waiters = this.waiters;

@@ -23,6 +23,8 @@ export class TaskStore implements QueueStore {
   private readonly stmt;
 
   constructor(private readonly db: Database, private readonly options: TaskStoreOptions) {
+    // A rolled-back transaction may have taken queue rows with it.
+    db.onRollback(() => this.knownQueues.clear());
     const s = db.sqlite;
     this.stmt = {
       /** Params: every column of a new task, in table order up to lease columns. */
@@ -123,9 +125,15 @@ export class TaskStore implements QueueStore {
 
   apply(queue: string, effects: readonly Effect[]): ReadonlyMap<string, TaskRecord> {
     const activated = new Map<string, TaskRecord>();
-    this.db.write(() => {
-      for (const effect of effects) this.applyOne(queue, effect, activated);
-    });
+    try {
+      this.db.write(() => {
+        for (const effect of effects) this.applyOne(queue, effect, activated);
+      });
+    } catch (error) {
+      // The write's savepoint was undone, with any queue row it inserted.
+      this.knownQueues.delete(queue);
+      throw error;
+    }
     return activated;
   }
 

@@ -19,6 +19,8 @@ export interface NodeProcessOptions {
   /** Reuse fixed ports (for restart tests); default ephemeral. */
   grpcPort?: number;
   httpPort?: number;
+  /** A command that runs conveyord (e.g. inside `unshare`): spawned as prefix[0] with prefix[1..], node and its args. */
+  prefix?: string[];
 }
 
 export class NodeProcess {
@@ -42,7 +44,8 @@ export class NodeProcess {
     const args = [DAEMON, "--data-dir", dataDir, "--listen", `127.0.0.1:${options.grpcPort ?? 0}`,
       "--http", `127.0.0.1:${options.httpPort ?? 0}`, "--log-level", "info"];
     for (const [k, v] of Object.entries(options.settings ?? {})) args.push("--set", `${k}=${v}`);
-    const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
+    const [file, ...fileArgs] = [...(options.prefix ?? []), process.execPath, ...args];
+    const child = spawn(file!, fileArgs, { stdio: ["ignore", "pipe", "pipe"] });
     const logs: string[] = [];
     let stderr = "";
     child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
@@ -109,6 +112,25 @@ export class NodeProcess {
   cleanup(): void {
     rmSync(this.dataDir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Runs conveyord on `dataDir` expecting it to refuse to start: resolves to its exit code
+ * and stderr once it exits (rejects if it starts listening instead).
+ */
+export async function startRefused(dataDir: string): Promise<{ code: number | null; stderr: string; ms: number }> {
+  const startedAt = Date.now();
+  const child = spawn(process.execPath, [DAEMON, "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"],
+    { stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  createInterface({ input: child.stdout! }).on("line", (line) => {
+    if (line.includes("conveyord listening")) child.kill("SIGKILL");
+  });
+  // "close", not "exit": stderr is complete only once the pipes have closed.
+  const code = await new Promise<number | null>((resolve) => child.once("close", (c) => resolve(c)));
+  if (code === null) throw new Error(`conveyord started on ${dataDir} instead of refusing`);
+  return { code, stderr, ms: Date.now() - startedAt };
 }
 
 /**

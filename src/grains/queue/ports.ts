@@ -31,6 +31,9 @@ export interface QueueStore {
   /**
    * Applies a turn's effects, in order, inside the open transaction. Returns the rows of
    * the tasks the turn made active (what a delivery sends), read in the same statement.
+   * All or nothing per call: if it throws, none of this turn's effects were written (the
+   * other turns of the transaction are unaffected), and a storage failure is thrown as
+   * a catalog ConveyorError.
    */
   apply(queue: string, effects: readonly Effect[]): ReadonlyMap<string, TaskRecord>;
   /** Deletes a finished task row; false when there was none. */

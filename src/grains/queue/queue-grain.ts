@@ -189,8 +189,12 @@ export class QueueGrain {
       try {
         this.activated = this.store.apply(this.queue, effects);
       } catch (error) {
+        // Only this turn's writes were undone (the store's savepoint); the grain's memory
+        // ran ahead of them, so the grain goes and the next call rebuilds it from disk.
         this.hooks.onFailure(this.queue, error);
-        throw new ConveyorError("UNAVAILABLE", "STORAGE_FAILURE", `storage write failed for queue ${this.queue}; retry`);
+        // The store classifies storage failures (disk full, refused value, retryable).
+        if (error instanceof ConveyorError) throw error;
+        throw new ConveyorError("UNAVAILABLE", "STORAGE_FAILURE", `storage write failed for queue ${this.queue}; retry`, undefined, { cause: error });
       }
     }
     if (events.length > 0) this.hooks.onEvents(this.queue, events);
