@@ -19,6 +19,10 @@ export interface NodeProcessOptions {
   /** Reuse fixed ports (for restart tests); default ephemeral. */
   grpcPort?: number;
   httpPort?: number;
+  /** The conveyord script to run; default the checkout's bin/conveyord.js. */
+  bin?: string;
+  /** A conveyor.yaml (--config); the flags above still win. */
+  config?: string;
 }
 
 export class NodeProcess {
@@ -37,8 +41,9 @@ export class NodeProcess {
 
   static async start(options: NodeProcessOptions = {}): Promise<NodeProcess> {
     const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "conveyor-test-"));
-    const args = [DAEMON, "--data-dir", dataDir, "--listen", `127.0.0.1:${options.grpcPort ?? 0}`,
+    const args = [options.bin ?? DAEMON, "--data-dir", dataDir, "--listen", `127.0.0.1:${options.grpcPort ?? 0}`,
       "--http", `127.0.0.1:${options.httpPort ?? 0}`, "--log-level", "info"];
+    if (options.config) args.push("--config", options.config);
     for (const [k, v] of Object.entries(options.settings ?? {})) args.push("--set", `${k}=${v}`);
     const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
     const logs: string[] = [];
