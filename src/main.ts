@@ -31,12 +31,14 @@ program
   .option("--data-dir <dir>", "the node's data directory (default ./data)")
   .option("--config <file>", "the node's conveyor.yaml, for its data_dir")
   .option("--force", "replace --out if it exists")
-  .action(async (opts: { out: string; dataDir?: string; config?: string; force?: boolean }) => {
+  .action(async (own: { out: string; dataDir?: string; config?: string; force?: boolean }) => {
+    // `conveyord --data-dir D backup ...` means the same as `conveyord backup --data-dir D ...`.
+    const opts = { ...program.opts<{ dataDir?: string; config?: string }>(), ...withoutUndefined(own) };
     const config = loadConfig({
       ...(opts.config ? { file: opts.config } : {}), env: process.env, overrides: opts.dataDir ? { data_dir: opts.dataDir } : {},
     });
     const { backupDataFile } = await import("./storage/backup.js");
-    const result = await backupDataFile(join(config.dataDir, "conveyor.db"), opts.out, { overwrite: opts.force === true });
+    const result = await backupDataFile(join(config.dataDir, "conveyor.db"), own.out, { overwrite: own.force === true });
     process.stdout.write(`backed up ${join(config.dataDir, "conveyor.db")} to ${result.file}: ${result.bytes} bytes, ` +
       `${result.tasks} tasks, schema version ${result.schemaVersion}, in ${Math.round(result.elapsedMs)} ms\n`);
   });
@@ -74,6 +76,10 @@ async function runNode(): Promise<void> {
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
+}
+
+function withoutUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
 program.parseAsync().catch((err: unknown) => {
