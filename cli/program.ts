@@ -16,6 +16,7 @@ import { registerRateLimitCommands } from "./commands/ratelimit.js";
 import { registerGroupCommands } from "./commands/group.js";
 import { registerStrategyCommands } from "./commands/strategy.js";
 import { registerClusterCommands } from "./commands/cluster.js";
+import { packageInfo } from "../src/version.js";
 import { addGlobalOptions, CliContext, installGlobalOptions, type GlobalOptions } from "./context.js";
 
 export type CommandGroup = (program: Command, ctx: CliContext) => void;
@@ -39,6 +40,7 @@ export function buildProgram(ctx: CliContext = new CliContext(), groups: readonl
   const program = new Command()
     .name("conveyor")
     .description("Operate a conveyor cluster: queues, tasks, enqueueing, limits.")
+    .version(packageInfo().version)
     .enablePositionalOptions()
     .exitOverride()
     .configureOutput({ writeOut: (t) => ctx.io.out(t), writeErr: (t) => ctx.io.err(t) })

@@ -1,25 +1,49 @@
 /**
  * conveyord: the process entry. Reads flags, conveyor.yaml and CONVEYOR_* variables,
- * starts a node, and stops it gracefully on SIGTERM/SIGINT.
+ * starts a node, and stops it gracefully on SIGTERM/SIGINT. `conveyord backup` copies a
+ * live node's data file from this second process.
  */
+import { join } from "node:path";
 import { Command } from "commander";
 import { pino } from "pino";
 import { loadConfig, SETTING_NAMES, envNameOf } from "./server/config.js";
-import { ConveyorNode } from "./server/node.js";
+import { packageInfo } from "./version.js";
 
 const program = new Command()
   .name("conveyord")
   .description("Run a conveyor node: gRPC for producers and workers, HTTP for metrics, health and the dashboard.")
+  .version(packageInfo().version)
+  .enablePositionalOptions()
   .option("--listen <host:port>", "gRPC listen address (default 127.0.0.1:7233)")
   .option("--http <host:port>", "HTTP listen address for /metrics, /healthz and the dashboard (default 127.0.0.1:8080)")
   .option("--data-dir <dir>", "directory of the SQLite data file (default ./data)")
   .option("--config <file>", "a conveyor.yaml with any of the settings below")
   .option("--log-level <level>", "trace, debug, info, warn or error (default info)")
   .option("--set <key=value...>", "override any setting, e.g. --set lease_ttl=10s")
-  .addHelpText("after", `\nSettings (conveyor.yaml keys; env ${envNameOf("<key>")}):\n  ${SETTING_NAMES.join(", ")}\n`);
+  .addHelpText("after", `\nSettings (conveyor.yaml keys; env ${envNameOf("<key>")}):\n  ${SETTING_NAMES.join(", ")}\n`)
+  .action(runNode);
 
-async function main(): Promise<void> {
-  program.parse();
+program
+  .command("backup")
+  .description("Copy a node's data file, while the node runs, into one consistent, self-contained SQLite file. " +
+    "Run it on the node's machine; the data dir comes from --data-dir, or --config and CONVEYOR_DATA_DIR as for the node.")
+  .requiredOption("--out <file>", "the backup file to write (its folder must exist)")
+  .option("--data-dir <dir>", "the node's data directory (default ./data)")
+  .option("--config <file>", "the node's conveyor.yaml, for its data_dir")
+  .option("--force", "replace --out if it exists")
+  .action(async (own: { out: string; dataDir?: string; config?: string; force?: boolean }) => {
+    // `conveyord --data-dir D backup ...` means the same as `conveyord backup --data-dir D ...`.
+    const opts = { ...program.opts<{ dataDir?: string; config?: string }>(), ...withoutUndefined(own) };
+    const config = loadConfig({
+      ...(opts.config ? { file: opts.config } : {}), env: process.env, overrides: opts.dataDir ? { data_dir: opts.dataDir } : {},
+    });
+    const { backupDataFile } = await import("./storage/backup.js");
+    const result = await backupDataFile(join(config.dataDir, "conveyor.db"), own.out, { overwrite: own.force === true });
+    process.stdout.write(`backed up ${join(config.dataDir, "conveyor.db")} to ${result.file}: ${result.bytes} bytes, ` +
+      `${result.tasks} tasks, schema version ${result.schemaVersion}, in ${Math.round(result.elapsedMs)} ms\n`);
+  });
+
+async function runNode(): Promise<void> {
   const opts = program.opts<{ listen?: string; http?: string; dataDir?: string; config?: string; logLevel?: string; set?: string[] }>();
   const overrides: Record<string, string> = {};
   for (const pair of opts.set ?? []) {
@@ -36,6 +60,8 @@ async function main(): Promise<void> {
   if (opts.logLevel) overrides.log_level = opts.logLevel;
   const config = loadConfig({ ...(opts.config ? { file: opts.config } : {}), env: process.env, overrides });
   const logger = pino({ level: config.logLevel, base: { node: config.nodeId } });
+  // Loaded here, so that `conveyord backup` and `--version` start without the server's modules.
+  const { ConveyorNode } = await import("./server/node.js");
   const node = await ConveyorNode.start({ config, logger });
 
   let stopping = false;
@@ -52,7 +78,11 @@ async function main(): Promise<void> {
   process.on("SIGINT", () => stop("SIGINT"));
 }
 
-main().catch((err: unknown) => {
+function withoutUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+program.parseAsync().catch((err: unknown) => {
   process.stderr.write(`conveyord: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);
 });

@@ -25,6 +25,7 @@ import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
 import { WorkerService } from "../gen/conveyor/v1/worker_service_pb.js";
 import { AdminService } from "../gen/conveyor/v1/admin_service_pb.js";
 import { addUnaryService } from "../rpc/server.js";
+import { addReflection } from "../rpc/reflection.js";
 import { grpcCodeOf } from "../rpc/status.js";
 import { defaultRateLimit, type NodeConfig } from "./config.js";
 import { NodeMetrics } from "./metrics.js";
@@ -146,6 +147,8 @@ export class ConveyorNode {
     addUnaryService(grpcServer, TaskService, tasks, onInternal, observe);
     addUnaryService(grpcServer, WorkerService, workerService(ctx), onInternal, observe);
     addUnaryService(grpcServer, AdminService, admin, onInternal, observe);
+    // grpcurl and `buf curl` discover the services and their messages from the node itself.
+    addReflection(grpcServer, [TaskService, WorkerService, AdminService]);
     const grpcPort = await new Promise<number>((resolve, reject) =>
       grpcServer.bindAsync(config.listen, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))));
 

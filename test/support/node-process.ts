@@ -21,6 +21,10 @@ export interface NodeProcessOptions {
   httpPort?: number;
   /** A command that runs conveyord (e.g. inside `unshare`): spawned as prefix[0] with prefix[1..], node and its args. */
   prefix?: string[];
+  /** The conveyord script to run; default the checkout's bin/conveyord.js. */
+  bin?: string;
+  /** A conveyor.yaml (--config); the flags above still win. */
+  config?: string;
 }
 
 export class NodeProcess {
@@ -41,8 +45,9 @@ export class NodeProcess {
 
   static async start(options: NodeProcessOptions = {}): Promise<NodeProcess> {
     const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "conveyor-test-"));
-    const args = [DAEMON, "--data-dir", dataDir, "--listen", `127.0.0.1:${options.grpcPort ?? 0}`,
+    const args = [options.bin ?? DAEMON, "--data-dir", dataDir, "--listen", `127.0.0.1:${options.grpcPort ?? 0}`,
       "--http", `127.0.0.1:${options.httpPort ?? 0}`, "--log-level", "info"];
+    if (options.config) args.push("--config", options.config);
     for (const [k, v] of Object.entries(options.settings ?? {})) args.push("--set", `${k}=${v}`);
     const [file, ...fileArgs] = [...(options.prefix ?? []), process.execPath, ...args];
     const child = spawn(file!, fileArgs, { stdio: ["ignore", "pipe", "pipe"] });

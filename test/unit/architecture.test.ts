@@ -67,6 +67,7 @@ describe("architecture", () => {
       "better-sqlite3": ["storage"],
       hashring: ["cluster"],
       "@grpc/grpc-js": ["rpc", "server"],
+      "@grpc/reflection": ["rpc"],
       "@bufbuild/cel": ["server"],
     };
     const violations: string[] = [];
