@@ -9,6 +9,13 @@ import type { UnaryImpl } from "../rpc/service-definition.js";
 import { stateToWire, taskToWire } from "./convert.js";
 import type { NodeContext } from "./node-context.js";
 import { BATCH_MAX, validateSpec } from "./validate.js";
+import { WorkSlicer, chunks } from "./work-slicer.js";
+
+/**
+ * Tasks per grain turn when a batch is admitted in slices (a few milliseconds of work);
+ * EnqueueTx admits all its tasks in one turn (that is what makes it atomic).
+ */
+const ADMIT_CHUNK = 100;
 
 export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
   /** Validates a spec and evaluates its type's concurrency rules (group members have none). */
@@ -19,8 +26,29 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
     return { ...task, rules, ruleError: error };
   };
 
-  /** Admits tasks queue by queue (one grain turn per queue), keeping request order. */
-  function admit(tasks: Array<NewTask | ConveyorError>, atomic: boolean): Array<EnqueueOutcome> {
+  /**
+   * Validates a batch's specs in order, yielding between slices of work. A bad spec
+   * becomes its error in the answer, or (atomic) fails the call.
+   */
+  async function validateAll(specs: readonly TaskSpec[], atomic: boolean, slicer: WorkSlicer): Promise<Array<NewTask | ConveyorError>> {
+    const out: Array<NewTask | ConveyorError> = [];
+    for (const [i, spec] of specs.entries()) {
+      try {
+        out.push(validate(spec, `tasks[${i}]`));
+      } catch (e) {
+        if (atomic || !(e instanceof ConveyorError)) throw e;
+        out.push(e);
+      }
+      if (slicer.due()) await slicer.yield();
+    }
+    return out;
+  }
+
+  /**
+   * Admits tasks queue by queue, keeping request order: all of them in one grain turn
+   * when atomic, otherwise ADMIT_CHUNK per turn, yielding between slices of work.
+   */
+  async function admit(tasks: Array<NewTask | ConveyorError>, atomic: boolean, slicer?: WorkSlicer): Promise<Array<EnqueueOutcome>> {
     const out: EnqueueOutcome[] = new Array(tasks.length);
     const byQueue = new Map<string, number[]>();
     tasks.forEach((t, i) => {
@@ -33,10 +61,13 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
       byQueue.set(t.queue, list);
     });
     for (const [queue, indexes] of byQueue) {
-      const outcomes = ctx.router.grainFor(queue).enqueue(indexes.map((i) => tasks[i] as NewTask), atomic);
-      outcomes.forEach((o, k) => (out[indexes[k]!] = o));
-      const admitted = outcomes.filter((o) => o.ok && !o.existed).length;
-      if (admitted > 0) ctx.metrics.enqueued.inc({ queue }, admitted);
+      for (const part of atomic ? [indexes] : chunks(indexes, ADMIT_CHUNK)) {
+        const outcomes = ctx.router.grainFor(queue).enqueue(part.map((i) => tasks[i] as NewTask), atomic);
+        outcomes.forEach((o, k) => (out[part[k]!] = o));
+        const admitted = outcomes.filter((o) => o.ok && !o.existed).length;
+        if (admitted > 0) ctx.metrics.enqueued.inc({ queue }, admitted);
+        if (slicer?.due()) await slicer.yield();
+      }
     }
     return out;
   }
@@ -51,7 +82,7 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
   return {
     async enqueue(call) {
       const task = validate(call.request.task, "task");
-      const [outcome] = admit([task], false);
+      const [outcome] = await admit([task], false);
       if (!outcome!.ok) throw outcome!.error;
       await ctx.committed();
       return { result: toResult(outcome!, task.queue) };
@@ -59,15 +90,9 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
 
     async enqueueBatch(call) {
       checkBatchSize(call.request.tasks.length);
-      const tasks = call.request.tasks.map((spec, i) => {
-        try {
-          return validate(spec, `tasks[${i}]`);
-        } catch (e) {
-          if (e instanceof ConveyorError) return e;
-          throw e;
-        }
-      });
-      const outcomes = admit(tasks, false);
+      const slicer = new WorkSlicer();
+      const tasks = await validateAll(call.request.tasks, false, slicer);
+      const outcomes = await admit(tasks, false, slicer);
       await ctx.committed();
       return {
         items: outcomes.map((o, i) => o.ok
@@ -79,13 +104,13 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
 
     async enqueueTx(call) {
       checkBatchSize(call.request.tasks.length);
-      const tasks = call.request.tasks.map((spec, i) => validate(spec, `tasks[${i}]`));
+      const tasks = (await validateAll(call.request.tasks, true, new WorkSlicer())) as NewTask[];
       const queue = tasks[0]!.queue;
       const other = tasks.findIndex((t) => t.queue !== queue);
       if (other >= 0) {
         throw invalidField(`tasks[${other}].queue`, `EnqueueTx is atomic within one queue; got ${JSON.stringify(tasks[other]!.queue)} after ${JSON.stringify(queue)}`);
       }
-      const outcomes = admit(tasks, true);
+      const outcomes = await admit(tasks, true);
       const failed = outcomes.findIndex((o) => !o.ok);
       if (failed >= 0) {
         const error = (outcomes[failed] as { error: ConveyorError }).error;

@@ -10,7 +10,11 @@ import type { UnaryImpl } from "../rpc/service-definition.js";
 import { taskToWire } from "./convert.js";
 import { ruleFromWire } from "./rules/rule-wire.js";
 import type { NodeContext } from "./node-context.js";
+import { WorkSlicer, chunks } from "./work-slicer.js";
 import { BATCH_MAX, checkQueueName } from "./validate.js";
+import {
+  HEARTBEAT_LEASES_MAX, LEASE_BATCH_TYPES_MAX, LEASE_QUEUES_MAX, REGISTER_RULES_MAX, REGISTER_TYPES_MAX, SETTLEMENTS_MAX,
+} from "../base/work-limits.js";
 
 const OUTCOMES: Partial<Record<WireOutcome, Outcome>> = {
   [WireOutcome.SUCCESS]: "success",
@@ -30,6 +34,14 @@ function byQueue<T extends { queue: string }>(items: readonly T[]): Map<string, 
   return groups;
 }
 
+/** Settlements per grain turn (a few milliseconds of work). */
+const SETTLE_CHUNK = 100;
+
+/** Refuses a list longer than its bound, naming the field and the maximum. */
+function checkCount(n: number, max: number, field: string, what: string): void {
+  if (n > max) throw invalidField(field, `at most ${max} ${what}, got ${n}`);
+}
+
 export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService> {
   const toDelivery = (d: LeasedDelivery) => create(DeliverySchema, {
     leaseId: d.leaseId, queue: d.queue, leaseExpiresAtMs: BigInt(d.leaseExpiresAtMs),
@@ -47,6 +59,8 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
     async lease(call) {
       const req = call.request;
       if (req.queues.length === 0) throw invalidField("queues", "name at least one queue");
+      checkCount(req.queues.length, LEASE_QUEUES_MAX, "queues", "queues per Lease call");
+      checkCount(req.batchTypes.length, LEASE_BATCH_TYPES_MAX, "batch_types", "batch types per Lease call");
       const queues = req.queues.map((q, i) => ({ name: checkQueueName(q.queue, `queues[${i}].queue`), weight: q.weight || 1 }));
       if (req.maxDeliveries < 1 || req.maxDeliveries > BATCH_MAX) {
         throw invalidField("max_deliveries", `must be 1..${BATCH_MAX}, got ${req.maxDeliveries}`);
@@ -70,6 +84,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
 
     async heartbeat(call) {
       const leases = call.request.leases;
+      checkCount(leases.length, HEARTBEAT_LEASES_MAX, "leases", "leases per Heartbeat call");
       leases.forEach((l, i) => checkQueueName(l.queue, `leases[${i}].queue`));
       const statuses = new Array(leases.length);
       for (const [queue, indexes] of byQueue(leases)) {
@@ -86,7 +101,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
 
     async settle(call) {
       const items = call.request.settlements;
-      if (items.length > BATCH_MAX * 10) throw invalidField("settlements", `at most ${BATCH_MAX * 10} per call`);
+      checkCount(items.length, SETTLEMENTS_MAX, "settlements", "settlements per Settle call");
       // Validate everything first: a bad item must not leave the call half applied.
       const settlements: Settlement[] = items.map((s, i) => {
         checkQueueName(s.queue, `settlements[${i}].queue`);
@@ -97,15 +112,20 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
       // Refuse the draining worker for longer than any of its Lease calls can be in flight.
       if (call.request.workerDraining) ctx.broker.drain(call.request.workerId, ctx.config.leaseWaitMaxMs + 15_000);
       const results = new Array(items.length);
+      // Items are independent: applied SETTLE_CHUNK per grain turn, yielding between slices of work.
+      const slicer = new WorkSlicer();
       for (const [queue, indexes] of byQueue(items)) {
-        const errors = ctx.router.grainFor(queue).settle(indexes.map((i) => settlements[i]!));
-        errors.forEach((e, k) => {
-          const i = indexes[k]!;
-          results[i] = {
-            taskId: items[i]!.taskId,
-            ...(e ? { error: create(ItemErrorSchema, { code: ctx.grpcCode(e.code), reason: e.reason, message: e.message, field: e.field ?? "" }) } : {}),
-          };
-        });
+        for (const part of chunks(indexes, SETTLE_CHUNK)) {
+          const errors = ctx.router.grainFor(queue).settle(part.map((i) => settlements[i]!));
+          errors.forEach((e, k) => {
+            const i = part[k]!;
+            results[i] = {
+              taskId: items[i]!.taskId,
+              ...(e ? { error: create(ItemErrorSchema, { code: ctx.grpcCode(e.code), reason: e.reason, message: e.message, field: e.field ?? "" }) } : {}),
+            };
+          });
+          if (slicer.due()) await slicer.yield();
+        }
       }
       await ctx.committed();
       return { results };
@@ -113,6 +133,9 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
 
     async registerTaskTypes(call) {
       const types = call.request.types;
+      checkCount(types.length, REGISTER_TYPES_MAX, "types", "task types per RegisterTaskTypes call");
+      const ruleCount = types.reduce((n, t) => n + t.concurrency.length, 0);
+      checkCount(ruleCount, REGISTER_RULES_MAX, "types", "concurrency rules per RegisterTaskTypes call (over all types)");
       // Validate every type first: a bad registration changes nothing.
       types.forEach((t, i) => {
         if (t.type === "") throw invalidField(`types[${i}].type`, "must not be empty");

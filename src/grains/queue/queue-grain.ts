@@ -73,8 +73,9 @@ export class QueueGrain {
     });
   }
 
-  lease(max: number, caps: LeaseCaps = NO_BATCHES): LeasedDelivery[] {
-    const plans = this.turn(() => this.core.lease(max, this.clock.nowMs(), caps));
+  /** See QueueCore.lease: up to `max` deliveries, stopping once they hold `maxBytes` of payload. */
+  lease(max: number, caps: LeaseCaps = NO_BATCHES, maxBytes = Infinity): LeasedDelivery[] {
+    const plans = this.turn(() => this.core.lease(max, this.clock.nowMs(), caps, maxBytes));
     return plans.map((plan) => ({
       ...plan, queue: this.queue, tasks: plan.taskIds.map((id) => this.activated.get(id) ?? this.mustGet(id)),
     }));
