@@ -9,11 +9,13 @@ import type { UnaryImpl } from "../rpc/service-definition.js";
 import { stateToWire, taskToWire } from "./convert.js";
 import type { NodeContext } from "./node-context.js";
 import { BATCH_MAX, validateSpec } from "./validate.js";
-import { WorkSlicer, chunks } from "./work-slicer.js";
+import { WorkSlicer, chunksBy } from "./work-slicer.js";
+import { ENQUEUE_TX_MAX_BYTES, WORK_SLICE_BYTES } from "../base/work-limits.js";
 
 /**
- * Tasks per grain turn when a batch is admitted in slices (a few milliseconds of work);
- * EnqueueTx admits all its tasks in one turn (that is what makes it atomic).
+ * Tasks per grain turn when a batch is admitted in slices (a few milliseconds of work,
+ * and at most WORK_SLICE_BYTES of payload); EnqueueTx admits all its tasks in one turn
+ * (that is what makes it atomic).
  */
 const ADMIT_CHUNK = 100;
 
@@ -22,7 +24,7 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
   const validate = (spec: TaskSpec | undefined, field: string): NewTask => {
     const task = validateSpec(spec, field, ctx.taskDefaults, ctx.clock.nowMs(), ctx.newTaskId);
     if (task.group !== "") return task;
-    const { rules, error } = ctx.rules.evaluate(task.type, task.payload, task.metadata);
+    const { rules, error } = ctx.rules.evaluate(task.type, task.payload, task.metadata, field);
     return { ...task, rules, ruleError: error };
   };
 
@@ -61,8 +63,10 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
       byQueue.set(t.queue, list);
     });
     for (const [queue, indexes] of byQueue) {
-      for (const part of atomic ? [indexes] : chunks(indexes, ADMIT_CHUNK)) {
+      const payloadBytes = (i: number) => (tasks[i] as NewTask).payload.byteLength;
+      for (const part of atomic ? [indexes] : chunksBy(indexes, ADMIT_CHUNK, WORK_SLICE_BYTES, payloadBytes)) {
         const outcomes = ctx.router.grainFor(queue).enqueue(part.map((i) => tasks[i] as NewTask), atomic);
+        slicer?.wrote(part.reduce((n, i) => n + payloadBytes(i), 0));
         outcomes.forEach((o, k) => (out[part[k]!] = o));
         const admitted = outcomes.filter((o) => o.ok && !o.existed).length;
         if (admitted > 0) ctx.metrics.enqueued.inc({ queue }, admitted);
@@ -104,6 +108,10 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
 
     async enqueueTx(call) {
       checkBatchSize(call.request.tasks.length);
+      const txBytes = call.request.tasks.reduce((n, t) => n + t.payload.byteLength, 0);
+      if (txBytes > ENQUEUE_TX_MAX_BYTES) {
+        throw invalidField("tasks", `carry ${txBytes} bytes of payload; an EnqueueTx (one transaction) carries at most ${ENQUEUE_TX_MAX_BYTES}: use EnqueueBatch`);
+      }
       const tasks = (await validateAll(call.request.tasks, true, new WorkSlicer())) as NewTask[];
       const queue = tasks[0]!.queue;
       const other = tasks.findIndex((t) => t.queue !== queue);

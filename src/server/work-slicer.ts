@@ -5,23 +5,52 @@
  * commit) then run before it goes on. The outcome never depends on where it yielded;
  * only the longest stall it causes to others does (about WORK_SLICE_MS).
  */
-import { WORK_SLICE_MS } from "../base/work-limits.js";
+import { WORK_SLICE_BYTES, WORK_SLICE_MS } from "../base/work-limits.js";
 
 export class WorkSlicer {
   private startedAt = performance.now();
+  private bytes = 0;
 
-  constructor(private readonly sliceMs = WORK_SLICE_MS) {}
+  constructor(private readonly sliceMs = WORK_SLICE_MS, private readonly sliceBytes = WORK_SLICE_BYTES) {}
 
-  /** True once the current slice has run its time. */
-  due(): boolean {
-    return performance.now() - this.startedAt >= this.sliceMs;
+  /** Counts row bytes written in this slice (its commit writes them). */
+  wrote(bytes: number): void {
+    this.bytes += bytes;
   }
 
-  /** Lets the event loop run everything that is ready, then starts a new slice. */
+  /** True once the current slice has run its time or written its bytes. */
+  due(): boolean {
+    return this.bytes >= this.sliceBytes || performance.now() - this.startedAt >= this.sliceMs;
+  }
+
+  /** Lets the event loop run everything that is ready (the commit too), then starts a new slice. */
   async yield(): Promise<void> {
     await new Promise<void>((resolve) => setImmediate(resolve));
     this.startedAt = performance.now();
+    this.bytes = 0;
   }
+}
+
+/**
+ * Items in consecutive chunks of at most `count` items and, past the first item of a
+ * chunk, at most `maxBytes` by `bytesOf`.
+ */
+export function chunksBy<T>(items: readonly T[], count: number, maxBytes: number, bytesOf: (item: T) => number): T[][] {
+  const out: T[][] = [];
+  let chunk: T[] = [];
+  let bytes = 0;
+  for (const item of items) {
+    const size = bytesOf(item);
+    if (chunk.length > 0 && (chunk.length >= count || bytes + size > maxBytes)) {
+      out.push(chunk);
+      chunk = [];
+      bytes = 0;
+    }
+    chunk.push(item);
+    bytes += size;
+  }
+  if (chunk.length > 0) out.push(chunk);
+  return out;
 }
 
 /** Items in consecutive chunks of at most `size`. */

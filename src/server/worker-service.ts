@@ -10,10 +10,11 @@ import type { UnaryImpl } from "../rpc/service-definition.js";
 import { taskToWire } from "./convert.js";
 import { ruleFromWire } from "./rules/rule-wire.js";
 import type { NodeContext } from "./node-context.js";
-import { WorkSlicer, chunks } from "./work-slicer.js";
+import { WorkSlicer, chunksBy } from "./work-slicer.js";
 import { BATCH_MAX, checkQueueName } from "./validate.js";
 import {
   HEARTBEAT_LEASES_MAX, LEASE_BATCH_TYPES_MAX, LEASE_QUEUES_MAX, REGISTER_RULES_MAX, REGISTER_TYPES_MAX, SETTLEMENTS_MAX,
+  WORK_SLICE_BYTES,
 } from "../base/work-limits.js";
 
 const OUTCOMES: Partial<Record<WireOutcome, Outcome>> = {
@@ -85,8 +86,11 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
     async heartbeat(call) {
       const leases = call.request.leases;
       checkCount(leases.length, HEARTBEAT_LEASES_MAX, "leases", "leases per Heartbeat call");
+      checkCount(new Set(leases.map((l) => l.queue)).size, LEASE_QUEUES_MAX, "leases", "distinct queues per Heartbeat call");
       leases.forEach((l, i) => checkQueueName(l.queue, `leases[${i}].queue`));
       const statuses = new Array(leases.length);
+      // One grain turn per queue (activating a grain costs a query): yield between slices of work.
+      const slicer = new WorkSlicer();
       for (const [queue, indexes] of byQueue(leases)) {
         const views = ctx.router.grainFor(queue).heartbeat(indexes.map((i) => leases[i]!.leaseId));
         views.forEach((v, k) => {
@@ -95,6 +99,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
             cancelReason: v.cancelReason, leaseExpiresAtMs: BigInt(v.leaseExpiresAtMs),
           };
         });
+        if (slicer.due()) await slicer.yield();
       }
       return { leases: statuses };
     },
@@ -102,6 +107,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
     async settle(call) {
       const items = call.request.settlements;
       checkCount(items.length, SETTLEMENTS_MAX, "settlements", "settlements per Settle call");
+      checkCount(new Set(items.map((s) => s.queue)).size, LEASE_QUEUES_MAX, "settlements", "distinct queues per Settle call");
       // Validate everything first: a bad item must not leave the call half applied.
       const settlements: Settlement[] = items.map((s, i) => {
         checkQueueName(s.queue, `settlements[${i}].queue`);
@@ -112,11 +118,17 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
       // Refuse the draining worker for longer than any of its Lease calls can be in flight.
       if (call.request.workerDraining) ctx.broker.drain(call.request.workerId, ctx.config.leaseWaitMaxMs + 15_000);
       const results = new Array(items.length);
-      // Items are independent: applied SETTLE_CHUNK per grain turn, yielding between slices of work.
+      // Items are independent: applied SETTLE_CHUNK per grain turn (and at most a slice of
+      // row bytes: settling rewrites each task's row, payload and result included),
+      // yielding between slices of work.
       const slicer = new WorkSlicer();
       for (const [queue, indexes] of byQueue(items)) {
-        for (const part of chunks(indexes, SETTLE_CHUNK)) {
+        const grain = ctx.router.grainFor(queue);
+        const payloads = grain.payloadBytesOf(indexes.map((i) => settlements[i]!.taskId));
+        const rowBytes = new Map(indexes.map((i, k) => [i, payloads[k]! + (settlements[i]!.result?.byteLength ?? 0) + (settlements[i]!.error?.length ?? 0)]));
+        for (const part of chunksBy(indexes, SETTLE_CHUNK, WORK_SLICE_BYTES, (i) => rowBytes.get(i)!)) {
           const errors = ctx.router.grainFor(queue).settle(part.map((i) => settlements[i]!));
+          slicer.wrote(part.reduce((n, i) => n + rowBytes.get(i)!, 0));
           errors.forEach((e, k) => {
             const i = part[k]!;
             results[i] = {
@@ -141,6 +153,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
         if (t.type === "") throw invalidField(`types[${i}].type`, "must not be empty");
       });
       const staged = types.map((t) => ({ type: t.type, rules: t.concurrency.map(ruleFromWire) }));
+      await ctx.rules.prepare(staged.flatMap((t) => t.rules));
       ctx.rules.registerAll(staged.map((t, i) => ({ ...t, field: `types[${i}].concurrency` })));
       // A worker registers when it starts: a restarted worker with a fixed id is not draining.
       ctx.broker.undrain(call.request.workerId);

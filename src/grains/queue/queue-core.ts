@@ -951,6 +951,11 @@ export class QueueCore {
     return false;
   }
 
+  /** The payload size of an unfinished task (0 when the core does not hold it). */
+  payloadBytesOf(id: string): number {
+    return this.entries.get(id)?.payloadBytes ?? 0;
+  }
+
   has(id: string): boolean {
     return this.entries.has(id);
   }

@@ -136,6 +136,11 @@ export class QueueGrain {
     this.turn(() => this.core.setRateLimit(spec, this.clock.nowMs()));
   }
 
+  /** Payload sizes of unfinished tasks (0 for others): what settling them rewrites. */
+  payloadBytesOf(taskIds: readonly string[]): number[] {
+    return taskIds.map((id) => this.core.payloadBytesOf(id));
+  }
+
   hasDispatchable(caps: LeaseCaps = NO_BATCHES): boolean {
     return this.core.hasDispatchable(this.clock.nowMs(), caps);
   }
