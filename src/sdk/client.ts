@@ -4,7 +4,7 @@
  * producer with many calls in flight pays one round trip per turn, not per task.
  */
 import { ConveyorError } from "../base/errors.js";
-import { BATCH_MAX } from "../base/limits.js";
+import { BATCH_MAX, REQUEST_MAX_BYTES } from "../base/limits.js";
 import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
 import type { EnqueueResult, TaskSpec } from "../gen/conveyor/v1/task_pb.js";
 import { RpcChannel } from "../rpc/client.js";
@@ -31,6 +31,39 @@ interface Pending {
   spec: TaskSpec;
   resolve: (info: TaskInfo) => void;
   reject: (error: unknown) => void;
+}
+
+/** A batch stays this far under the node's request size limit (framing, estimates). */
+const BATCH_MAX_BYTES = REQUEST_MAX_BYTES - 64 * 1024;
+
+/** About how many bytes a spec takes on the wire (strings counted at 3 bytes a character, the UTF-8 worst case). */
+function specBytes(spec: TaskSpec): number {
+  let chars = spec.type.length + spec.queue.length + spec.contentType.length + spec.uniqueKey.length + spec.taskId.length
+    + spec.concurrencyKey.length + spec.group.length;
+  for (const [k, v] of Object.entries(spec.metadata)) chars += k.length + v.length + 8;
+  return spec.payload.byteLength + 3 * chars + 128;
+}
+
+/**
+ * Splits items into consecutive chunks of at most BATCH_MAX items and BATCH_MAX_BYTES
+ * (a single larger item goes alone: the node judges it).
+ */
+export function chunkSpecs<T>(items: readonly T[], specOf: (item: T) => TaskSpec): T[][] {
+  const chunks: T[][] = [];
+  let chunk: T[] = [];
+  let bytes = 0;
+  for (const item of items) {
+    const size = specBytes(specOf(item));
+    if (chunk.length > 0 && (chunk.length >= BATCH_MAX || bytes + size > BATCH_MAX_BYTES)) {
+      chunks.push(chunk);
+      chunk = [];
+      bytes = 0;
+    }
+    chunk.push(item);
+    bytes += size;
+  }
+  if (chunk.length > 0) chunks.push(chunk);
+  return chunks;
 }
 
 export const defaultAddress = () => process.env.CONVEYOR_SERVER || "127.0.0.1:7233";
@@ -72,8 +105,7 @@ export class Client {
   /** Enqueues many tasks in one call; each item succeeds or fails on its own. */
   async enqueueBatch(items: ReadonlyArray<{ task: NewTaskSpec; options?: EnqueueOptions }>): Promise<Array<TaskInfo | ConveyorError>> {
     const out: Array<TaskInfo | ConveyorError> = [];
-    for (let i = 0; i < items.length; i += BATCH_MAX) {
-      const chunk = items.slice(i, i + BATCH_MAX).map((it) => toSpec(it.task, it.options));
+    for (const chunk of chunkSpecs(items.map((it) => toSpec(it.task, it.options)), (spec) => spec)) {
       const res = await this.tasks.enqueueBatch({ tasks: chunk }, this.callOptions);
       for (const item of res.items) {
         out.push(item.outcome.case === "result"
@@ -109,12 +141,14 @@ export class Client {
     this.flushScheduled = false;
     const pending = this.pending;
     this.pending = [];
-    if (pending.length === 1) {
-      const [p] = pending;
-      this.tasks.enqueue({ task: p!.spec }, this.callOptions).then((r) => p!.resolve(toInfo(r.result!)), p!.reject);
-      return;
+    for (const chunk of chunkSpecs(pending, (p) => p.spec)) {
+      if (chunk.length === 1) this.sendOne(chunk[0]!);
+      else this.sendBatch(chunk);
     }
-    for (let i = 0; i < pending.length; i += BATCH_MAX) this.sendBatch(pending.slice(i, i + BATCH_MAX));
+  }
+
+  private sendOne(p: Pending): void {
+    this.tasks.enqueue({ task: p.spec }, this.callOptions).then((r) => p.resolve(toInfo(r.result!)), p.reject);
   }
 
   private sendBatch(batch: Pending[]): void {

@@ -200,7 +200,9 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       const type = checkLength(call.request.type, "type", KEY_MAX_CHARS);
       if (type === "") throw invalidField("type", "must not be empty");
       if (call.request.rules.length === 0) throw invalidField("rules", "give at least one rule (use DeleteStrategies to clear)");
-      const saved = ctx.rules.set(type, call.request.rules.map(ruleFromWire), "operator");
+      const rules = call.request.rules.map(ruleFromWire);
+      await ctx.rules.prepare(rules);
+      const saved = ctx.rules.set(type, rules, "operator");
       await ctx.committed();
       return { rules: typeRulesToWire(saved) };
     },

@@ -10,6 +10,7 @@ import { systemClock, type Clock } from "../base/clock.js";
 import { setLongTimeout } from "../base/long-timer.js";
 import { systemRandom, type Random } from "../base/random.js";
 import { taskNotFound } from "../base/errors.js";
+import { LEASE_RESPONSE_DELIVERIES_MAX, LEASE_RESPONSE_MAX_BYTES, REQUEST_MAX_BYTES } from "../base/limits.js";
 import { Ring } from "../cluster/ring.js";
 import { Router } from "../cluster/router.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
@@ -36,7 +37,6 @@ import { adminService } from "./admin-service.js";
 import { createHttpServer } from "./http.js";
 import { jsonApiRoute, jsonService } from "./json-api.js";
 import { findWebRoot, staticRoute } from "./static-files.js";
-import { GRPC_MESSAGE_MAX_BYTES } from "../base/limits.js";
 
 export interface NodeDeps {
   config: NodeConfig;
@@ -105,7 +105,10 @@ export class ConveyorNode {
       selfId: config.nodeId, ring: () => ring, localGrain: (q) => host.get(q),
       queueOfTask: (id) => store.findIds([id]).get(id)?.queue,
     });
-    broker = new LeaseBroker({ grainOf: (q) => router.grainFor(q), clock, random, waitersMax: config.leaseWaitersMax });
+    broker = new LeaseBroker({
+      grainOf: (q) => router.grainFor(q), clock, random, waitersMax: config.leaseWaitersMax,
+      answerMaxDeliveries: LEASE_RESPONSE_DELIVERIES_MAX, answerMaxBytes: LEASE_RESPONSE_MAX_BYTES,
+    });
     db.onRollback((error) => {
       logger.error({ err: error }, "storage transaction rolled back; dropping grain memory");
       host.deactivateAll("failed");
@@ -136,7 +139,8 @@ export class ConveyorNode {
     const grpcServer = new grpc.Server({
       "grpc.keepalive_time_ms": 30_000,
       "grpc.keepalive_timeout_ms": 10_000,
-      "grpc.max_receive_message_length": GRPC_MESSAGE_MAX_BYTES,
+      // A request is decoded in one piece before any handler runs: its size bounds that work.
+      "grpc.max_receive_message_length": REQUEST_MAX_BYTES,
     });
     const onInternal = (method: string, error: unknown) => logger.error({ method, err: error }, "rpc failed with an internal error");
     const observe = (method: string, code: grpc.status, seconds: number) =>

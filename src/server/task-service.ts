@@ -10,18 +10,48 @@ import type { UnaryImpl } from "../rpc/service-definition.js";
 import { stateToWire, taskToWire } from "./convert.js";
 import type { NodeContext } from "./node-context.js";
 import { BATCH_MAX, checkTaskId, validateSpec } from "./validate.js";
+import { WorkSlicer, chunksBy } from "./work-slicer.js";
+import { ENQUEUE_TX_MAX_BYTES, WORK_SLICE_BYTES } from "../base/limits.js";
+
+/**
+ * Tasks per grain turn when a batch is admitted in slices (a few milliseconds of work,
+ * and at most WORK_SLICE_BYTES of payload); EnqueueTx admits all its tasks in one turn
+ * (that is what makes it atomic).
+ */
+const ADMIT_CHUNK = 100;
 
 export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
   /** Validates a spec and evaluates its type's concurrency rules (group members have none). */
   const validate = (spec: TaskSpec | undefined, field: string): NewTask => {
     const task = validateSpec(spec, field, ctx.taskDefaults, ctx.clock.nowMs(), ctx.newTaskId);
     if (task.group !== "") return task;
-    const { rules, error } = ctx.rules.evaluate(task.type, task.payload, task.metadata);
+    const { rules, error } = ctx.rules.evaluate(task.type, task.payload, task.metadata, field);
     return { ...task, rules, ruleError: error };
   };
 
-  /** Admits tasks queue by queue (one grain turn per queue), keeping request order. */
-  function admit(tasks: Array<NewTask | ConveyorError>, atomic: boolean): Array<EnqueueOutcome> {
+  /**
+   * Validates a batch's specs in order, yielding between slices of work. A bad spec
+   * becomes its error in the answer, or (atomic) fails the call.
+   */
+  async function validateAll(specs: readonly TaskSpec[], atomic: boolean, slicer: WorkSlicer): Promise<Array<NewTask | ConveyorError>> {
+    const out: Array<NewTask | ConveyorError> = [];
+    for (const [i, spec] of specs.entries()) {
+      try {
+        out.push(validate(spec, `tasks[${i}]`));
+      } catch (e) {
+        if (atomic || !(e instanceof ConveyorError)) throw e;
+        out.push(e);
+      }
+      if (slicer.due()) await slicer.yield();
+    }
+    return out;
+  }
+
+  /**
+   * Admits tasks queue by queue, keeping request order: all of them in one grain turn
+   * when atomic, otherwise ADMIT_CHUNK per turn, yielding between slices of work.
+   */
+  async function admit(tasks: Array<NewTask | ConveyorError>, atomic: boolean, slicer?: WorkSlicer): Promise<Array<EnqueueOutcome>> {
     const out: EnqueueOutcome[] = new Array(tasks.length);
     const byQueue = new Map<string, number[]>();
     tasks.forEach((t, i) => {
@@ -34,10 +64,15 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
       byQueue.set(t.queue, list);
     });
     for (const [queue, indexes] of byQueue) {
-      const outcomes = enqueueInQueue(queue, indexes.map((i) => tasks[i] as NewTask), atomic);
-      outcomes.forEach((o, k) => (out[indexes[k]!] = o));
-      const admitted = outcomes.filter((o) => o.ok && !o.existed).length;
-      if (admitted > 0) ctx.metrics.enqueued.inc({ queue }, admitted);
+      const payloadBytes = (i: number) => (tasks[i] as NewTask).payload.byteLength;
+      for (const part of atomic ? [indexes] : chunksBy(indexes, ADMIT_CHUNK, WORK_SLICE_BYTES, payloadBytes)) {
+        const outcomes = enqueueInQueue(queue, part.map((i) => tasks[i] as NewTask), atomic);
+        slicer?.wrote(part.reduce((n, i) => n + payloadBytes(i), 0));
+        outcomes.forEach((o, k) => (out[part[k]!] = o));
+        const admitted = outcomes.filter((o) => o.ok && !o.existed).length;
+        if (admitted > 0) ctx.metrics.enqueued.inc({ queue }, admitted);
+        if (slicer?.due()) await slicer.yield();
+      }
     }
     return out;
   }
@@ -71,7 +106,7 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
   return {
     async enqueue(call) {
       const task = validate(call.request.task, "task");
-      const [outcome] = admit([task], false);
+      const [outcome] = await admit([task], false);
       if (!outcome!.ok) throw outcome!.error;
       await ctx.committed();
       return { result: toResult(outcome!, task.queue) };
@@ -79,15 +114,9 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
 
     async enqueueBatch(call) {
       checkBatchSize(call.request.tasks.length);
-      const tasks = call.request.tasks.map((spec, i) => {
-        try {
-          return validate(spec, `tasks[${i}]`);
-        } catch (e) {
-          if (e instanceof ConveyorError) return e;
-          throw e;
-        }
-      });
-      const outcomes = admit(tasks, false);
+      const slicer = new WorkSlicer();
+      const tasks = await validateAll(call.request.tasks, false, slicer);
+      const outcomes = await admit(tasks, false, slicer);
       await ctx.committed();
       return {
         items: outcomes.map((o, i) => o.ok
@@ -99,13 +128,17 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
 
     async enqueueTx(call) {
       checkBatchSize(call.request.tasks.length);
-      const tasks = call.request.tasks.map((spec, i) => validate(spec, `tasks[${i}]`));
+      const txBytes = call.request.tasks.reduce((n, t) => n + t.payload.byteLength, 0);
+      if (txBytes > ENQUEUE_TX_MAX_BYTES) {
+        throw invalidField("tasks", `carry ${txBytes} bytes of payload; an EnqueueTx (one transaction) carries at most ${ENQUEUE_TX_MAX_BYTES}: use EnqueueBatch`);
+      }
+      const tasks = (await validateAll(call.request.tasks, true, new WorkSlicer())) as NewTask[];
       const queue = tasks[0]!.queue;
       const other = tasks.findIndex((t) => t.queue !== queue);
       if (other >= 0) {
         throw invalidField(`tasks[${other}].queue`, `EnqueueTx is atomic within one queue; got ${quote(tasks[other]!.queue)} after ${quote(queue)}`);
       }
-      const outcomes = admit(tasks, true);
+      const outcomes = await admit(tasks, true);
       const failed = outcomes.findIndex((o) => !o.ok);
       if (failed >= 0) {
         const error = (outcomes[failed] as { error: ConveyorError }).error;

@@ -10,9 +10,11 @@ import type { UnaryImpl } from "../rpc/service-definition.js";
 import { taskToWire } from "./convert.js";
 import { ruleFromWire } from "./rules/rule-wire.js";
 import type { NodeContext } from "./node-context.js";
+import { WorkSlicer, chunksBy } from "./work-slicer.js";
 import { BATCH_MAX, checkLength, checkQueueName } from "./validate.js";
 import {
-  ERROR_MESSAGE_MAX_BYTES, KEY_MAX_CHARS, LEASE_ID_MAX_CHARS, RESULT_MAX_BYTES, SETTLEMENTS_MAX, TASK_ID_MAX_CHARS,
+  ERROR_MESSAGE_MAX_BYTES, HEARTBEAT_LEASES_MAX, KEY_MAX_CHARS, LEASE_BATCH_TYPES_MAX, LEASE_ID_MAX_CHARS, LEASE_QUEUES_MAX,
+  REGISTER_RULES_MAX, REGISTER_TYPES_MAX, RESULT_MAX_BYTES, SETTLEMENTS_MAX, TASK_ID_MAX_CHARS, WORK_SLICE_BYTES,
   WORKER_ID_MAX_CHARS, truncateBytes, truncateText,
 } from "../base/limits.js";
 
@@ -34,6 +36,14 @@ function byQueue<T extends { queue: string }>(items: readonly T[]): Map<string, 
   return groups;
 }
 
+/** Settlements per grain turn (a few milliseconds of work). */
+const SETTLE_CHUNK = 100;
+
+/** Refuses a list longer than its bound, naming the field and the maximum. */
+function checkCount(n: number, max: number, field: string, what: string): void {
+  if (n > max) throw invalidField(field, `at most ${max} ${what}, got ${n}`);
+}
+
 export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService> {
   const toDelivery = (d: LeasedDelivery) => create(DeliverySchema, {
     leaseId: d.leaseId, queue: d.queue, leaseExpiresAtMs: BigInt(d.leaseExpiresAtMs),
@@ -53,6 +63,8 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
       checkLength(req.workerId, "worker_id", WORKER_ID_MAX_CHARS);
       req.batchTypes.forEach((t, i) => checkLength(t, `batch_types[${i}]`, KEY_MAX_CHARS));
       if (req.queues.length === 0) throw invalidField("queues", "name at least one queue");
+      checkCount(req.queues.length, LEASE_QUEUES_MAX, "queues", "queues per Lease call");
+      checkCount(req.batchTypes.length, LEASE_BATCH_TYPES_MAX, "batch_types", "batch types per Lease call");
       const queues = req.queues.map((q, i) => ({ name: checkQueueName(q.queue, `queues[${i}].queue`), weight: q.weight || 1 }));
       if (req.maxDeliveries < 1 || req.maxDeliveries > BATCH_MAX) {
         throw invalidField("max_deliveries", `must be 1..${BATCH_MAX}, got ${req.maxDeliveries}`);
@@ -77,11 +89,15 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
     async heartbeat(call) {
       const leases = call.request.leases;
       checkLength(call.request.workerId, "worker_id", WORKER_ID_MAX_CHARS);
+      checkCount(leases.length, HEARTBEAT_LEASES_MAX, "leases", "leases per Heartbeat call");
+      checkCount(new Set(leases.map((l) => l.queue)).size, LEASE_QUEUES_MAX, "leases", "distinct queues per Heartbeat call");
       leases.forEach((l, i) => {
         checkQueueName(l.queue, `leases[${i}].queue`);
         checkLength(l.leaseId, `leases[${i}].lease_id`, LEASE_ID_MAX_CHARS);
       });
       const statuses = new Array(leases.length);
+      // One grain turn per queue (activating a grain costs a query): yield between slices of work.
+      const slicer = new WorkSlicer();
       for (const [queue, indexes] of byQueue(leases)) {
         const views = ctx.router.grainFor(queue).heartbeat(indexes.map((i) => leases[i]!.leaseId));
         views.forEach((v, k) => {
@@ -90,6 +106,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
             cancelReason: v.cancelReason, leaseExpiresAtMs: BigInt(v.leaseExpiresAtMs),
           };
         });
+        if (slicer.due()) await slicer.yield();
       }
       // A heartbeat can end an attempt whose timeout passed (a write): answer after it commits.
       await ctx.committed();
@@ -98,7 +115,8 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
 
     async settle(call) {
       const items = call.request.settlements;
-      if (items.length > SETTLEMENTS_MAX) throw invalidField("settlements", `at most ${SETTLEMENTS_MAX} per call`);
+      checkCount(items.length, SETTLEMENTS_MAX, "settlements", "settlements per Settle call");
+      checkCount(new Set(items.map((s) => s.queue)).size, LEASE_QUEUES_MAX, "settlements", "distinct queues per Settle call");
       checkLength(call.request.workerId, "worker_id", WORKER_ID_MAX_CHARS);
       // Validate everything first: a bad item must not leave the call half applied.
       const settlements: Settlement[] = items.map((s, i) => {
@@ -117,15 +135,26 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
       // Refuse the draining worker for longer than any of its Lease calls can be in flight.
       if (call.request.workerDraining) ctx.broker.drain(call.request.workerId, ctx.config.leaseWaitMaxMs + 15_000);
       const results = new Array(items.length);
+      // Items are independent: applied SETTLE_CHUNK per grain turn (and at most a slice of
+      // row bytes: settling rewrites each task's row, payload and result included),
+      // yielding between slices of work.
+      const slicer = new WorkSlicer();
       for (const [queue, indexes] of byQueue(items)) {
-        const errors = ctx.router.grainFor(queue).settle(indexes.map((i) => settlements[i]!));
-        errors.forEach((e, k) => {
-          const i = indexes[k]!;
-          results[i] = {
-            taskId: items[i]!.taskId,
-            ...(e ? { error: create(ItemErrorSchema, { code: ctx.grpcCode(e.code), reason: e.reason, message: e.message, field: e.field ?? "" }) } : {}),
-          };
-        });
+        const grain = ctx.router.grainFor(queue);
+        const payloads = grain.payloadBytesOf(indexes.map((i) => settlements[i]!.taskId));
+        const rowBytes = new Map(indexes.map((i, k) => [i, payloads[k]! + (settlements[i]!.result?.byteLength ?? 0) + (settlements[i]!.error?.length ?? 0)]));
+        for (const part of chunksBy(indexes, SETTLE_CHUNK, WORK_SLICE_BYTES, (i) => rowBytes.get(i)!)) {
+          const errors = ctx.router.grainFor(queue).settle(part.map((i) => settlements[i]!));
+          slicer.wrote(part.reduce((n, i) => n + rowBytes.get(i)!, 0));
+          errors.forEach((e, k) => {
+            const i = part[k]!;
+            results[i] = {
+              taskId: items[i]!.taskId,
+              ...(e ? { error: create(ItemErrorSchema, { code: ctx.grpcCode(e.code), reason: e.reason, message: e.message, field: e.field ?? "" }) } : {}),
+            };
+          });
+          if (slicer.due()) await slicer.yield();
+        }
       }
       await ctx.committed();
       return { results };
@@ -134,12 +163,16 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
     async registerTaskTypes(call) {
       const types = call.request.types;
       checkLength(call.request.workerId, "worker_id", WORKER_ID_MAX_CHARS);
+      checkCount(types.length, REGISTER_TYPES_MAX, "types", "task types per RegisterTaskTypes call");
+      const ruleCount = types.reduce((n, t) => n + t.concurrency.length, 0);
+      checkCount(ruleCount, REGISTER_RULES_MAX, "types", "concurrency rules per RegisterTaskTypes call (over all types)");
       // Validate every type first: a bad registration changes nothing.
       types.forEach((t, i) => {
         checkLength(t.type, `types[${i}].type`, KEY_MAX_CHARS);
         if (t.type === "") throw invalidField(`types[${i}].type`, "must not be empty");
       });
       const staged = types.map((t) => ({ type: t.type, rules: t.concurrency.map(ruleFromWire) }));
+      await ctx.rules.prepare(staged.flatMap((t) => t.rules));
       ctx.rules.registerAll(staged.map((t, i) => ({ ...t, field: `types[${i}].concurrency` })));
       // A worker registers when it starts: a restarted worker with a fixed id is not draining.
       ctx.broker.undrain(call.request.workerId);

@@ -69,7 +69,7 @@ export class TaskStore implements QueueStore {
       findId: s.prepare("SELECT queue, state FROM tasks WHERE id = ?"),
       unfinished: s.prepare(`SELECT id, state, type, priority, seq, concurrency_key, ready_at, timeout_ms, deadline_at,
         expires_at, unique_key, unique_until, retried, max_retry, backoff_base_ms, backoff_max_ms, lease_id,
-        lease_expires_at, attempt_ends_at, grp, batch_id, rules FROM tasks WHERE queue = ? AND state IN ${UNFINISHED} ORDER BY rowid`),
+        lease_expires_at, attempt_ends_at, grp, batch_id, rules, length(payload) AS payload_bytes FROM tasks WHERE queue = ? AND state IN ${UNFINISHED} ORDER BY rowid`),
       groupConfigs: s.prepare("SELECT grp, max_size, max_delay_ms, grace_ms FROM group_configs WHERE queue = ?"),
       setGroupConfig: s.prepare(`INSERT INTO group_configs (queue, grp, max_size, max_delay_ms, grace_ms)
         VALUES (@queue, @group, @maxSize, @maxDelayMs, @graceMs)
@@ -245,7 +245,7 @@ interface IndexRow {
   id: string; state: TaskState; type: string; priority: number; seq: number; concurrency_key: string;
   ready_at: number; timeout_ms: number; deadline_at: number; expires_at: number; unique_key: string;
   unique_until: number; retried: number; max_retry: number; backoff_base_ms: number; backoff_max_ms: number;
-  lease_id: string; lease_expires_at: number; attempt_ends_at: number; grp: string; batch_id: string; rules: string;
+  lease_id: string; lease_expires_at: number; attempt_ends_at: number; grp: string; batch_id: string; rules: string; payload_bytes: number | null;
 }
 
 function indexRowToEntry(r: IndexRow): TaskIndexEntry {
@@ -255,5 +255,6 @@ function indexRowToEntry(r: IndexRow): TaskIndexEntry {
     uniqueKey: r.unique_key, uniqueUntilMs: r.unique_until, retried: r.retried, maxRetry: r.max_retry,
     backoffBaseMs: r.backoff_base_ms, backoffMaxMs: r.backoff_max_ms, leaseId: r.lease_id,
     leaseExpiresAtMs: r.lease_expires_at, attemptEndsAtMs: r.attempt_ends_at, group: r.grp, batchId: r.batch_id, rules: JSON.parse(r.rules) as TaskRule[],
+    payloadBytes: r.payload_bytes ?? 0,
   };
 }

@@ -299,7 +299,7 @@ export class QueueCore {
       deadlineAtMs: t.deadlineAtMs, expiresAtMs: t.expiresAtMs, uniqueKey: t.uniqueKey,
       uniqueUntilMs: t.uniqueKey && t.uniqueTtlMs > 0 ? nowMs + t.uniqueTtlMs : 0,
       retried: 0, maxRetry: t.maxRetry, backoffBaseMs: t.backoffBaseMs, backoffMaxMs: t.backoffMaxMs,
-      leaseId: "", leaseExpiresAtMs: 0, attemptEndsAtMs: 0, group: t.group, batchId: "", rules: t.rules,
+      leaseId: "", leaseExpiresAtMs: 0, attemptEndsAtMs: 0, group: t.group, batchId: "", rules: t.rules, payloadBytes: t.payload.byteLength,
     };
     if (state === "pending") e.seq = this.rankOf(e);
     this.entries.set(e.id, e);
@@ -467,11 +467,16 @@ export class QueueCore {
    * Hands out up to `max` deliveries, highest priority first, FIFO within a priority.
    * A fired batch is one delivery, and only for a caller with a batch handler for its type.
    */
-  lease(max: number, nowMs: number, caps: LeaseCaps = NO_BATCHES): DeliveryPlan[] {
+  /**
+   * Up to `max` deliveries, in dispatch order. The answer stops growing once its payloads
+   * add up to `maxBytes` (the first delivery is always taken, however large).
+   */
+  lease(max: number, nowMs: number, caps: LeaseCaps = NO_BATCHES, maxBytes = Infinity): DeliveryPlan[] {
     const plans: DeliveryPlan[] = [];
     if (this.pausedFlag) return plans;
     let throttled = false;
-    while (plans.length < max) {
+    let bytes = 0;
+    while (plans.length < max && bytes < maxBytes) {
       const popped = this.ready.pop(caps);
       if (!popped) break;
       const item = popped.item;
@@ -485,6 +490,7 @@ export class QueueCore {
         }
         this.batches.delete(item.id);
         plans.push(this.startLease(members, nowMs));
+        for (const m of members) bytes += m.payloadBytes;
         continue;
       }
       const e = this.liveReady(item);
@@ -505,6 +511,7 @@ export class QueueCore {
         break;
       }
       plans.push(this.startLease([e], nowMs));
+      bytes += e.payloadBytes;
     }
     if (throttled) this.events.push({ kind: "throttled" });
     if (plans.length > 0) this.events.push({ kind: "dispatched", count: plans.length });
@@ -998,6 +1005,7 @@ export class QueueCore {
       backoffBaseMs: record.backoffBaseMs, backoffMaxMs: record.backoffMaxMs, leaseId: "", leaseExpiresAtMs: 0, attemptEndsAtMs: 0,
       // A group member comes back on its own, as a batch of one.
       group: record.group, batchId: record.group ? record.id : "", rules: record.rules,
+      payloadBytes: record.payload.byteLength,
     };
     this.entries.set(e.id, e);
     if (e.uniqueKey) this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
@@ -1020,6 +1028,11 @@ export class QueueCore {
       this.ready.dropHead(top);
     }
     return false;
+  }
+
+  /** The payload size of an unfinished task (0 when the core does not hold it). */
+  payloadBytesOf(id: string): number {
+    return this.entries.get(id)?.payloadBytes ?? 0;
   }
 
   has(id: string): boolean {

@@ -74,8 +74,9 @@ export class QueueGrain {
     });
   }
 
-  lease(max: number, caps: LeaseCaps = NO_BATCHES): LeasedDelivery[] {
-    const plans = this.turn(() => this.core.lease(max, this.clock.nowMs(), caps));
+  /** See QueueCore.lease: up to `max` deliveries, stopping once they hold `maxBytes` of payload. */
+  lease(max: number, caps: LeaseCaps = NO_BATCHES, maxBytes = Infinity): LeasedDelivery[] {
+    const plans = this.turn(() => this.core.lease(max, this.clock.nowMs(), caps, maxBytes));
     return plans.map((plan) => ({
       ...plan, queue: this.queue, tasks: plan.taskIds.map((id) => this.activated.get(id) ?? this.mustGet(id)),
     }));
@@ -134,6 +135,11 @@ export class QueueGrain {
 
   setRateLimit(spec: RateLimitSpec | undefined): void {
     this.turn(() => this.core.setRateLimit(spec, this.clock.nowMs()));
+  }
+
+  /** Payload sizes of unfinished tasks (0 for others): what settling them rewrites. */
+  payloadBytesOf(taskIds: readonly string[]): number[] {
+    return taskIds.map((id) => this.core.payloadBytesOf(id));
   }
 
   hasDispatchable(caps: LeaseCaps = NO_BATCHES): boolean {

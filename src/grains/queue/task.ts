@@ -135,4 +135,6 @@ export interface TaskIndexEntry {
   batchId: string;
   /** Concurrency rules evaluated for this task at enqueue. */
   rules: TaskRule[];
+  /** Size of the payload: a Lease answer stops growing at a byte budget. */
+  payloadBytes: number;
 }

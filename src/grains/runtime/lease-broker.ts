@@ -44,6 +44,10 @@ export interface LeaseBrokerOptions {
   clock: Clock;
   random: Random;
   waitersMax: number;
+  /** Deliveries in one answer, whatever a call asks for (it asks again for more); default unbounded. */
+  answerMaxDeliveries?: number;
+  /** Payload bytes in one answer: it stops growing once it holds this much (one delivery always goes). */
+  answerMaxBytes?: number;
 }
 
 export class LeaseBroker {
@@ -64,7 +68,7 @@ export class LeaseBroker {
     this.seen.set(call.workerId, {
       queues: new Set(call.queues.map((q) => q.name)), batchTypes: call.caps.batchTypes, atMs: this.options.clock.nowMs(),
     });
-    const now = this.take(call.queues, call.max, call.caps);
+    const now = this.take(call.queues, this.answerMax(call), call.caps);
     if (now.length > 0 || call.waitMs <= 0 || call.signal?.aborted) return now;
     if (this.waiterCount >= this.options.waitersMax) {
       throw new ConveyorError("RESOURCE_EXHAUSTED", "WAITERS_FULL",
@@ -158,16 +162,30 @@ export class LeaseBroker {
     const grain = this.options.grainOf(queue);
     for (const waiter of [...set]) {
       if (!grain.hasDispatchable(waiter.call.caps)) continue;
-      const deliveries = grain.lease(waiter.call.max, waiter.call.caps);
+      const deliveries = grain.lease(this.answerMax(waiter.call), waiter.call.caps, this.options.answerMaxBytes ?? Infinity);
       if (deliveries.length > 0) this.finish(waiter, deliveries);
     }
   }
 
+  private answerMax(call: LeaseCall): number {
+    return Math.min(call.max, this.options.answerMaxDeliveries ?? Infinity);
+  }
+
+  /**
+   * What the call's queues have now, in weighted order. Each queue gets the bytes left
+   * in the answer's budget, so the answer passes the budget at most once, by at most one
+   * delivery.
+   */
   private take(queues: readonly LeaseQueue[], max: number, caps: LeaseCaps): LeasedDelivery[] {
     const out: LeasedDelivery[] = [];
+    const budget = this.options.answerMaxBytes ?? Infinity;
+    let bytes = 0;
     for (const q of this.weightedOrder(queues)) {
-      if (out.length >= max) break;
-      out.push(...this.options.grainOf(q.name).lease(max - out.length, caps));
+      if (out.length >= max || bytes >= budget) break;
+      for (const d of this.options.grainOf(q.name).lease(max - out.length, caps, budget - bytes)) {
+        out.push(d);
+        for (const t of d.tasks) bytes += t.payload.byteLength;
+      }
     }
     return out;
   }
