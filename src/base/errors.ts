@@ -66,3 +66,13 @@ export const tooLong = (field: string, value: string, maxChars: number) =>
 
 export const grainDeactivated = (queue: string) =>
   new ConveyorError("UNAVAILABLE", "GRAIN_DEACTIVATED", `queue ${quote(queue)} was being reloaded; retry`);
+
+/**
+ * The error a caller gets for writes whose commit failed: the storage layer's own
+ * ConveyorError (DISK_FULL, STORAGE_FAILURE, ...) as it is; anything else as a retryable
+ * STORAGE_FAILURE (the cause is kept for the server log, never sent).
+ */
+export function asStorageFailure(error: unknown): ConveyorError {
+  if (error instanceof ConveyorError) return error;
+  return new ConveyorError("UNAVAILABLE", "STORAGE_FAILURE", "the write was not committed; retry", undefined, { cause: error });
+}

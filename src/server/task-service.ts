@@ -1,6 +1,6 @@
 /** TaskService: translates producer calls to grain operations. No logic lives here. */
 import { create } from "@bufbuild/protobuf";
-import { ConveyorError, invalidField } from "../base/errors.js";
+import { ConveyorError, asStorageFailure, invalidField } from "../base/errors.js";
 import { quote } from "../base/limits.js";
 import type { EnqueueOutcome } from "../grains/queue/queue-core.js";
 import type { NewTask } from "../grains/queue/task.js";
@@ -63,17 +63,29 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
       list.push(i);
       byQueue.set(t.queue, list);
     });
+    // The items written since the last commit point: a failed commit fails exactly them.
+    let slice: number[] = [];
+    const failSlice = (error: unknown) => {
+      if (error === undefined) return;
+      const failure = asStorageFailure(error);
+      for (const i of slice) out[i] = { ok: false, error: failure };
+    };
     for (const [queue, indexes] of byQueue) {
       const payloadBytes = (i: number) => (tasks[i] as NewTask).payload.byteLength;
       for (const part of atomic ? [indexes] : chunksBy(indexes, ADMIT_CHUNK, WORK_SLICE_BYTES, payloadBytes)) {
         const outcomes = enqueueInQueue(queue, part.map((i) => tasks[i] as NewTask), atomic);
         slicer?.wrote(part.reduce((n, i) => n + payloadBytes(i), 0));
         outcomes.forEach((o, k) => (out[part[k]!] = o));
+        slice.push(...part);
         const admitted = outcomes.filter((o) => o.ok && !o.existed).length;
         if (admitted > 0) ctx.metrics.enqueued.inc({ queue }, admitted);
-        if (slicer?.due()) await slicer.yield();
+        if (slicer?.due()) {
+          failSlice(await slicer.yield());
+          slice = [];
+        }
       }
     }
+    if (slicer) failSlice(await slicer.finish());
     return out;
   }
 
@@ -114,10 +126,10 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
 
     async enqueueBatch(call) {
       checkBatchSize(call.request.tasks.length);
-      const slicer = new WorkSlicer();
+      const slicer = new WorkSlicer(ctx.committed);
       const tasks = await validateAll(call.request.tasks, false, slicer);
+      // Sliced: admit waits for the commit of every slice it wrote (the last one too).
       const outcomes = await admit(tasks, false, slicer);
-      await ctx.committed();
       return {
         items: outcomes.map((o, i) => o.ok
           ? { outcome: { case: "result" as const, value: toResult(o, (tasks[i] as NewTask).queue) } }

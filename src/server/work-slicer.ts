@@ -11,7 +11,16 @@ export class WorkSlicer {
   private startedAt = performance.now();
   private bytes = 0;
 
-  constructor(private readonly sliceMs = WORK_SLICE_MS, private readonly sliceBytes = WORK_SLICE_BYTES) {}
+  /**
+   * `committed` resolves once every write made so far is committed (the database's group
+   * commit). A sliced request's writes land in several transactions, one per slice: the
+   * slicer waits for each, so that a request never answers for a slice whose commit failed.
+   */
+  constructor(
+    private readonly committed: () => Promise<void> = () => Promise.resolve(),
+    private readonly sliceMs = WORK_SLICE_MS,
+    private readonly sliceBytes = WORK_SLICE_BYTES,
+  ) {}
 
   /** Counts row bytes written in this slice (its commit writes them). */
   wrote(bytes: number): void {
@@ -23,11 +32,24 @@ export class WorkSlicer {
     return this.bytes >= this.sliceBytes || performance.now() - this.startedAt >= this.sliceMs;
   }
 
-  /** Lets the event loop run everything that is ready (the commit too), then starts a new slice. */
-  async yield(): Promise<void> {
+  /**
+   * Lets the event loop run everything that is ready (the commit too), then starts a new
+   * slice. Resolves with the error of the commit that this slice's writes joined, or
+   * undefined when it succeeded (or there was nothing to commit): the caller fails the
+   * slice's items with it.
+   */
+  async yield(): Promise<unknown> {
+    const commit = this.committed().then(() => undefined, (error: unknown) => error ?? new Error("commit failed"));
     await new Promise<void>((resolve) => setImmediate(resolve));
+    const error = await commit;
     this.startedAt = performance.now();
     this.bytes = 0;
+    return error;
+  }
+
+  /** The outcome of the last slice's commit (undefined: committed). */
+  finish(): Promise<unknown> {
+    return this.committed().then(() => undefined, (error: unknown) => error ?? new Error("commit failed"));
   }
 }
 

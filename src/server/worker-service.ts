@@ -1,6 +1,6 @@
 /** WorkerService: long-poll Lease, Heartbeat and Settle, translated to grain calls. */
 import { create } from "@bufbuild/protobuf";
-import { invalidField } from "../base/errors.js";
+import { asStorageFailure, invalidField } from "../base/errors.js";
 import type { Settlement } from "../grains/queue/queue-core.js";
 import type { LeasedDelivery } from "../grains/queue/queue-grain.js";
 import type { Outcome } from "../grains/queue/task.js";
@@ -97,7 +97,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
       });
       const statuses = new Array(leases.length);
       // One grain turn per queue (activating a grain costs a query): yield between slices of work.
-      const slicer = new WorkSlicer();
+      const slicer = new WorkSlicer(ctx.committed);
       for (const [queue, indexes] of byQueue(leases)) {
         const views = ctx.router.grainFor(queue).heartbeat(indexes.map((i) => leases[i]!.leaseId));
         views.forEach((v, k) => {
@@ -106,10 +106,14 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
             cancelReason: v.cancelReason, leaseExpiresAtMs: BigInt(v.leaseExpiresAtMs),
           };
         });
-        if (slicer.due()) await slicer.yield();
+        if (slicer.due()) {
+          const failed = await slicer.yield();
+          if (failed !== undefined) throw asStorageFailure(failed);
+        }
       }
       // A heartbeat can end an attempt whose timeout passed (a write): answer after it commits.
-      await ctx.committed();
+      const failed = await slicer.finish();
+      if (failed !== undefined) throw asStorageFailure(failed);
       return { leases: statuses };
     },
 
@@ -138,7 +142,16 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
       // Items are independent: applied SETTLE_CHUNK per grain turn (and at most a slice of
       // row bytes: settling rewrites each task's row, payload and result included),
       // yielding between slices of work.
-      const slicer = new WorkSlicer();
+      const slicer = new WorkSlicer(ctx.committed);
+      // The items applied since the last commit point: a failed commit fails exactly them.
+      let slice: number[] = [];
+      const failSlice = (error: unknown) => {
+        if (error === undefined) return;
+        const e = asStorageFailure(error);
+        for (const i of slice) {
+          results[i] = { taskId: items[i]!.taskId, error: create(ItemErrorSchema, { code: ctx.grpcCode(e.code), reason: e.reason, message: e.message, field: e.field ?? "" }) };
+        }
+      };
       for (const [queue, indexes] of byQueue(items)) {
         const grain = ctx.router.grainFor(queue);
         const payloads = grain.payloadBytesOf(indexes.map((i) => settlements[i]!.taskId));
@@ -153,10 +166,14 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
               ...(e ? { error: create(ItemErrorSchema, { code: ctx.grpcCode(e.code), reason: e.reason, message: e.message, field: e.field ?? "" }) } : {}),
             };
           });
-          if (slicer.due()) await slicer.yield();
+          slice.push(...part);
+          if (slicer.due()) {
+            failSlice(await slicer.yield());
+            slice = [];
+          }
         }
       }
-      await ctx.committed();
+      failSlice(await slicer.finish());
       return { results };
     },
 
