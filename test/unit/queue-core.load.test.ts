@@ -27,7 +27,7 @@ function busyCore() {
   const h = makeCore({ newLeaseId: leaseIdCounter("orig-") });
   const { core, time } = h;
   const t0 = time.nowMs;
-  core.setKeyLimit(2);
+  core.setKeyLimit(2, time.nowMs);
   const tasks = [
     ...Array.from({ length: 4 }, (_, i) => newTask({ concurrencyKey: "A", priority: 9 - i })),
     ...Array.from({ length: 3 }, () => newTask({ concurrencyKey: "B", priority: 5 })),
@@ -123,7 +123,7 @@ describe("QueueCore: load (passivation and rebuild)", () => {
   it("a reload keeps the pause, unique keys and timers", () => {
     const { core, time } = makeCore();
     const t0 = time.nowMs;
-    core.setPaused(true);
+    core.setPaused(true, time.nowMs);
     const unique = newTask({ uniqueKey: "only-one" });
     const later = newTask({ processAtMs: t0 + 100 });
     const expiring = newTask({ expiresAtMs: t0 + 50 });
@@ -137,7 +137,7 @@ describe("QueueCore: load (passivation and rebuild)", () => {
     clone.tick(t0 + 100);
     expect(clone.has(expiring.id)).toBe(false);
     expect(entryOf(clone, later.id)?.state).toBe("pending");
-    clone.setPaused(false);
+    clone.setPaused(false, time.nowMs);
     expect(leasedIds(clone.lease(10, t0 + 100))).toEqual([unique.id, later.id]);
   });
 

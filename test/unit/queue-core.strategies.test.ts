@@ -17,7 +17,7 @@ import { QueueCore, type DeliveryPlan } from "../../src/grains/queue/queue-core.
 import { STRATEGIES, type Strategy, type TaskRule } from "../../src/grains/queue/rules.js";
 import { FINISHED_STATES, type NewTask, type Outcome, type TaskIndexEntry, type TaskState } from "../../src/grains/queue/task.js";
 import { SharedSlotLedger } from "../../src/grains/runtime/shared-slots.js";
-import { FakeTime, LEASE_TTL_MS, QUEUE, coreConfig, expectConveyorError, leaseIdCounter, newTask } from "../support/core-fixtures.js";
+import { FakeTime, LEASE_TTL_MS, QUEUE, coreConfig, expectConveyorError, isStateTransition, leaseIdCounter, newTask, outcomeOf } from "../support/core-fixtures.js";
 
 // ---- harness ---------------------------------------------------------------------------
 
@@ -131,12 +131,12 @@ class Bench {
     for (const eff of effects) {
       if (eff.kind === "insert") {
         this.rows.set(eff.entry.id, { ...eff.entry });
-      } else if (eff.kind === "transition") {
+      } else if (isStateTransition(eff)) {
         const id = eff.entry.id;
         expect(this.finished.has(id), `${id} transitions after it finished`).toBe(false);
         if (FINISHED_STATES.has(eff.entry.state)) {
           this.rows.delete(id);
-          const cancelReason = eff.outcome?.cancelReason ?? "";
+          const cancelReason = outcomeOf(eff)?.cancelReason ?? "";
           this.finished.set(id, { state: eff.entry.state, cancelReason });
           if (cancelReason === "CONCURRENCY_LIMIT") this.strategyCancels.push(id);
         } else {
@@ -144,7 +144,7 @@ class Bench {
         }
       } else if (eff.kind === "delete") {
         this.rows.delete(eff.id);
-      } else if (eff.kind === "slotLimit" && !eff.slot.startsWith("@")) {
+      } else if (eff.kind === "setSlotLimit" && !eff.slot.startsWith("@")) {
         if (eff.limit === undefined) this.slotLimits.delete(eff.slot);
         else this.slotLimits.set(eff.slot, eff.limit);
       }
@@ -396,7 +396,7 @@ describe("a chain of two rules", () => {
 
   it("the queue's per-key limit is one more slot of the chain", () => {
     const b = new Bench();
-    b.core.setKeyLimit(1);
+    b.core.setKeyLimit(1, b.now);
     b.add("a", [team("T", 5)], { concurrencyKey: "K" });
     b.add("b", [team("T", 5)], { concurrencyKey: "K" });
     b.add("c", [team("T", 5)], { concurrencyKey: "J" });
@@ -430,7 +430,7 @@ describe("a chain of two rules", () => {
 
   it("the same with the queue's per-key limit as the first slot of the chain", () => {
     const b = new Bench();
-    b.core.setKeyLimit(1);
+    b.core.setKeyLimit(1, b.now);
     b.add("Z", [user("a")], { concurrencyKey: "J" });
     b.add("A", [user("x")], { concurrencyKey: "K" });
     expect(b.lease()).toEqual(["Z", "A"]);

@@ -26,7 +26,7 @@ import { ConveyorError } from "../../base/errors.js";
 import { quote } from "../../base/limits.js";
 import type { Random } from "../../base/random.js";
 import { retryDelayMs } from "./backoff.js";
-import type { CoreEvent, Effect, TransitionOutcome } from "./effects.js";
+import type { CoreEvent, Effect, FinishTransition } from "./effects.js";
 import { Heap } from "./heap.js";
 import { KeySlots, QUEUE_RULE, isSharedSlot, slotOf, type ReadyItem, type SlotLedger } from "./key-slots.js";
 import type { Strategy, TaskRule } from "./rules.js";
@@ -127,6 +127,10 @@ interface DueItem {
   kind: DueKind;
 }
 
+/** How a task ends: a finishing transition, before the entry is attached. */
+type Ending = FinishTransition extends infer T ? (T extends unknown ? Omit<T, "entry"> : never) : never;
+const FINAL_STATE = { complete: "completed", archive: "archived", cancel: "cancelled" } as const;
+
 const WAITING: ReadonlySet<TaskState> = new Set(["pending", "scheduled", "retry", "aggregating"]);
 
 export class QueueCore {
@@ -179,7 +183,7 @@ export class QueueCore {
   load(rows: readonly TaskIndexEntry[], options: LoadOptions, nowMs: number): void {
     this.pausedFlag = options.paused;
     this.slots.setRuleLimit(QUEUE_RULE, options.keyLimit);
-    this.setRateLimit(options.rateLimit, nowMs);
+    this.useRateLimit(options.rateLimit, nowMs);
     for (const [group, config] of options.groupConfigs ?? []) this.groupConfigs.set(group, config);
     // Dynamic limits are durable (a key's newest task may have finished already).
     for (const [slot, limit] of options.slotLimits ?? []) this.slots.setSlotLimit(slot, limit);
@@ -307,7 +311,7 @@ export class QueueCore {
     this.effects.push({ kind: "insert", task: t, entry: { ...e }, createdAtMs: nowMs });
     if (t.ruleError) {
       // A rule expression failed: the task fails with that error, never silently keyless.
-      this.finish(e, "archived", { lastError: t.ruleError, lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+      this.finish(e, { kind: "archive", outcome: { lastError: t.ruleError, lastFailedAtMs: nowMs, finishedAtMs: nowMs } });
       return e.state;
     }
     this.joinRules(e);
@@ -360,7 +364,7 @@ export class QueueCore {
         // keys may have tasks in other queues; their limits stay.)
         if (!isSharedSlot(slot)) {
           this.slots.setSlotLimit(slot, undefined);
-          this.effects.push({ kind: "slotLimit", slot, limit: undefined });
+          this.effects.push({ kind: "setSlotLimit", slot, limit: undefined });
         }
       }
     }
@@ -392,7 +396,7 @@ export class QueueCore {
       const slot = slotOf(r.ruleId, r.key);
       if (this.slots.limitOf(slot) !== r.maxRuns) {
         for (const freed of this.slots.setSlotLimit(slot, r.maxRuns)) this.pushReady(freed);
-        this.effects.push({ kind: "slotLimit", slot, limit: r.maxRuns });
+        this.effects.push({ kind: "setSlotLimit", slot, limit: r.maxRuns });
       }
       if (r.strategy === "GROUP_ROUND_ROBIN") continue; // waits its turn; nothing to decide at arrival
       const members = [...(this.ruleMembers.get(slot) ?? [])].map((id) => this.entries.get(id)!).filter((m) => m.id !== e.id);
@@ -529,7 +533,7 @@ export class QueueCore {
       e.leaseExpiresAtMs = expiresAtMs;
       e.attemptEndsAtMs = deadlineAtMs;
       lease.taskIds.add(e.id);
-      this.effects.push({ kind: "transition", entry: { ...e } });
+      this.effects.push({ kind: "activate", entry: { ...e } });
     }
     this.leases.set(leaseId, lease);
     this.leaseExpiry.push({ atMs: expiresAtMs, leaseId });
@@ -547,11 +551,11 @@ export class QueueCore {
   /** Archives a waiting task whose expiry or deadline has passed; true if it did. */
   private expireIfOverdue(e: TaskIndexEntry, nowMs: number): boolean {
     if (e.expiresAtMs > 0 && e.expiresAtMs <= nowMs) {
-      this.finish(e, "archived", { lastError: "expired before dispatch", lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+      this.finish(e, { kind: "archive", outcome: { lastError: "expired before dispatch", lastFailedAtMs: nowMs, finishedAtMs: nowMs } });
       return true;
     }
     if (e.deadlineAtMs > 0 && e.deadlineAtMs <= nowMs) {
-      this.finish(e, "archived", { lastError: "deadline exceeded before dispatch", lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+      this.finish(e, { kind: "archive", outcome: { lastError: "deadline exceeded before dispatch", lastFailedAtMs: nowMs, finishedAtMs: nowMs } });
       return true;
     }
     return false;
@@ -588,18 +592,18 @@ export class QueueCore {
     if (e.batchId !== "" && (s.outcome === "retry" || s.outcome === "released")) e.batchId = e.id;
     switch (s.outcome) {
       case "success":
-        this.finish(e, "completed", { finishedAtMs: nowMs, result: s.result ?? new Uint8Array() });
+        this.finish(e, { kind: "complete", outcome: { finishedAtMs: nowMs, result: s.result ?? new Uint8Array() } });
         break;
       case "retry":
         this.fail(e, s.error || "handler failed", nowMs, "backoff");
         break;
       case "skip_retry":
-        this.finish(e, "archived", { lastError: s.error || "skip retry", lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+        this.finish(e, { kind: "archive", outcome: { lastError: s.error || "skip retry", lastFailedAtMs: nowMs, finishedAtMs: nowMs } });
         break;
       case "released":
         this.makePending(e, e.seq);
         this.armExpiry(e);
-        this.persist(e);
+        this.effects.push({ kind: "release", entry: { ...e } });
         break;
       default: {
         const never: never = s.outcome;
@@ -625,11 +629,11 @@ export class QueueCore {
    */
   private fail(e: TaskIndexEntry, error: string, nowMs: number, mode: "backoff" | "immediate"): void {
     if (e.deadlineAtMs > 0 && e.deadlineAtMs <= nowMs) {
-      this.finish(e, "archived", { lastError: `${error} (deadline exceeded: not retried)`, lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+      this.finish(e, { kind: "archive", outcome: { lastError: `${error} (deadline exceeded: not retried)`, lastFailedAtMs: nowMs, finishedAtMs: nowMs } });
       return;
     }
     if (e.retried >= e.maxRetry) {
-      this.finish(e, "archived", { lastError: error, lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+      this.finish(e, { kind: "archive", outcome: { lastError: error, lastFailedAtMs: nowMs, finishedAtMs: nowMs } });
       return;
     }
     e.retried += 1;
@@ -641,7 +645,7 @@ export class QueueCore {
       this.pushDue(e.readyAtMs, e.id, "ready");
     }
     this.armExpiry(e);
-    this.persist(e, { lastError: error, lastFailedAtMs: nowMs });
+    this.effects.push({ kind: mode === "immediate" ? "requeue" : "retry", entry: { ...e }, outcome: { lastError: error, lastFailedAtMs: nowMs } });
   }
 
   private makePending(e: TaskIndexEntry, seq: number): void {
@@ -703,7 +707,8 @@ export class QueueCore {
   }
 
   /** Moves a task to a finished state and out of memory. */
-  private finish(e: TaskIndexEntry, state: "completed" | "archived" | "cancelled", outcome: TransitionOutcome): void {
+  private finish(e: TaskIndexEntry, end: Ending): void {
+    const state = FINAL_STATE[end.kind];
     this.unlinkWaiting(e);
     this.leaveRules(e);
     if (e.state !== "active") this.wakeSlots(e);
@@ -713,13 +718,8 @@ export class QueueCore {
     e.attemptEndsAtMs = 0;
     this.entries.delete(e.id);
     if (e.uniqueKey && this.unique.get(e.uniqueKey)?.taskId === e.id) this.unique.delete(e.uniqueKey);
-    this.persist(e, outcome);
-    const kind = state === "completed" ? "completed" : state === "archived" ? "archived" : "cancelled";
-    this.events.push({ kind: "settled", outcome: kind, count: 1 });
-  }
-
-  private persist(e: TaskIndexEntry, outcome?: TransitionOutcome): void {
-    this.effects.push(outcome ? { kind: "transition", entry: { ...e }, outcome } : { kind: "transition", entry: { ...e } });
+    this.effects.push({ ...end, entry: { ...e } } as FinishTransition);
+    this.events.push({ kind: "settled", outcome: state, count: 1 });
   }
 
   // ---- time ----------------------------------------------------------------------------
@@ -759,7 +759,7 @@ export class QueueCore {
         e.state = "pending";
         e.batchId = batchId;
         this.enqueueReady(e);
-        this.persist(e);
+        this.effects.push({ kind: "fireGroup", entry: { ...e } });
       }
       this.events.push({ kind: "group_fired", size: fire.memberIds.length });
     }
@@ -771,10 +771,19 @@ export class QueueCore {
     return this.groupConfigs.get(group) ?? this.groupConfigs.get("") ?? this.config.groupDefaults;
   }
 
-  /** Sets or clears a group override ("" = the queue default); applies at the next sweep. */
-  setGroupConfig(group: string, config: GroupConfig | undefined): void {
-    if (config) this.groupConfigs.set(group, config);
-    else this.groupConfigs.delete(group);
+  /**
+   * Sets or (undefined) clears a group override ("" = the queue default); applies at the
+   * next sweep. False when there was nothing to clear.
+   */
+  setGroupConfig(group: string, config: GroupConfig | undefined, nowMs: number): boolean {
+    if (config) {
+      this.groupConfigs.set(group, config);
+      this.effects.push({ kind: "setGroupConfig", group, config, atMs: nowMs });
+      return true;
+    }
+    if (!this.groupConfigs.delete(group)) return false;
+    this.effects.push({ kind: "deleteGroupConfig", group });
+    return true;
   }
 
   /** Live groups and fired batches that wait for a worker. */
@@ -822,7 +831,7 @@ export class QueueCore {
     if (item.kind === "ready") {
       if ((e.state === "scheduled" || e.state === "retry") && e.readyAtMs === item.atMs) {
         this.makePending(e, this.rankOf(e));
-        this.persist(e);
+        this.effects.push({ kind: "promote", entry: { ...e } });
       }
     } else if (WAITING.has(e.state)) {
       this.expireIfOverdue(e, nowMs);
@@ -906,10 +915,10 @@ export class QueueCore {
 
   // ---- operators ---------------------------------------------------------------------
 
-  setPaused(paused: boolean): void {
+  setPaused(paused: boolean, nowMs: number): void {
     if (this.pausedFlag === paused) return;
     this.pausedFlag = paused;
-    this.effects.push({ kind: "paused", paused });
+    this.effects.push({ kind: "setPaused", paused, atMs: nowMs });
     if (!paused) this.readyChanged = true;
   }
 
@@ -918,12 +927,18 @@ export class QueueCore {
   }
 
   /** Changes the per-key limit live; lowering it keeps running tasks. */
-  setKeyLimit(limit: number | undefined): void {
+  setKeyLimit(limit: number | undefined, nowMs: number): void {
     for (const freed of this.slots.setRuleLimit(QUEUE_RULE, limit)) this.pushReady(freed);
+    this.effects.push({ kind: "setKeyLimit", limit, atMs: nowMs });
   }
 
   /** Changes the rate limit live (undefined: back to the server default). */
   setRateLimit(spec: RateLimitSpec | undefined, nowMs: number): void {
+    this.useRateLimit(spec, nowMs);
+    this.effects.push({ kind: "setRateLimit", spec, atMs: nowMs });
+  }
+
+  private useRateLimit(spec: RateLimitSpec | undefined, nowMs: number): void {
     const effective = spec ?? this.config.defaultRateLimit;
     this.bucket = effective ? new TokenBucket(effective, nowMs) : undefined;
     this.readyChanged = true;
@@ -944,7 +959,7 @@ export class QueueCore {
         if (!this.leases.has(lease.id)) this.revoked.set(lease.id, { reason, untilMs: nowMs + this.config.leaseTtlMs });
       }
     }
-    this.finish(e, "cancelled", { finishedAtMs: nowMs, cancelReason: reason });
+    this.finish(e, { kind: "cancel", outcome: { finishedAtMs: nowMs, cancelReason: reason } });
     return null;
   }
 
@@ -954,7 +969,7 @@ export class QueueCore {
     if (!e) return notInMemory(id);
     if (e.state !== "scheduled" && e.state !== "retry") return wrongState(id, e.state, "run", "scheduled or retry");
     this.makePending(e, this.rankOf(e));
-    this.persist(e);
+    this.effects.push({ kind: "promote", entry: { ...e } });
     return null;
   }
 
@@ -963,7 +978,7 @@ export class QueueCore {
     const e = this.entries.get(id);
     if (!e) return notInMemory(id);
     if (!WAITING.has(e.state)) return wrongState(id, e.state, "archive", "pending, scheduled or retry");
-    this.finish(e, "archived", { lastError: "archived by an operator", finishedAtMs: nowMs });
+    this.finish(e, { kind: "archive", outcome: { lastError: "archived by an operator", finishedAtMs: nowMs } });
     return null;
   }
 
@@ -1004,7 +1019,7 @@ export class QueueCore {
     this.joinRules(e);
     this.makePending(e, this.rankOf(e));
     this.armExpiry(e);
-    this.persist(e, { finishedAtMs: 0 });
+    this.effects.push({ kind: "revive", entry: { ...e } });
     return null;
   }
 
