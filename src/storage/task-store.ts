@@ -4,7 +4,7 @@
  */
 import type { Effect } from "../grains/queue/effects.js";
 import type { QueueSettings, QueueStore } from "../grains/queue/ports.js";
-import type { TaskIndexEntry, TaskRecord, TaskState } from "../grains/queue/task.js";
+import { indexEntry, type TaskIndexEntry, type TaskRecord, type TaskState } from "../grains/queue/task.js";
 import type { GroupConfig } from "../grains/queue/group-aggregator.js";
 import type { TaskRule } from "../grains/queue/rules.js";
 import type { Database } from "./database.js";
@@ -290,11 +290,13 @@ interface IndexRow {
 }
 
 function indexRowToEntry(r: IndexRow): TaskIndexEntry {
-  return {
-    id: r.id, state: r.state, type: r.type, priority: r.priority, seq: r.seq, concurrencyKey: r.concurrency_key,
-    readyAtMs: r.ready_at, timeoutMs: r.timeout_ms, deadlineAtMs: r.deadline_at, expiresAtMs: r.expires_at,
-    uniqueKey: r.unique_key, uniqueUntilMs: r.unique_until, retried: r.retried, maxRetry: r.max_retry,
-    backoffBaseMs: r.backoff_base_ms, backoffMaxMs: r.backoff_max_ms, leaseId: r.lease_id,
-    leaseExpiresAtMs: r.lease_expires_at, attemptEndsAtMs: r.attempt_ends_at, group: r.grp, batchId: r.batch_id, rules: JSON.parse(r.rules) as TaskRule[],
-  };
+  return indexEntry({
+    id: r.id, type: r.type, priority: r.priority, concurrencyKey: r.concurrency_key, timeoutMs: r.timeout_ms,
+    deadlineAtMs: r.deadline_at, uniqueKey: r.unique_key, maxRetry: r.max_retry, backoffBaseMs: r.backoff_base_ms,
+    backoffMaxMs: r.backoff_max_ms, group: r.grp, rules: JSON.parse(r.rules) as TaskRule[],
+  }, {
+    state: r.state, seq: r.seq, readyAtMs: r.ready_at, expiresAtMs: r.expires_at, uniqueUntilMs: r.unique_until,
+    retried: r.retried, leaseId: r.lease_id, leaseExpiresAtMs: r.lease_expires_at, attemptEndsAtMs: r.attempt_ends_at,
+    batchId: r.batch_id,
+  });
 }

@@ -152,7 +152,7 @@ class Runner {
     this.coreNo += 1;
     return new QueueCore(QUEUE, coreConfig(TTL), {
       random: seededRandom(this.seed * 31 + this.coreNo),
-      newLeaseId: () => `L${++this.leaseNo}`,
+      newId: () => `L${++this.leaseNo}`,
     });
   }
 

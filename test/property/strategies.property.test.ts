@@ -206,7 +206,7 @@ class Runner {
 
   private newCore(): QueueCore {
     this.coreNo += 1;
-    return new QueueCore(QUEUE, coreConfig(TTL), { random: seededRandom(this.seed * 31 + this.coreNo), newLeaseId: () => `L${++this.leaseNo}` });
+    return new QueueCore(QUEUE, coreConfig(TTL), { random: seededRandom(this.seed * 31 + this.coreNo), newId: () => `L${++this.leaseNo}` });
   }
 
   run(cmd: Cmd): void {

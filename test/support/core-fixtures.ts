@@ -78,7 +78,7 @@ export interface CoreHarness {
   core: QueueCore;
   time: FakeTime;
   random: Random;
-  newLeaseId: () => string;
+  newId: () => string;
 }
 
 export interface CoreOptions {
@@ -86,7 +86,7 @@ export interface CoreOptions {
   seed?: number;
   startMs?: number;
   random?: Random;
-  newLeaseId?: () => string;
+  newId?: () => string;
 }
 
 /** Core settings for tests: the seed's group defaults, a 1 s sweep. */
@@ -96,9 +96,9 @@ export function coreConfig(leaseTtlMs: number = LEASE_TTL_MS): CoreConfig {
 
 export function makeCore(options: CoreOptions = {}): CoreHarness {
   const random = options.random ?? seededRandom(options.seed ?? 42);
-  const newLeaseId = options.newLeaseId ?? leaseIdCounter();
-  const core = new QueueCore(QUEUE, coreConfig(options.leaseTtlMs ?? LEASE_TTL_MS), { random, newLeaseId });
-  return { core, time: new FakeTime(options.startMs), random, newLeaseId };
+  const newId = options.newId ?? leaseIdCounter();
+  const core = new QueueCore(QUEUE, coreConfig(options.leaseTtlMs ?? LEASE_TTL_MS), { random, newId });
+  return { core, time: new FakeTime(options.startMs), random, newId };
 }
 
 /**

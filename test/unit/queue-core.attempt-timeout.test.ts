@@ -142,9 +142,9 @@ describe("QueueCore: the node ends an attempt at its timeout", () => {
     ];
     const cores = new Map<string, QueueCore>();
     const ledger = new SharedSlotLedger((queue, slot) => cores.get(queue)!.wakeSlot(slot));
-    const newLeaseId = leaseIdCounter();
+    const newId = leaseIdCounter();
     const make = (queue: string) => new QueueCore(queue, coreConfig(LONG_TTL_MS), {
-      random: seededRandom(1), newLeaseId, sharedSlots: ledger.forQueue(queue),
+      random: seededRandom(1), newId, sharedSlots: ledger.forQueue(queue),
     });
     const q1 = make("q1");
     const q2 = make("q2");

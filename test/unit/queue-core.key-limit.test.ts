@@ -42,7 +42,7 @@ describe("QueueCore: per-key concurrency limit", () => {
     expect(core.inflightOfKey("B")).toBe(2);
     expect(core.inflightOfKey("")).toBe(0);
     expect(core.stats()).toMatchObject({ inflightKeyed: 4, held: 2, leases: 6, unfinished: 8 });
-    expect(core.hasDispatchable(time.nowMs)).toBe(false);
+    expect(core.pruneAndHasDispatchable(time.nowMs)).toBe(false);
     expect(core.lease(100, time.nowMs)).toEqual([]);
     expect(core.drain().events).toContainEqual({ kind: "throttled" });
 
@@ -50,7 +50,7 @@ describe("QueueCore: per-key concurrency limit", () => {
     settleOk(core, planFor(plans, a[0]!.id), time.advance(1));
     const { readyChanged } = core.drain();
     expect(readyChanged).toBe(true);
-    expect(core.hasDispatchable(time.nowMs)).toBe(true);
+    expect(core.pruneAndHasDispatchable(time.nowMs)).toBe(true);
     expect(leasedIds(core.lease(100, time.nowMs))).toEqual([a[2]!.id]);
     expect(core.inflightOfKey("A")).toBe(2);
     expect(entryOf(core, b[2]!.id)?.state).toBe("pending");
@@ -184,7 +184,7 @@ describe("QueueCore: per-key concurrency limit", () => {
     expect(core.inflightOfKey("A")).toBe(0);
     // A reloaded core sees a3 as dispatchable at once.
     expect(leasedIds(reload(core, time.nowMs).lease(10, time.nowMs))).toEqual([a3!.id]);
-    // Actual: [] (a3 stays held with 0 in flight, hasDispatchable(time.nowMs) false, forever
+    // Actual: [] (a3 stays held with 0 in flight, pruneAndHasDispatchable(time.nowMs) false, forever
     // unless another A task runs or the limit changes).
     expect(leasedIds(core.lease(10, time.nowMs))).toEqual([a3!.id]);
   });

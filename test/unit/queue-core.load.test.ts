@@ -24,7 +24,7 @@ function inflightByKey(core: QueueCore): Record<string, number> {
  * a key limit of 2.
  */
 function busyCore() {
-  const h = makeCore({ newLeaseId: leaseIdCounter("orig-") });
+  const h = makeCore({ newId: leaseIdCounter("orig-") });
   const { core, time } = h;
   const t0 = time.nowMs;
   core.setKeyLimit(2, time.nowMs);
@@ -48,7 +48,7 @@ describe("QueueCore: load (passivation and rebuild)", () => {
   it("a core loaded from snapshot() has the same in-flight counts and dispatches in the same order", () => {
     const { core, time, plans, t0 } = busyCore();
     const now = time.set(t0 + 10);
-    const clone = reload(core, now, { newLeaseId: leaseIdCounter("clone-") });
+    const clone = reload(core, now, { newId: leaseIdCounter("clone-") });
     core.drain();
     clone.drain();
 
@@ -57,7 +57,7 @@ describe("QueueCore: load (passivation and rebuild)", () => {
     expect(inflightByKey(clone)).toEqual(inflightByKey(core));
     expect(inflightByKey(clone)).toMatchObject({ A: 2, B: 2, C: 0, "": 0 });
     expect(clone.stats()).toMatchObject({ unfinished: core.stats().unfinished, leases: core.stats().leases, inflightKeyed: 4 });
-    expect(clone.hasDispatchable(time.nowMs)).toBe(core.hasDispatchable(time.nowMs));
+    expect(clone.pruneAndHasDispatchable(time.nowMs)).toBe(core.pruneAndHasDispatchable(time.nowMs));
 
     const sameLease = (max: number) => {
       const a = leasedIds(core.lease(max, now));

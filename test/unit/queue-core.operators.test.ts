@@ -24,7 +24,7 @@ describe("QueueCore: pause", () => {
     expect(core.paused).toBe(true);
     expect(core.drain()).toMatchObject({ effects: [{ kind: "setPaused", paused: true, atMs: time.nowMs }], readyChanged: false });
     expect(core.lease(10, time.nowMs)).toEqual([]);
-    expect(core.hasDispatchable(time.nowMs)).toBe(false);
+    expect(core.pruneAndHasDispatchable(time.nowMs)).toBe(false);
     expect(entryOf(core, t.id)?.state).toBe("pending");
 
     core.setPaused(true, time.nowMs); // no change, no effect
@@ -32,7 +32,7 @@ describe("QueueCore: pause", () => {
 
     core.setPaused(false, time.nowMs);
     expect(core.drain()).toMatchObject({ effects: [{ kind: "setPaused", paused: false, atMs: time.nowMs }], readyChanged: true });
-    expect(core.hasDispatchable(time.nowMs)).toBe(true);
+    expect(core.pruneAndHasDispatchable(time.nowMs)).toBe(true);
     expect(leasedIds(core.lease(10, time.nowMs))).toEqual([t.id]);
   });
 
@@ -60,7 +60,7 @@ describe("QueueCore: cancel", () => {
     expect(events).toContainEqual({ kind: "settled", outcome: "cancelled", count: 1 });
     expect(core.has(t.id)).toBe(false);
     expect(core.lease(10, time.nowMs)).toEqual([]);
-    expect(core.hasDispatchable(time.nowMs)).toBe(false);
+    expect(core.pruneAndHasDispatchable(time.nowMs)).toBe(false);
   });
 
   it("cancels a scheduled task: it is not promoted later", () => {

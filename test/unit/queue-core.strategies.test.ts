@@ -47,7 +47,7 @@ class Bench {
     readonly time = new FakeTime(),
     readonly queue = QUEUE,
     private readonly ledger?: SharedSlotLedger,
-    private readonly newLeaseId = leaseIdCounter(`${queue}-L`),
+    private readonly newId = leaseIdCounter(`${queue}-L`),
   ) {
     this.core = this.make();
   }
@@ -56,7 +56,7 @@ class Bench {
     this.coreNo += 1;
     return new QueueCore(this.queue, coreConfig(), {
       random: seededRandom(this.coreNo),
-      newLeaseId: this.newLeaseId,
+      newId: this.newId,
       ...(this.ledger ? { sharedSlots: this.ledger.forQueue(this.queue) } : {}),
     });
   }
@@ -455,7 +455,7 @@ describe("dynamic limits (a key's limit is its newest task's maxRuns)", () => {
     b.takeReadyChanged();
     b.add("C", [rule("GROUP_ROUND_ROBIN", 3)]);
     expect(b.takeReadyChanged()).toBe(true);
-    expect(b.core.hasDispatchable(b.now)).toBe(true);
+    expect(b.core.pruneAndHasDispatchable(b.now)).toBe(true);
     expect(b.lease()).toEqual(["B", "C"]);
     expect(b.core.inflightOfRule("t#0", "k")).toBe(3);
     expect(b.core.stats().held).toBe(0);
@@ -667,7 +667,7 @@ describe("a shared rule across two queues (one node-wide ledger)", () => {
 
     q1.done("a");
     expect(ledger.inflightOf(SLOT)).toBe(0);
-    expect(q2.core.hasDispatchable(q2.now)).toBe(false); // nothing until the wake runs
+    expect(q2.core.pruneAndHasDispatchable(q2.now)).toBe(false); // nothing until the wake runs
     await flushWakes();
     expect(wakes).toEqual(["q2:@lim/k"]);
     q2.sync();

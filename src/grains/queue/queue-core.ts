@@ -33,7 +33,7 @@ import type { Strategy, TaskRule } from "./rules.js";
 import { TokenBucket, type RateLimitSpec } from "./token-bucket.js";
 import { GroupAggregator, type GroupConfig } from "./group-aggregator.js";
 import { NO_BATCHES, ReadyQueues, type LeaseCaps } from "./ready-queues.js";
-import type { CancelReason, NewTask, Outcome, TaskIndexEntry, TaskRecord, TaskState } from "./task.js";
+import { indexEntry, type CancelReason, type NewTask, type Outcome, type TaskIndexEntry, type TaskRecord, type TaskState } from "./task.js";
 
 export interface CoreConfig {
   /** How long a lease lives without a heartbeat. */
@@ -48,8 +48,8 @@ export interface CoreConfig {
 
 export interface CoreDeps {
   random: Random;
-  /** A fresh, unique id: lease ids (fencing tokens for settle and heartbeat) and batch ids. */
-  newLeaseId: () => string;
+  /** A fresh, unique id, for lease ids (fencing tokens for settle and heartbeat) and batch ids. */
+  newId: () => string;
   /** The node's ledger of shared (named) rules; `watch` asks to be woken when a slot frees. */
   sharedSlots?: SlotLedger & { watch(slot: string): void };
 }
@@ -256,7 +256,7 @@ export class QueueCore {
       const stored = known.get(t.id);
       if (stored && stored.queue === this.queue) return { ok: true, id: t.id, state: stored.state, existed: true };
       if (stored) {
-        return fail(new ConveyorError("ALREADY_EXISTS", "TASK_ID_CONFLICT",
+        return refused(new ConveyorError("ALREADY_EXISTS", "TASK_ID_CONFLICT",
           `task_id ${quote(t.id)} is already used by a task in queue ${quote(stored.queue)}`, "task.task_id"));
       }
       if (ids.has(t.id)) return { ok: true, id: t.id, state: initialState(t, nowMs), existed: true };
@@ -264,7 +264,7 @@ export class QueueCore {
     if (t.uniqueKey) {
       const holder = this.uniqueHolder(t.uniqueKey, nowMs);
       if (holder || keys.has(t.uniqueKey)) {
-        return fail(new ConveyorError("ALREADY_EXISTS", "UNIQUE_KEY_CONFLICT",
+        return refused(new ConveyorError("ALREADY_EXISTS", "UNIQUE_KEY_CONFLICT",
           `unique_key ${quote(t.uniqueKey)} is held by unfinished task ${quote(holder ?? "in this batch")}`,
           "task.unique_key"));
       }
@@ -273,7 +273,7 @@ export class QueueCore {
     if (t.group) {
       const bound = this.groups.typeOf(t.group) ?? groupTypes.get(t.group);
       if (bound !== undefined && bound !== t.type) {
-        return fail(new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD",
+        return refused(new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD",
           `task.type: group ${quote(t.group)} of queue ${quote(this.queue)} holds tasks of type ${quote(bound)}; a group is single-type, got ${quote(t.type)}`,
           "task.type"));
       }
@@ -297,14 +297,10 @@ export class QueueCore {
   /** Stores a new task and applies its rules' strategies; returns its resulting state. */
   private insert(t: NewTask, nowMs: number): TaskState {
     const state = initialState(t, nowMs);
-    const e: TaskIndexEntry = {
-      id: t.id, state, type: t.type, priority: t.priority, seq: state === "aggregating" ? this.nextSeq++ : 0,
-      concurrencyKey: t.concurrencyKey, readyAtMs: Math.max(t.processAtMs, nowMs), timeoutMs: t.timeoutMs,
-      deadlineAtMs: t.deadlineAtMs, expiresAtMs: t.expiresAtMs, uniqueKey: t.uniqueKey,
-      uniqueUntilMs: t.uniqueKey && t.uniqueTtlMs > 0 ? nowMs + t.uniqueTtlMs : 0,
-      retried: 0, maxRetry: t.maxRetry, backoffBaseMs: t.backoffBaseMs, backoffMaxMs: t.backoffMaxMs,
-      leaseId: "", leaseExpiresAtMs: 0, attemptEndsAtMs: 0, group: t.group, batchId: "", rules: t.rules,
-    };
+    const e = indexEntry(t, {
+      state, seq: state === "aggregating" ? this.nextSeq++ : 0, readyAtMs: Math.max(t.processAtMs, nowMs),
+      expiresAtMs: t.expiresAtMs, uniqueUntilMs: t.uniqueKey && t.uniqueTtlMs > 0 ? nowMs + t.uniqueTtlMs : 0,
+    });
     if (state === "pending") e.seq = this.rankOf(e);
     this.entries.set(e.id, e);
     if (e.uniqueKey) this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
@@ -516,7 +512,7 @@ export class QueueCore {
   }
 
   private startLease(batch: TaskIndexEntry[], nowMs: number): DeliveryPlan {
-    const leaseId = this.deps.newLeaseId();
+    const leaseId = this.deps.newId();
     const expiresAtMs = nowMs + this.config.leaseTtlMs;
     // The attempt ends at the earliest member's effective deadline: a batch is one call.
     let deadlineAtMs = 0;
@@ -595,7 +591,7 @@ export class QueueCore {
         this.finish(e, { kind: "complete", outcome: { finishedAtMs: nowMs, result: s.result ?? new Uint8Array() } });
         break;
       case "retry":
-        this.fail(e, s.error || "handler failed", nowMs, "backoff");
+        this.failAttempt(e, s.error || "handler failed", nowMs, "backoff");
         break;
       case "skip_retry":
         this.finish(e, { kind: "archive", outcome: { lastError: s.error || "skip retry", lastFailedAtMs: nowMs, finishedAtMs: nowMs } });
@@ -627,7 +623,7 @@ export class QueueCore {
    * A failed attempt. With retries left: "backoff" waits in `retry`, "immediate" (a
    * lapsed lease) returns to pending at its old place. Without: archived.
    */
-  private fail(e: TaskIndexEntry, error: string, nowMs: number, mode: "backoff" | "immediate"): void {
+  private failAttempt(e: TaskIndexEntry, error: string, nowMs: number, mode: "backoff" | "immediate"): void {
     if (e.deadlineAtMs > 0 && e.deadlineAtMs <= nowMs) {
       this.finish(e, { kind: "archive", outcome: { lastError: `${error} (deadline exceeded: not retried)`, lastFailedAtMs: nowMs, finishedAtMs: nowMs } });
       return;
@@ -706,18 +702,28 @@ export class QueueCore {
     this.readyChanged = true;
   }
 
+  /**
+   * The one unlink path: takes an unfinished task out of memory (its group or batch, its
+   * rules, the index, its unique key) and, if it was waiting, hands a slot it may have
+   * been promised to the next held task. An active task has already left its lease.
+   */
+  private forget(e: TaskIndexEntry): void {
+    const waiting = e.state !== "active";
+    this.unlinkWaiting(e);
+    this.leaveRules(e);
+    this.entries.delete(e.id);
+    if (e.uniqueKey && this.unique.get(e.uniqueKey)?.taskId === e.id) this.unique.delete(e.uniqueKey);
+    if (waiting) this.wakeSlots(e);
+  }
+
   /** Moves a task to a finished state and out of memory. */
   private finish(e: TaskIndexEntry, end: Ending): void {
     const state = FINAL_STATE[end.kind];
-    this.unlinkWaiting(e);
-    this.leaveRules(e);
-    if (e.state !== "active") this.wakeSlots(e);
+    this.forget(e);
     e.state = state;
     e.leaseId = "";
     e.leaseExpiresAtMs = 0;
     e.attemptEndsAtMs = 0;
-    this.entries.delete(e.id);
-    if (e.uniqueKey && this.unique.get(e.uniqueKey)?.taskId === e.id) this.unique.delete(e.uniqueKey);
     this.effects.push({ ...end, entry: { ...e } } as FinishTransition);
     this.events.push({ kind: "settled", outcome: state, count: 1 });
   }
@@ -753,7 +759,7 @@ export class QueueCore {
   private sweepGroups(nowMs: number): void {
     const fires = this.groups.sweep(nowMs, (g) => this.groupConfigOf(g), (id) => this.entries.get(id)?.readyAtMs ?? nowMs);
     for (const fire of fires) {
-      const batchId = this.deps.newLeaseId();
+      const batchId = this.deps.newId();
       for (const id of fire.memberIds) {
         const e = this.entries.get(id)!;
         e.state = "pending";
@@ -879,7 +885,7 @@ export class QueueCore {
     for (const e of members) {
       this.detachFromLease(lease, e);
       if (e.batchId !== "") e.batchId = e.id;
-      this.fail(e, error, nowMs, "backoff");
+      this.failAttempt(e, error, nowMs, "backoff");
     }
     this.leases.delete(lease.id);
   }
@@ -897,7 +903,7 @@ export class QueueCore {
       const e = this.entries.get(id);
       if (!e) continue;
       this.detachFromLease(lease, e);
-      this.fail(e, "lease expired: the worker stopped heartbeating", nowMs, "immediate");
+      this.failAttempt(e, "lease expired: the worker stopped heartbeating", nowMs, "immediate");
     }
     this.leases.delete(lease.id);
   }
@@ -987,11 +993,7 @@ export class QueueCore {
     const e = this.entries.get(id);
     if (!e) return notInMemory(id);
     if (e.state === "active") return wrongState(id, e.state, "delete", "not running (cancel it first)");
-    this.unlinkWaiting(e);
-    this.leaveRules(e);
-    this.entries.delete(id);
-    if (e.uniqueKey && this.unique.get(e.uniqueKey)?.taskId === id) this.unique.delete(e.uniqueKey);
-    this.wakeSlots(e);
+    this.forget(e);
     this.effects.push({ kind: "delete", id });
     return null;
   }
@@ -1005,15 +1007,11 @@ export class QueueCore {
       return new ConveyorError("ALREADY_EXISTS", "UNIQUE_KEY_CONFLICT",
         `unique_key ${quote(record.uniqueKey)} is held by another unfinished task`, "id");
     }
-    const e: TaskIndexEntry = {
-      id: record.id, state: "pending", type: record.type, priority: record.priority, seq: 0,
-      concurrencyKey: record.concurrencyKey, readyAtMs: nowMs, timeoutMs: record.timeoutMs,
-      deadlineAtMs: record.deadlineAtMs, expiresAtMs: 0, uniqueKey: record.uniqueKey,
-      uniqueUntilMs: record.uniqueUntilMs, retried: 0, maxRetry: record.maxRetry,
-      backoffBaseMs: record.backoffBaseMs, backoffMaxMs: record.backoffMaxMs, leaseId: "", leaseExpiresAtMs: 0, attemptEndsAtMs: 0,
+    const e = indexEntry(record, {
+      state: "pending", seq: 0, readyAtMs: nowMs, expiresAtMs: 0, uniqueUntilMs: record.uniqueUntilMs,
       // A group member comes back on its own, as a batch of one.
-      group: record.group, batchId: record.group ? record.id : "", rules: record.rules,
-    };
+      batchId: record.group ? record.id : "",
+    });
     this.entries.set(e.id, e);
     if (e.uniqueKey) this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
     this.joinRules(e);
@@ -1025,8 +1023,12 @@ export class QueueCore {
 
   // ---- views for the shell -----------------------------------------------------------
 
-  /** True when a lease call could get work now (held tasks do not count). */
-  hasDispatchable(nowMs: number, caps: LeaseCaps = NO_BATCHES): boolean {
+  /**
+   * True when a lease call could get work now (held tasks do not count). Not a pure
+   * query: dead heads of the ready queues (tasks that finished or moved) are dropped on
+   * the way, which is why the name says so.
+   */
+  pruneAndHasDispatchable(nowMs: number, caps: LeaseCaps = NO_BATCHES): boolean {
     if (this.pausedFlag) return false;
     if (this.bucket && !this.bucket.hasToken(nowMs)) return false;
     for (let top = this.ready.peek(caps); top; top = this.ready.peek(caps)) {
@@ -1138,7 +1140,7 @@ function earliest(a: number, b: number): number {
   return Math.min(a, b);
 }
 
-const fail = (error: ConveyorError): EnqueueOutcome => ({ ok: false, error });
+const refused = (error: ConveyorError): EnqueueOutcome => ({ ok: false, error });
 
 /** The core only holds unfinished tasks; the shell resolves what this means. */
 function notInMemory(id: string): ConveyorError {

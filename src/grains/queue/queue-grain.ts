@@ -139,7 +139,7 @@ export class QueueGrain {
   }
 
   hasDispatchable(caps: LeaseCaps = NO_BATCHES): boolean {
-    return this.core.hasDispatchable(this.clock.nowMs(), caps);
+    return this.core.pruneAndHasDispatchable(this.clock.nowMs(), caps);
   }
 
   /** Sets or (undefined) deletes a group override; false when there was none to delete. */
