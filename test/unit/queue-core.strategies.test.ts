@@ -340,6 +340,22 @@ describe("strategies: the seed's A/B/C sequences (max 1 and max 2)", () => {
 
 // ---- chains ------------------------------------------------------------------------------
 
+describe("GROUP_ROUND_ROBIN: the round being served", () => {
+  it("a key that arrives late joins the round being served, not the first round", () => {
+    const b = new Bench();
+    const rr = (key: string) => [rule("GROUP_ROUND_ROBIN", 100, key)];
+    for (const id of ["A1", "A2", "A3", "A4"]) b.add(id, rr("a"));
+    expect(b.lease(3)).toEqual(["A1", "A2", "A3"]); // rounds 1-3 served
+    b.add("B1", rr("b"));
+    b.add("B2", rr("b"));
+    // B's first task ranks in round 4 beside A4, its second in round 5: B cannot jump
+    // ahead of A4 for rounds A already waited through.
+    const order = b.lease(3);
+    expect(order).toHaveLength(3);
+    expect(order[2]).toBe("B2");
+  });
+});
+
 describe("a chain of two rules", () => {
   const team = (key: string, max = 2, strategy: Strategy = "GROUP_ROUND_ROBIN") => rule(strategy, max, key, "t#0");
   const user = (key: string, max = 1, strategy: Strategy = "GROUP_ROUND_ROBIN") => rule(strategy, max, key, "t#1");

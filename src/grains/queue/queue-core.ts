@@ -27,6 +27,7 @@ import { quote } from "../../base/limits.js";
 import type { Random } from "../../base/random.js";
 import { retryDelayMs } from "./backoff.js";
 import type { CoreEvent, Effect, FinishTransition } from "./effects.js";
+import { DispatchRanks } from "./dispatch-ranks.js";
 import { Heap } from "./heap.js";
 import { KeySlots, QUEUE_RULE, isSharedSlot, slotOf, type ReadyItem, type SlotLedger } from "./key-slots.js";
 import type { Strategy, TaskRule } from "./rules.js";
@@ -154,11 +155,8 @@ export class QueueCore {
   private readonly slots: KeySlots;
   /** Unfinished tasks under each strategy rule's slot, in arrival order. */
   private readonly ruleMembers = new Map<string, Set<string>>();
-  /** Round-robin ranks: the last rank given per slot, and the rank being served. */
-  private readonly lastRank = new Map<string, number>();
-  private servicePoint = 0;
+  private readonly ranks = new DispatchRanks();
   private bucket: TokenBucket | undefined;
-  private nextSeq = 1;
   private pausedFlag = false;
   private effects: Effect[] = [];
   private events: CoreEvent[] = [];
@@ -190,7 +188,7 @@ export class QueueCore {
     for (const row of rows) {
       const e = { ...row };
       this.entries.set(e.id, e);
-      this.nextSeq = Math.max(this.nextSeq, e.seq + 1);
+      this.ranks.observeLoaded(e);
       if (e.uniqueKey && (e.uniqueUntilMs === 0 || e.uniqueUntilMs > nowMs)) {
         this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
       }
@@ -202,7 +200,7 @@ export class QueueCore {
     // New keys join the round being served: the oldest waiting task's rank.
     let oldest = Infinity;
     for (const e of this.entries.values()) if (e.state === "pending" && e.rules.length > 0) oldest = Math.min(oldest, e.seq);
-    this.servicePoint = oldest === Infinity ? 0 : oldest - 1;
+    this.ranks.startServingAt(oldest === Infinity ? undefined : oldest);
     this.readyChanged = true;
   }
 
@@ -298,10 +296,10 @@ export class QueueCore {
   private insert(t: NewTask, nowMs: number): TaskState {
     const state = initialState(t, nowMs);
     const e = indexEntry(t, {
-      state, seq: state === "aggregating" ? this.nextSeq++ : 0, readyAtMs: Math.max(t.processAtMs, nowMs),
+      state, seq: state === "aggregating" ? this.ranks.nextSequence() : 0, readyAtMs: Math.max(t.processAtMs, nowMs),
       expiresAtMs: t.expiresAtMs, uniqueUntilMs: t.uniqueKey && t.uniqueTtlMs > 0 ? nowMs + t.uniqueTtlMs : 0,
     });
-    if (state === "pending") e.seq = this.rankOf(e);
+    if (state === "pending") e.seq = this.ranks.rankOf(e);
     this.entries.set(e.id, e);
     if (e.uniqueKey) this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
     this.effects.push({ kind: "insert", task: t, entry: { ...e }, createdAtMs: nowMs });
@@ -344,7 +342,7 @@ export class QueueCore {
       let members = this.ruleMembers.get(slot);
       if (!members) this.ruleMembers.set(slot, (members = new Set()));
       members.add(e.id);
-      if (e.state === "pending" && r.strategy === "GROUP_ROUND_ROBIN") this.lastRank.set(slot, Math.max(this.lastRank.get(slot) ?? 0, e.seq));
+      if (e.state === "pending" && r.strategy === "GROUP_ROUND_ROBIN") this.ranks.noteRanked(slot, e.seq);
     }
   }
 
@@ -355,7 +353,7 @@ export class QueueCore {
       members?.delete(e.id);
       if (members?.size === 0) {
         this.ruleMembers.delete(slot);
-        this.lastRank.delete(slot);
+        this.ranks.forgetKey(slot);
         // No unfinished task has this key: its next task sets the limit afresh. (Shared
         // keys may have tasks in other queues; their limits stay.)
         if (!isSharedSlot(slot)) {
@@ -364,21 +362,6 @@ export class QueueCore {
         }
       }
     }
-  }
-
-  /**
-   * The dispatch rank of a new pending task. Under a GROUP_ROUND_ROBIN rule, keys take
-   * turns: a key's n-th waiting task ranks n turns after the round being served, so a
-   * key with a deep backlog cannot starve a key with one task waiting. Otherwise, FIFO.
-   */
-  private rankOf(e: TaskIndexEntry): number {
-    const seq = this.nextSeq++;
-    const grr = e.rules.find((r) => r.strategy === "GROUP_ROUND_ROBIN");
-    if (!grr) return seq;
-    const slot = slotOf(grr.ruleId, grr.key);
-    const rank = Math.max((this.lastRank.get(slot) ?? 0) + 1, this.servicePoint + 1);
-    this.lastRank.set(slot, rank);
-    return rank;
   }
 
   /**
@@ -484,6 +467,7 @@ export class QueueCore {
           break;
         }
         this.batches.delete(item.id);
+        for (const m of members) this.ranks.served(m);
         plans.push(this.startLease(members, nowMs));
         continue;
       }
@@ -504,6 +488,7 @@ export class QueueCore {
         this.events.push({ kind: "rate_limited" });
         break;
       }
+      this.ranks.served(e);
       plans.push(this.startLease([e], nowMs));
     }
     if (throttled) this.events.push({ kind: "throttled" });
@@ -520,8 +505,6 @@ export class QueueCore {
     const lease: LeaseState = { id: leaseId, taskIds: new Set(), expiresAtMs, endsAtMs: deadlineAtMs };
     for (const e of batch) {
       this.acquireSlots(e);
-      // Only round-robin ranks mark the round being served (other seqs are FIFO numbers).
-      if (e.rules.some((r) => r.strategy === "GROUP_ROUND_ROBIN")) this.servicePoint = Math.max(this.servicePoint, e.seq);
       e.state = "active";
       e.expiresAtMs = 0; // the pre-dispatch TTL no longer applies once the task has run
 
@@ -836,7 +819,7 @@ export class QueueCore {
     if (!e) return;
     if (item.kind === "ready") {
       if ((e.state === "scheduled" || e.state === "retry") && e.readyAtMs === item.atMs) {
-        this.makePending(e, this.rankOf(e));
+        this.makePending(e, this.ranks.rankOf(e));
         this.effects.push({ kind: "promote", entry: { ...e } });
       }
     } else if (WAITING.has(e.state)) {
@@ -974,7 +957,7 @@ export class QueueCore {
     const e = this.entries.get(id);
     if (!e) return notInMemory(id);
     if (e.state !== "scheduled" && e.state !== "retry") return wrongState(id, e.state, "run", "scheduled or retry");
-    this.makePending(e, this.rankOf(e));
+    this.makePending(e, this.ranks.rankOf(e));
     this.effects.push({ kind: "promote", entry: { ...e } });
     return null;
   }
@@ -1015,7 +998,7 @@ export class QueueCore {
     this.entries.set(e.id, e);
     if (e.uniqueKey) this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
     this.joinRules(e);
-    this.makePending(e, this.rankOf(e));
+    this.makePending(e, this.ranks.rankOf(e));
     this.armExpiry(e);
     this.effects.push({ kind: "revive", entry: { ...e } });
     return null;
