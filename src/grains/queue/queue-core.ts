@@ -11,7 +11,7 @@
  * What lives here:
  * - `entries`: one index entry per unfinished task (never the payload);
  * - `ready`: pending tasks in dispatch order (priority, then seq), lazily cleaned;
- * - `due`: timers for scheduled/retry promotion, pre-dispatch expiry and deadlines;
+ * - `due` (DueTimers): timers for scheduled/retry promotion, pre-dispatch expiry and deadlines;
  * - `leases`, `leaseExpiry` and `attemptEnds`: deliveries held by workers, when they lapse
  *   without heartbeats, and when their attempt ends (timeout or deadline): a lease ends
  *   at the earlier of the two, whatever the worker does;
@@ -28,6 +28,7 @@ import type { Random } from "../../base/random.js";
 import { retryDelayMs } from "./backoff.js";
 import type { CoreEvent, Effect, FinishTransition } from "./effects.js";
 import { DispatchRanks } from "./dispatch-ranks.js";
+import { DueTimers, WAITING, type DueItem } from "./due-timers.js";
 import { Heap } from "./heap.js";
 import { KeySlots, QUEUE_RULE, isSharedSlot, slotOf, type ReadyItem, type SlotLedger } from "./key-slots.js";
 import type { Strategy, TaskRule } from "./rules.js";
@@ -119,20 +120,9 @@ interface LeaseState {
   endsAtMs: number;
 }
 
-type DueKind = "ready" | "expire" | "deadline";
-interface DueItem {
-  atMs: number;
-  /** Insertion order: tasks due at the same instant are promoted FIFO. */
-  order: number;
-  id: string;
-  kind: DueKind;
-}
-
 /** How a task ends: a finishing transition, before the entry is attached. */
 type Ending = FinishTransition extends infer T ? (T extends unknown ? Omit<T, "entry"> : never) : never;
 const FINAL_STATE = { complete: "completed", archive: "archived", cancel: "cancelled" } as const;
-
-const WAITING: ReadonlySet<TaskState> = new Set(["pending", "scheduled", "retry", "aggregating"]);
 
 export class QueueCore {
   private readonly entries = new Map<string, TaskIndexEntry>();
@@ -143,8 +133,7 @@ export class QueueCore {
   /** Per-group threshold overrides; the key "" is the queue-wide default. */
   private readonly groupConfigs = new Map<string, GroupConfig>();
   private sweepAtMs: number | undefined;
-  private readonly due = new Heap<DueItem>((a, b) => (a.atMs !== b.atMs ? a.atMs < b.atMs : a.order < b.order));
-  private dueOrder = 0;
+  private readonly due = new DueTimers();
   private readonly leases = new Map<string, LeaseState>();
   private readonly leaseExpiry = new Heap<{ atMs: number; leaseId: string }>((a, b) => a.atMs < b.atMs);
   /** Attempt ends of leases, lazily deleted (a settled lease leaves its entry behind). */
@@ -429,19 +418,14 @@ export class QueueCore {
     if (e.state === "pending") {
       this.enqueueReady(e);
     } else if (e.state === "scheduled" || e.state === "retry") {
-      this.pushDue(e.readyAtMs, e.id, "ready");
+      this.due.push(e.readyAtMs, e.id, "ready");
     }
     this.armExpiry(e);
   }
 
   /** Arms the pre-dispatch expiry and deadline timers of a waiting task. */
   private armExpiry(e: TaskIndexEntry): void {
-    if (e.expiresAtMs > 0) this.pushDue(e.expiresAtMs, e.id, "expire");
-    if (e.deadlineAtMs > 0) this.pushDue(e.deadlineAtMs, e.id, "deadline");
-  }
-
-  private pushDue(atMs: number, id: string, kind: DueKind): void {
-    this.due.push({ atMs, order: this.dueOrder++, id, kind });
+    this.due.armExpiry(e);
   }
 
   // ---- workers ------------------------------------------------------------------------
@@ -621,7 +605,7 @@ export class QueueCore {
     } else {
       e.state = "retry";
       e.readyAtMs = nowMs + retryDelayMs(e.retried, e.backoffBaseMs, e.backoffMaxMs, this.deps.random);
-      this.pushDue(e.readyAtMs, e.id, "ready");
+      this.due.push(e.readyAtMs, e.id, "ready");
     }
     this.armExpiry(e);
     this.effects.push({ kind: mode === "immediate" ? "requeue" : "retry", entry: { ...e }, outcome: { lastError: error, lastFailedAtMs: nowMs } });
@@ -717,10 +701,7 @@ export class QueueCore {
   tick(nowMs: number): void {
     // A refilled token may make waiting work dispatchable again.
     if (this.bucket && this.ready.size > 0 && this.bucket.hasToken(nowMs)) this.readyChanged = true;
-    for (let top = this.due.peek(); top && top.atMs <= nowMs; top = this.due.peek()) {
-      this.due.pop();
-      this.fireDue(top, nowMs);
-    }
+    for (let top = this.due.popDue(nowMs); top; top = this.due.popDue(nowMs)) this.fireDue(top, nowMs);
     this.compactDue();
     for (let top = this.attemptEnds.peek(); top && top.atMs <= nowMs; top = this.attemptEnds.peek()) {
       this.attemptEnds.pop();
@@ -799,19 +780,9 @@ export class QueueCore {
     return first + Math.ceil((atMs - first) / interval) * interval;
   }
 
-  /**
-   * Timers of tasks that finished early (a far deadline, say) stay in the heap until
-   * their time; when they outnumber the live ones, drop them in one pass so memory
-   * follows the unfinished tasks, not every task ever enqueued.
-   */
+  /** Timers of tasks that moved on stay until their time; drop them when they pile up. */
   private compactDue(): void {
-    if (this.due.size < 1024 || this.due.size < 4 * this.entries.size) return;
-    this.due.retain((d) => {
-      const e = this.entries.get(d.id);
-      if (!e) return false;
-      if (d.kind === "ready") return (e.state === "scheduled" || e.state === "retry") && e.readyAtMs === d.atMs;
-      return WAITING.has(e.state) && (d.kind === "expire" ? e.expiresAtMs : e.deadlineAtMs) === d.atMs;
-    });
+    this.due.compact(this.entries.size, (id) => this.entries.get(id));
   }
 
   private fireDue(item: DueItem, nowMs: number): void {
@@ -893,7 +864,7 @@ export class QueueCore {
 
   /** When `tick` next has work; undefined when nothing is timed. */
   nextWakeAtMs(): number | undefined {
-    const candidates = [this.due.peek()?.atMs, this.leaseExpiry.peek()?.atMs, this.attemptEnds.peek()?.atMs];
+    const candidates = [this.due.nextAtMs(), this.leaseExpiry.peek()?.atMs, this.attemptEnds.peek()?.atMs];
     // Rate-limited work wakes the grain when the next token arrives.
     if (this.bucket && this.ready.size > 0) candidates.push(this.bucket.nextTokenAtMs());
     candidates.push(this.sweepAtMs);
