@@ -12,7 +12,7 @@
  * - `entries`: one index entry per unfinished task (never the payload);
  * - `ready`: pending tasks in dispatch order (priority, then seq), lazily cleaned;
  * - `due` (DueTimers): timers for scheduled/retry promotion, pre-dispatch expiry and deadlines;
- * - `leases`, `leaseExpiry` and `attemptEnds`: deliveries held by workers, when they lapse
+ * - `leases` (LeaseTable): deliveries held by workers, when they lapse
  *   without heartbeats, and when their attempt ends (timeout or deadline): a lease ends
  *   at the earlier of the two, whatever the worker does;
  * - `slots`: per-key in-flight counts and held tasks (per-key concurrency limit);
@@ -29,7 +29,7 @@ import { retryDelayMs } from "./backoff.js";
 import type { CoreEvent, Effect, FinishTransition } from "./effects.js";
 import { DispatchRanks } from "./dispatch-ranks.js";
 import { DueTimers, WAITING, type DueItem } from "./due-timers.js";
-import { Heap } from "./heap.js";
+import { LeaseTable, earliest, type Lease } from "./lease-table.js";
 import { KeySlots, QUEUE_RULE, isSharedSlot, slotOf, type ReadyItem, type SlotLedger } from "./key-slots.js";
 import type { Strategy, TaskRule } from "./rules.js";
 import { TokenBucket, type RateLimitSpec } from "./token-bucket.js";
@@ -112,13 +112,6 @@ export interface LeaseStatusView {
   leaseExpiresAtMs: number;
 }
 
-interface LeaseState {
-  id: string;
-  taskIds: Set<string>;
-  expiresAtMs: number;
-  /** When the attempt ends (the delivery's effective deadline); 0 = no limit. */
-  endsAtMs: number;
-}
 
 /** How a task ends: a finishing transition, before the entry is attached. */
 type Ending = FinishTransition extends infer T ? (T extends unknown ? Omit<T, "entry"> : never) : never;
@@ -134,12 +127,7 @@ export class QueueCore {
   private readonly groupConfigs = new Map<string, GroupConfig>();
   private sweepAtMs: number | undefined;
   private readonly due = new DueTimers();
-  private readonly leases = new Map<string, LeaseState>();
-  private readonly leaseExpiry = new Heap<{ atMs: number; leaseId: string }>((a, b) => a.atMs < b.atMs);
-  /** Attempt ends of leases, lazily deleted (a settled lease leaves its entry behind). */
-  private readonly attemptEnds = new Heap<{ atMs: number; leaseId: string }>((a, b) => a.atMs < b.atMs);
-  /** Leases whose every task was cancelled: heartbeats report the cancel until they lapse. */
-  private readonly revoked = new Map<string, { reason: string; untilMs: number }>();
+  private readonly leases = new LeaseTable();
   private readonly unique = new Map<string, { taskId: string; untilMs: number }>();
   private readonly slots: KeySlots;
   /** Unfinished tasks under each strategy rule's slot, in arrival order. */
@@ -198,18 +186,7 @@ export class QueueCore {
     // The attempt's end is durable. A row written before it was (0 with a timeout or a
     // deadline) gets its timeout from now: the benefit of the doubt, once.
     if (e.attemptEndsAtMs === 0) e.attemptEndsAtMs = effectiveDeadline(e, nowMs);
-    let lease = this.leases.get(e.leaseId);
-    if (!lease) {
-      lease = { id: e.leaseId, taskIds: new Set(), expiresAtMs: e.leaseExpiresAtMs, endsAtMs: 0 };
-      this.leases.set(lease.id, lease);
-      this.leaseExpiry.push({ atMs: lease.expiresAtMs, leaseId: lease.id });
-    }
-    lease.taskIds.add(e.id);
-    const endsAtMs = earliest(lease.endsAtMs, e.attemptEndsAtMs);
-    if (endsAtMs !== lease.endsAtMs) {
-      lease.endsAtMs = endsAtMs;
-      this.attemptEnds.push({ atMs: endsAtMs, leaseId: lease.id });
-    }
+    this.leases.adopt(e.leaseId, e.id, e.leaseExpiresAtMs, e.attemptEndsAtMs);
     this.acquireSlots(e);
   }
 
@@ -486,7 +463,7 @@ export class QueueCore {
     // The attempt ends at the earliest member's effective deadline: a batch is one call.
     let deadlineAtMs = 0;
     for (const e of batch) deadlineAtMs = earliest(deadlineAtMs, effectiveDeadline(e, nowMs));
-    const lease: LeaseState = { id: leaseId, taskIds: new Set(), expiresAtMs, endsAtMs: deadlineAtMs };
+    const lease = this.leases.open(leaseId, expiresAtMs, deadlineAtMs);
     for (const e of batch) {
       this.acquireSlots(e);
       e.state = "active";
@@ -497,12 +474,6 @@ export class QueueCore {
       e.attemptEndsAtMs = deadlineAtMs;
       lease.taskIds.add(e.id);
       this.effects.push({ kind: "activate", entry: { ...e } });
-    }
-    this.leases.set(leaseId, lease);
-    this.leaseExpiry.push({ atMs: expiresAtMs, leaseId });
-    if (deadlineAtMs > 0) {
-      this.compactAttemptEnds();
-      this.attemptEnds.push({ atMs: deadlineAtMs, leaseId });
     }
     const first = batch[0]!;
     return {
@@ -532,7 +503,7 @@ export class QueueCore {
         lease.expiresAtMs = nowMs + this.config.leaseTtlMs;
         return { leaseId, held: true, cancelRequested: false, cancelReason: "", leaseExpiresAtMs: lease.expiresAtMs };
       }
-      const revoked = this.revoked.get(leaseId);
+      const revoked = this.leases.revocation(leaseId);
       return { leaseId, held: false, cancelRequested: !!revoked, cancelReason: revoked?.reason ?? "", leaseExpiresAtMs: 0 };
     });
   }
@@ -546,7 +517,7 @@ export class QueueCore {
     const lease = this.liveLease(s.leaseId, nowMs);
     const e = this.entries.get(s.taskId);
     if (!lease || !lease.taskIds.has(s.taskId) || !e || e.state !== "active" || e.leaseId !== s.leaseId) {
-      const why = this.revoked.has(s.leaseId) ? "the task was cancelled" : "its attempt timed out, it expired, was settled or never existed";
+      const why = this.leases.revocation(s.leaseId) ? "the task was cancelled" : "its attempt timed out, it expired, was settled or never existed";
       return new ConveyorError("FAILED_PRECONDITION", "LEASE_NOT_HELD",
         `lease ${quote(s.leaseId)} does not hold task ${quote(s.taskId)}: ${why}`, "settlements.lease_id");
     }
@@ -577,9 +548,8 @@ export class QueueCore {
   }
 
   /** Removes an active task from its lease and frees its key slot. */
-  private detachFromLease(lease: LeaseState, e: TaskIndexEntry): void {
-    lease.taskIds.delete(e.id);
-    if (lease.taskIds.size === 0) this.leases.delete(lease.id);
+  private detachFromLease(lease: Lease, e: TaskIndexEntry): void {
+    this.leases.detach(lease, e.id);
     e.leaseId = "";
     e.leaseExpiresAtMs = 0;
     e.attemptEndsAtMs = 0;
@@ -703,19 +673,12 @@ export class QueueCore {
     if (this.bucket && this.ready.size > 0 && this.bucket.hasToken(nowMs)) this.readyChanged = true;
     for (let top = this.due.popDue(nowMs); top; top = this.due.popDue(nowMs)) this.fireDue(top, nowMs);
     this.compactDue();
-    for (let top = this.attemptEnds.peek(); top && top.atMs <= nowMs; top = this.attemptEnds.peek()) {
-      this.attemptEnds.pop();
-      const lease = this.leases.get(top.leaseId);
-      if (lease && lease.endsAtMs === top.atMs) this.endLease(lease, nowMs);
-    }
-    for (let top = this.leaseExpiry.peek(); top && top.atMs <= nowMs; top = this.leaseExpiry.peek()) {
-      this.leaseExpiry.pop();
-      const lease = this.leases.get(top.leaseId);
-      if (!lease) continue;
+    for (let lease = this.leases.popEndedAttempt(nowMs); lease; lease = this.leases.popEndedAttempt(nowMs)) this.endLease(lease, nowMs);
+    for (let lease = this.leases.popExpiryDue(nowMs); lease; lease = this.leases.popExpiryDue(nowMs)) {
       // A heartbeat moved the expiry: re-arm at the new time (lazy deletion).
-      if (!this.endLease(lease, nowMs)) this.leaseExpiry.push({ atMs: lease.expiresAtMs, leaseId: lease.id });
+      if (!this.endLease(lease, nowMs)) this.leases.rearmExpiry(lease);
     }
-    for (const [leaseId, r] of this.revoked) if (r.untilMs <= nowMs) this.revoked.delete(leaseId);
+    this.leases.forgetRevocations(nowMs);
     if (this.sweepAtMs !== undefined && this.sweepAtMs <= nowMs) this.sweepGroups(nowMs);
   }
 
@@ -803,7 +766,7 @@ export class QueueCore {
    * when neither has. A lapse keeps the task's place (the worker probably died); a
    * timed-out attempt is the handler's failure and backs off like a RETRY.
    */
-  private endLease(lease: LeaseState, nowMs: number): boolean {
+  private endLease(lease: Lease, nowMs: number): boolean {
     const timedOut = lease.endsAtMs > 0 && lease.endsAtMs <= nowMs;
     const lapsed = lease.expiresAtMs <= nowMs;
     if (timedOut && (!lapsed || lease.endsAtMs <= lease.expiresAtMs)) this.timeOutLease(lease, nowMs);
@@ -817,7 +780,7 @@ export class QueueCore {
    * ends here even if the grain's timer has not fired yet: a settle or a heartbeat that
    * arrives after the attempt's end is refused, like one after its lease was reclaimed.
    */
-  private liveLease(leaseId: string, nowMs: number): LeaseState | undefined {
+  private liveLease(leaseId: string, nowMs: number): Lease | undefined {
     const lease = this.leases.get(leaseId);
     if (lease && lease.endsAtMs > 0 && lease.endsAtMs <= nowMs) {
       this.endLease(lease, nowMs);
@@ -832,7 +795,7 @@ export class QueueCore {
    * (backoff, or archived when retries are exhausted or the deadline has passed). A
    * batch member comes back on its own, as a batch of one, like a retried member.
    */
-  private timeOutLease(lease: LeaseState, nowMs: number): void {
+  private timeOutLease(lease: Lease, nowMs: number): void {
     const members = [...lease.taskIds].map((id) => this.entries.get(id)).filter((e): e is TaskIndexEntry => !!e);
     const error = timeoutError(lease.endsAtMs, members);
     this.events.push({ kind: "attempt_timed_out", leaseId: lease.id, taskIds: [...lease.taskIds] });
@@ -841,16 +804,10 @@ export class QueueCore {
       if (e.batchId !== "") e.batchId = e.id;
       this.failAttempt(e, error, nowMs, "backoff");
     }
-    this.leases.delete(lease.id);
+    this.leases.close(lease.id);
   }
 
-  /** Drops attempt-end entries of leases that are gone when they outnumber the live ones. */
-  private compactAttemptEnds(): void {
-    if (this.attemptEnds.size < 1024 || this.attemptEnds.size < 4 * this.leases.size) return;
-    this.attemptEnds.retain((a) => this.leases.get(a.leaseId)?.endsAtMs === a.atMs);
-  }
-
-  private expireLease(lease: LeaseState, nowMs: number): void {
+  private expireLease(lease: Lease, nowMs: number): void {
     const ids = [...lease.taskIds];
     this.events.push({ kind: "lease_expired", leaseId: lease.id, taskIds: ids });
     for (const id of ids) {
@@ -859,12 +816,12 @@ export class QueueCore {
       this.detachFromLease(lease, e);
       this.failAttempt(e, "lease expired: the worker stopped heartbeating", nowMs, "immediate");
     }
-    this.leases.delete(lease.id);
+    this.leases.close(lease.id);
   }
 
   /** When `tick` next has work; undefined when nothing is timed. */
   nextWakeAtMs(): number | undefined {
-    const candidates = [this.due.nextAtMs(), this.leaseExpiry.peek()?.atMs, this.attemptEnds.peek()?.atMs];
+    const candidates = [this.due.nextAtMs(), this.leases.nextAtMs()];
     // Rate-limited work wakes the grain when the next token arrives.
     if (this.bucket && this.ready.size > 0) candidates.push(this.bucket.nextTokenAtMs());
     candidates.push(this.sweepAtMs);
@@ -916,7 +873,7 @@ export class QueueCore {
       const lease = this.leases.get(e.leaseId);
       if (lease) {
         this.detachFromLease(lease, e);
-        if (!this.leases.has(lease.id)) this.revoked.set(lease.id, { reason, untilMs: nowMs + this.config.leaseTtlMs });
+        if (!this.leases.has(lease.id)) this.leases.revoke(lease.id, reason, nowMs + this.config.leaseTtlMs);
       }
     }
     this.finish(e, { kind: "cancel", outcome: { finishedAtMs: nowMs, cancelReason: reason } });
@@ -1087,12 +1044,6 @@ function timeoutError(endsAtMs: number, members: readonly TaskIndexEntry[]): str
   return timeouts.length > 0 ? `timed out after ${Math.min(...timeouts)}ms` : "attempt timed out";
 }
 
-/** The earlier of two instants where 0 means "none". */
-function earliest(a: number, b: number): number {
-  if (a === 0) return b;
-  if (b === 0) return a;
-  return Math.min(a, b);
-}
 
 const refused = (error: ConveyorError): EnqueueOutcome => ({ ok: false, error });
 
