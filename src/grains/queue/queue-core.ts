@@ -31,7 +31,7 @@ import { DispatchRanks } from "./dispatch-ranks.js";
 import { DueTimers, WAITING, type DueItem } from "./due-timers.js";
 import { LeaseTable, earliest, type Lease } from "./lease-table.js";
 import { KeySlots, QUEUE_RULE, isSharedSlot, slotOf, type ReadyItem, type SlotLedger } from "./key-slots.js";
-import type { Strategy, TaskRule } from "./rules.js";
+import { cancelledAtArrival, type Strategy, type TaskRule } from "./rules.js";
 import { TokenBucket, type RateLimitSpec } from "./token-bucket.js";
 import { GroupAggregator, type GroupConfig } from "./group-aggregator.js";
 import { NO_BATCHES, ReadyQueues, type LeaseCaps } from "./ready-queues.js";
@@ -347,33 +347,7 @@ export class QueueCore {
       const members = [...(this.ruleMembers.get(slot) ?? [])].map((id) => this.entries.get(id)!).filter((m) => m.id !== e.id);
       const running = members.filter((m) => m.state === "active");
       const queued = members.filter((m) => m.state === "pending");
-      switch (r.strategy) {
-        case "CANCEL_NEWEST":
-          if (running.length + queued.length >= r.maxRuns) this.cancelByRule(e, r.strategy, nowMs);
-          break;
-        case "CANCEL_IN_PROGRESS": {
-          // Keep the newest max: cancel the oldest (running first, they are older) to make room.
-          const live = [...running, ...queued];
-          for (let i = 0; live.length - i + 1 > r.maxRuns && i < live.length; i++) this.cancelByRule(live[i]!, r.strategy, nowMs);
-          break;
-        }
-        case "CANCEL_QUEUED_EXCEPT_NEWEST":
-        case "CANCEL_QUEUED_EXCEPT_OLDEST": {
-          // Waiting tasks beyond the free slots are "queued"; keep max of them.
-          const waiting = [...queued, e];
-          const free = Math.max(0, r.maxRuns - running.length);
-          const backlog = waiting.slice(free);
-          const excess = backlog.length - r.maxRuns;
-          if (excess <= 0) break;
-          const doomed = r.strategy === "CANCEL_QUEUED_EXCEPT_NEWEST" ? backlog.slice(0, excess) : backlog.slice(backlog.length - excess);
-          for (const d of doomed) this.cancelByRule(d, r.strategy, nowMs);
-          break;
-        }
-        default: {
-          const never: never = r.strategy;
-          throw new Error(`unknown strategy ${String(never)}`);
-        }
-      }
+      for (const doomed of cancelledAtArrival(r.strategy, r.maxRuns, e, running, queued)) this.cancelByRule(doomed, r.strategy, nowMs);
     }
   }
 
