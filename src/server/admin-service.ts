@@ -85,7 +85,6 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       const queue = checkQueueName(call.request.queue, "queue");
       const max = call.request.max;
       if (max < 1) throw invalidField("max", `must be at least 1, got ${max}`);
-      ctx.store.setKeyLimit(queue, max);
       ctx.router.grainFor(queue).setKeyLimit(max);
       await ctx.committed();
       return { limit: concurrencyLimit(queue, max) };
@@ -96,7 +95,6 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       if (ctx.queries.queueSettings().find((q) => q.name === queue)?.keyLimit === undefined) {
         throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no concurrency limit`);
       }
-      ctx.store.setKeyLimit(queue, undefined);
       ctx.router.grainFor(queue).setKeyLimit(undefined);
       await ctx.committed();
       return {};
@@ -115,7 +113,6 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       if (call.request.burst > RATE_BURST_MAX) throw invalidField("burst", `must be at most ${RATE_BURST_MAX}, got ${call.request.burst}`);
       const burst = call.request.burst || Math.max(1, Math.ceil(ratePerSec));
       const spec = { ratePerSec, burst };
-      ctx.store.setRateLimit(queue, spec);
       ctx.router.grainFor(queue).setRateLimit(spec);
       await ctx.committed();
       return { limit: { queue, ...spec } };
@@ -126,7 +123,6 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       if (ctx.queries.queueSettings().find((q) => q.name === queue)?.rateLimit === undefined) {
         throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no rate limit override`);
       }
-      ctx.store.setRateLimit(queue, undefined);
       ctx.router.grainFor(queue).setRateLimit(undefined);
       await ctx.committed();
       return {};
@@ -144,7 +140,6 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       const config = {
         maxSize: c.maxSize, maxDelayMs: checkDurationMs(c.maxDelayMs, "config.max_delay_ms"), graceMs: checkDurationMs(c.graceMs, "config.grace_ms"),
       };
-      ctx.store.setGroupConfig(queue, c.group, config);
       ctx.router.grainFor(queue).setGroupConfig(c.group, config);
       await ctx.committed();
       return { config: groupConfigToWire(queue, c.group, config) };
@@ -161,11 +156,10 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
     async deleteGroupConfig(call) {
       const queue = checkQueueName(call.request.queue, "queue");
       const group = checkLength(call.request.group, "group", KEY_MAX_CHARS);
-      if (!ctx.store.setGroupConfig(queue, group, undefined)) {
+      if (!ctx.router.grainFor(queue).setGroupConfig(group, undefined)) {
         const what = group === "" ? "queue-wide group default" : `override for group ${quote(group)}`;
         throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no ${what}`);
       }
-      ctx.router.grainFor(queue).setGroupConfig(group, undefined);
       await ctx.committed();
       return {};
     },

@@ -85,7 +85,7 @@ export class ConveyorNode {
     sharedSlots.restoreLimits(store.slotLimits(""));
     const host: GrainHost = new GrainHost({
       sharedSlots,
-      store, clock, random, newLeaseId: randomUUID, core: {
+      store, clock, random, newId: randomUUID, core: {
         leaseTtlMs: config.leaseTtlMs,
         ...withDefined("defaultRateLimit", defaultRateLimit(config)),
         groupDefaults: { maxSize: config.groupMaxSize, maxDelayMs: config.groupMaxDelayMs, graceMs: config.groupGracePeriodMs },

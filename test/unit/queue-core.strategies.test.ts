@@ -17,7 +17,7 @@ import { QueueCore, type DeliveryPlan } from "../../src/grains/queue/queue-core.
 import { STRATEGIES, type Strategy, type TaskRule } from "../../src/grains/queue/rules.js";
 import { FINISHED_STATES, type NewTask, type Outcome, type TaskIndexEntry, type TaskState } from "../../src/grains/queue/task.js";
 import { SharedSlotLedger } from "../../src/grains/runtime/shared-slots.js";
-import { FakeTime, LEASE_TTL_MS, QUEUE, coreConfig, expectConveyorError, leaseIdCounter, newTask } from "../support/core-fixtures.js";
+import { FakeTime, LEASE_TTL_MS, QUEUE, coreConfig, expectConveyorError, isStateTransition, leaseIdCounter, newTask, outcomeOf } from "../support/core-fixtures.js";
 
 // ---- harness ---------------------------------------------------------------------------
 
@@ -47,7 +47,7 @@ class Bench {
     readonly time = new FakeTime(),
     readonly queue = QUEUE,
     private readonly ledger?: SharedSlotLedger,
-    private readonly newLeaseId = leaseIdCounter(`${queue}-L`),
+    private readonly newId = leaseIdCounter(`${queue}-L`),
   ) {
     this.core = this.make();
   }
@@ -56,7 +56,7 @@ class Bench {
     this.coreNo += 1;
     return new QueueCore(this.queue, coreConfig(), {
       random: seededRandom(this.coreNo),
-      newLeaseId: this.newLeaseId,
+      newId: this.newId,
       ...(this.ledger ? { sharedSlots: this.ledger.forQueue(this.queue) } : {}),
     });
   }
@@ -131,12 +131,12 @@ class Bench {
     for (const eff of effects) {
       if (eff.kind === "insert") {
         this.rows.set(eff.entry.id, { ...eff.entry });
-      } else if (eff.kind === "transition") {
+      } else if (isStateTransition(eff)) {
         const id = eff.entry.id;
         expect(this.finished.has(id), `${id} transitions after it finished`).toBe(false);
         if (FINISHED_STATES.has(eff.entry.state)) {
           this.rows.delete(id);
-          const cancelReason = eff.outcome?.cancelReason ?? "";
+          const cancelReason = outcomeOf(eff)?.cancelReason ?? "";
           this.finished.set(id, { state: eff.entry.state, cancelReason });
           if (cancelReason === "CONCURRENCY_LIMIT") this.strategyCancels.push(id);
         } else {
@@ -144,7 +144,7 @@ class Bench {
         }
       } else if (eff.kind === "delete") {
         this.rows.delete(eff.id);
-      } else if (eff.kind === "slotLimit" && !eff.slot.startsWith("@")) {
+      } else if (eff.kind === "setSlotLimit" && !eff.slot.startsWith("@")) {
         if (eff.limit === undefined) this.slotLimits.delete(eff.slot);
         else this.slotLimits.set(eff.slot, eff.limit);
       }
@@ -340,6 +340,22 @@ describe("strategies: the seed's A/B/C sequences (max 1 and max 2)", () => {
 
 // ---- chains ------------------------------------------------------------------------------
 
+describe("GROUP_ROUND_ROBIN: the round being served", () => {
+  it("a key that arrives late joins the round being served, not the first round", () => {
+    const b = new Bench();
+    const rr = (key: string) => [rule("GROUP_ROUND_ROBIN", 100, key)];
+    for (const id of ["A1", "A2", "A3", "A4"]) b.add(id, rr("a"));
+    expect(b.lease(3)).toEqual(["A1", "A2", "A3"]); // rounds 1-3 served
+    b.add("B1", rr("b"));
+    b.add("B2", rr("b"));
+    // B's first task ranks in round 4 beside A4, its second in round 5: B cannot jump
+    // ahead of A4 for rounds A already waited through.
+    const order = b.lease(3);
+    expect(order).toHaveLength(3);
+    expect(order[2]).toBe("B2");
+  });
+});
+
 describe("a chain of two rules", () => {
   const team = (key: string, max = 2, strategy: Strategy = "GROUP_ROUND_ROBIN") => rule(strategy, max, key, "t#0");
   const user = (key: string, max = 1, strategy: Strategy = "GROUP_ROUND_ROBIN") => rule(strategy, max, key, "t#1");
@@ -396,7 +412,7 @@ describe("a chain of two rules", () => {
 
   it("the queue's per-key limit is one more slot of the chain", () => {
     const b = new Bench();
-    b.core.setKeyLimit(1);
+    b.core.setKeyLimit(1, b.now);
     b.add("a", [team("T", 5)], { concurrencyKey: "K" });
     b.add("b", [team("T", 5)], { concurrencyKey: "K" });
     b.add("c", [team("T", 5)], { concurrencyKey: "J" });
@@ -430,7 +446,7 @@ describe("a chain of two rules", () => {
 
   it("the same with the queue's per-key limit as the first slot of the chain", () => {
     const b = new Bench();
-    b.core.setKeyLimit(1);
+    b.core.setKeyLimit(1, b.now);
     b.add("Z", [user("a")], { concurrencyKey: "J" });
     b.add("A", [user("x")], { concurrencyKey: "K" });
     expect(b.lease()).toEqual(["Z", "A"]);
@@ -455,7 +471,7 @@ describe("dynamic limits (a key's limit is its newest task's maxRuns)", () => {
     b.takeReadyChanged();
     b.add("C", [rule("GROUP_ROUND_ROBIN", 3)]);
     expect(b.takeReadyChanged()).toBe(true);
-    expect(b.core.hasDispatchable(b.now)).toBe(true);
+    expect(b.core.pruneAndHasDispatchable(b.now)).toBe(true);
     expect(b.lease()).toEqual(["B", "C"]);
     expect(b.core.inflightOfRule("t#0", "k")).toBe(3);
     expect(b.core.stats().held).toBe(0);
@@ -667,7 +683,7 @@ describe("a shared rule across two queues (one node-wide ledger)", () => {
 
     q1.done("a");
     expect(ledger.inflightOf(SLOT)).toBe(0);
-    expect(q2.core.hasDispatchable(q2.now)).toBe(false); // nothing until the wake runs
+    expect(q2.core.pruneAndHasDispatchable(q2.now)).toBe(false); // nothing until the wake runs
     await flushWakes();
     expect(wakes).toEqual(["q2:@lim/k"]);
     q2.sync();

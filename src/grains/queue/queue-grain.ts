@@ -125,12 +125,14 @@ export class QueueGrain {
       `cannot retry task ${quote(id)}: it has not finished (only archived or cancelled tasks can be retried)`);
   }
 
+  /* Queue settings: the grain is their only writer; each persists through the turn. */
+
   setPaused(paused: boolean): void {
-    this.turn(() => this.core.setPaused(paused));
+    this.turn(() => this.core.setPaused(paused, this.clock.nowMs()));
   }
 
   setKeyLimit(limit: number | undefined): void {
-    this.turn(() => this.core.setKeyLimit(limit));
+    this.turn(() => this.core.setKeyLimit(limit, this.clock.nowMs()));
   }
 
   setRateLimit(spec: RateLimitSpec | undefined): void {
@@ -143,11 +145,12 @@ export class QueueGrain {
   }
 
   hasDispatchable(caps: LeaseCaps = NO_BATCHES): boolean {
-    return this.core.hasDispatchable(this.clock.nowMs(), caps);
+    return this.core.pruneAndHasDispatchable(this.clock.nowMs(), caps);
   }
 
-  setGroupConfig(group: string, config: GroupConfig | undefined): void {
-    this.turn(() => this.core.setGroupConfig(group, config));
+  /** Sets or (undefined) deletes a group override; false when there was none to delete. */
+  setGroupConfig(group: string, config: GroupConfig | undefined): boolean {
+    return this.turn(() => this.core.setGroupConfig(group, config, this.clock.nowMs()));
   }
 
   /** A shared slot freed elsewhere on the node. */

@@ -21,7 +21,8 @@ export interface GrainHostOptions {
   store: QueueStore;
   clock: Clock;
   random: Random;
-  newLeaseId: () => string;
+  /** A fresh, unique id (lease and batch ids). */
+  newId: () => string;
   core: CoreConfig;
   /** Passivate a grain after this long without calls. */
   idleMs: number;
@@ -54,10 +55,10 @@ export class GrainHost {
     if (this.stopped) throw new Error("grain host is stopped");
     this.reminders.get(queue)?.();
     this.reminders.delete(queue);
-    const { store, clock, random, newLeaseId, core, hooks } = this.options;
+    const { store, clock, random, newId, core, hooks } = this.options;
     const logger = this.loggerOf(queue);
     const sharedSlots = this.options.sharedSlots.forQueue(queue);
-    const grain = new QueueGrain(queue, new QueueCore(queue, core, { random, newLeaseId, sharedSlots }), store, clock, {
+    const grain = new QueueGrain(queue, new QueueCore(queue, core, { random, newId, sharedSlots }), store, clock, {
       ...hooks,
       onFailure: (q, error) => {
         logger.error({ err: error }, "grain storage write failed; deactivating");
