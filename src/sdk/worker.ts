@@ -28,8 +28,9 @@ import { RpcChannel } from "../rpc/client.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
 import { defaultAddress } from "./client.js";
 import { BatchError, isSkipRetry } from "./errors.js";
-import { encodeResult, type ConcurrencyRuleSpec, type ConcurrencyStrategy, type HandlerContext, type Mux } from "./mux.js";
-import { LimitStrategy } from "../gen/conveyor/v1/task_pb.js";
+import { encodeResult, type ConcurrencyRuleSpec, type HandlerContext, type Mux } from "./mux.js";
+import { fromItemError } from "../rpc/status.js";
+import { strategyToWire } from "../rpc/wire-names.js";
 import { toTaskView } from "./task.js";
 
 export interface WorkerOptions {
@@ -288,7 +289,7 @@ export class Worker {
       for (let attempt = 0; ; attempt++) {
         try {
           const res = await this.rpc.settle({ workerId: this.workerId, settlements: batch, workerDraining: draining }, { timeoutMs: 30_000, waitForReady: true });
-          for (const r of res.results) if (r.error) this.report(new ConveyorError("FAILED_PRECONDITION", "LEASE_NOT_HELD", r.error.message), "settle");
+          for (const r of res.results) if (r.error) this.report(fromItemError(r.error), "settle");
           return;
         } catch (error) {
           this.report(error, "settle");
@@ -357,20 +358,12 @@ function settlement(d: Delivery, taskId: string, outcome: WireOutcome, result: U
   };
 }
 
-const STRATEGY_WIRE: Record<ConcurrencyStrategy, LimitStrategy> = {
-  GROUP_ROUND_ROBIN: LimitStrategy.GROUP_ROUND_ROBIN,
-  CANCEL_IN_PROGRESS: LimitStrategy.CANCEL_IN_PROGRESS,
-  CANCEL_NEWEST: LimitStrategy.CANCEL_NEWEST,
-  CANCEL_QUEUED_EXCEPT_NEWEST: LimitStrategy.CANCEL_QUEUED_EXCEPT_NEWEST,
-  CANCEL_QUEUED_EXCEPT_OLDEST: LimitStrategy.CANCEL_QUEUED_EXCEPT_OLDEST,
-};
-
 function ruleToWire(r: ConcurrencyRuleSpec) {
   return {
     name: r.name ?? "", expression: r.expression,
     maxRuns: typeof r.maxRuns === "number" ? r.maxRuns : 0,
     maxRunsExpression: typeof r.maxRuns === "string" ? r.maxRuns : "",
-    strategy: STRATEGY_WIRE[r.limitStrategy] ?? LimitStrategy.UNSPECIFIED,
+    strategy: strategyToWire(r.limitStrategy),
   };
 }
 

@@ -163,7 +163,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       const group = checkLength(call.request.group, "group", KEY_MAX_CHARS);
       if (!ctx.store.setGroupConfig(queue, group, undefined)) {
         const what = group === "" ? "queue-wide group default" : `override for group ${quote(group)}`;
-        throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no ${what}`);
+        throw new ConveyorError("NOT_FOUND", "GROUP_CONFIG_NOT_FOUND", `queue ${quote(queue)} has no ${what}`);
       }
       ctx.router.grainFor(queue).setGroupConfig(group, undefined);
       await ctx.committed();
@@ -207,7 +207,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
 
     async deleteStrategies(call) {
       const type = checkLength(call.request.type, "type", KEY_MAX_CHARS);
-      if (!ctx.rules.get(type)) throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `task type ${quote(type)} has no concurrency rules`);
+      if (!ctx.rules.get(type)) throw new ConveyorError("NOT_FOUND", "RULES_NOT_FOUND", `task type ${quote(type)} has no concurrency rules`);
       ctx.rules.delete(type);
       await ctx.committed();
       return {};

@@ -1,10 +1,10 @@
 /** WorkerService: long-poll Lease, Heartbeat and Settle, translated to grain calls. */
 import { create } from "@bufbuild/protobuf";
+import { toItemError } from "../rpc/status.js";
 import { invalidField } from "../base/errors.js";
 import type { Settlement } from "../grains/queue/queue-core.js";
 import type { LeasedDelivery } from "../grains/queue/queue-grain.js";
 import type { Outcome } from "../grains/queue/task.js";
-import { ItemErrorSchema } from "../gen/conveyor/v1/task_pb.js";
 import { DeliverySchema, Outcome as WireOutcome, WorkerService } from "../gen/conveyor/v1/worker_service_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import { taskToWire } from "./convert.js";
@@ -123,7 +123,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
           const i = indexes[k]!;
           results[i] = {
             taskId: items[i]!.taskId,
-            ...(e ? { error: create(ItemErrorSchema, { code: ctx.grpcCode(e.code), reason: e.reason, message: e.message, field: e.field ?? "" }) } : {}),
+            ...(e ? { error: toItemError(e) } : {}),
           };
         });
       }

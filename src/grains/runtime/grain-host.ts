@@ -8,6 +8,7 @@
  * relocation) only drops it, and the next activation rebuilds it from storage.
  */
 import type { Logger } from "pino";
+import { nodeStopping } from "../../base/errors.js";
 import type { Clock } from "../../base/clock.js";
 import type { Random } from "../../base/random.js";
 import { QueueCore, type CoreConfig } from "../queue/queue-core.js";
@@ -51,7 +52,7 @@ export class GrainHost {
   get(queue: string): QueueGrain {
     const existing = this.grains.get(queue);
     if (existing) return existing;
-    if (this.stopped) throw new Error("grain host is stopped");
+    if (this.stopped) throw nodeStopping();
     this.reminders.get(queue)?.();
     this.reminders.delete(queue);
     const { store, clock, random, newLeaseId, core, hooks } = this.options;
