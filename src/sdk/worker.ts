@@ -30,6 +30,7 @@ import { defaultAddress } from "./client.js";
 import { BatchError, isSkipRetry } from "./errors.js";
 import { encodeResult, type ConcurrencyRuleSpec, type HandlerContext, type Mux } from "./mux.js";
 import { fromItemError } from "../rpc/status.js";
+import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
 import { strategyToWire } from "../rpc/wire-names.js";
 import { toTaskView } from "./task.js";
 
@@ -179,7 +180,7 @@ export class Worker {
         const calledAt = Date.now();
         const res = await this.rpc.lease(
           { workerId: this.workerId, queues: this.queues, maxDeliveries: free, waitMs: this.leaseWaitMs, batchTypes: this.options.mux.batchTypes },
-          { timeoutMs: this.leaseWaitMs + 15_000, signal: this.leaseAbort.signal, waitForReady: true },
+          { timeoutMs: this.leaseWaitMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS, signal: this.leaseAbort.signal, waitForReady: true },
         );
         failures = 0;
         if (res.heartbeatIntervalMs > 0) this.heartbeatMs = res.heartbeatIntervalMs;

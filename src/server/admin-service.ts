@@ -1,5 +1,6 @@
 /** AdminService: operator reads (from storage) and actions (through the owning grain). */
 import { create } from "@bufbuild/protobuf";
+import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
 import { ConveyorError, invalidField } from "../base/errors.js";
 import { GROUP_SIZE_MAX, KEY_MAX_CHARS, PAGE_SIZE_MAX, QUEUE_NAME_MAX_CHARS, RATE_BURST_MAX, quote } from "../base/limits.js";
 import { defaultRateLimit } from "./config.js";
@@ -172,7 +173,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
 
     async listGroups(call) {
       const filter = checkLength(call.request.queue, "queue", QUEUE_NAME_MAX_CHARS);
-      const withinMs = ctx.config.leaseWaitMaxMs + 10_000;
+      const withinMs = ctx.config.leaseWaitMaxMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS; // was + 10 s
       const groups = [];
       // Groups live in grain memory: this reads the grains of queues that can have any
       // (aggregating members, or fired batches among their pending tasks), activating them.

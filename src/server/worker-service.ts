@@ -1,6 +1,7 @@
 /** WorkerService: long-poll Lease, Heartbeat and Settle, translated to grain calls. */
 import { create } from "@bufbuild/protobuf";
 import { toItemError } from "../rpc/status.js";
+import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
 import { invalidField } from "../base/errors.js";
 import type { Settlement } from "../grains/queue/queue-core.js";
 import type { LeasedDelivery } from "../grains/queue/queue-grain.js";
@@ -115,7 +116,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
         };
       });
       // Refuse the draining worker for longer than any of its Lease calls can be in flight.
-      if (call.request.workerDraining) ctx.broker.drain(call.request.workerId, ctx.config.leaseWaitMaxMs + 15_000);
+      if (call.request.workerDraining) ctx.broker.drain(call.request.workerId, ctx.config.leaseWaitMaxMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS);
       const results = new Array(items.length);
       for (const [queue, indexes] of byQueue(items)) {
         const errors = ctx.router.grainFor(queue).settle(indexes.map((i) => settlements[i]!));

@@ -35,6 +35,9 @@ export interface GrainHostOptions {
   sharedSlots: SharedSlotLedger;
 }
 
+/** The idle sweep runs every half grain_idle_timeout, but at most this often. */
+const IDLE_SWEEP_MIN_INTERVAL_MS = 10;
+
 export class GrainHost {
   private readonly grains = new Map<string, QueueGrain>();
   private readonly reminders = new Map<string, () => void>();
@@ -120,7 +123,7 @@ export class GrainHost {
 
   private scheduleSweep(): void {
     const { clock, idleMs } = this.options;
-    this.cancelSweep = clock.setTimer(Math.max(10, Math.floor(idleMs / 2)), () => {
+    this.cancelSweep = clock.setTimer(Math.max(IDLE_SWEEP_MIN_INTERVAL_MS, Math.floor(idleMs / 2)), () => {
       this.passivateIdle();
       if (!this.stopped) this.scheduleSweep();
     });
