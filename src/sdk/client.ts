@@ -7,7 +7,8 @@ import { ConveyorError } from "../base/errors.js";
 import { BATCH_MAX, REQUEST_MAX_BYTES } from "../base/limits.js";
 import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
 import type { EnqueueResult, TaskSpec } from "../gen/conveyor/v1/task_pb.js";
-import { RpcChannel } from "../rpc/client.js";
+import { fromItemError } from "../rpc/status.js";
+import { DEFAULT_ADDRESS, RpcChannel } from "../rpc/client.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
 import { stateName, toSpec, toTaskView, type EnqueueOptions, type NewTaskSpec, type TaskState, type TaskView } from "./task.js";
 
@@ -66,7 +67,7 @@ export function chunkSpecs<T>(items: readonly T[], specOf: (item: T) => TaskSpec
   return chunks;
 }
 
-export const defaultAddress = () => process.env.CONVEYOR_SERVER || "127.0.0.1:7233";
+export const defaultAddress = () => process.env.CONVEYOR_SERVER || DEFAULT_ADDRESS;
 
 export class Client {
   private readonly channel: RpcChannel;
@@ -110,8 +111,7 @@ export class Client {
       for (const item of res.items) {
         out.push(item.outcome.case === "result"
           ? toInfo(item.outcome.value)
-          : new ConveyorError(codeName(item.outcome.value?.code ?? 13), (item.outcome.value?.reason ?? "INTERNAL") as never,
-              item.outcome.value?.message ?? "unknown error", item.outcome.value?.field || undefined));
+          : fromItemError(item.outcome.value));
       }
     }
     return out;
@@ -157,11 +157,10 @@ export class Client {
         const p = batch[i]!;
         if (item.outcome.case === "result") p.resolve(toInfo(item.outcome.value));
         else {
-          const e = item.outcome.value;
+          const e = fromItemError(item.outcome.value);
           // The batch names items as tasks[i]; a coalesced caller sent one task, so say "task".
-          const message = (e?.message ?? "unknown error").replace(/^tasks\[\d+\]/, "task");
-          p.reject(new ConveyorError(codeName(e?.code ?? 13), (e?.reason ?? "INTERNAL") as never, message,
-            e?.field ? e.field.replace(/^tasks\[\d+\]/, "task") : undefined));
+          const task = (text: string) => text.replace(/^tasks\[\d+\]/, "task");
+          p.reject(new ConveyorError(e.code, e.reason, task(e.message), e.field === undefined ? undefined : task(e.field)));
         }
       }),
       (error: unknown) => batch.forEach((p) => p.reject(error)),
@@ -172,8 +171,3 @@ export class Client {
 function toInfo(r: EnqueueResult): TaskInfo {
   return { id: r.id, queue: r.queue, state: stateName(r.state), existed: r.existed };
 }
-
-const CODE_NAMES: Record<number, ConveyorError["code"]> = {
-  3: "INVALID_ARGUMENT", 5: "NOT_FOUND", 6: "ALREADY_EXISTS", 9: "FAILED_PRECONDITION", 8: "RESOURCE_EXHAUSTED", 14: "UNAVAILABLE",
-};
-export const codeName = (code: number): ConveyorError["code"] => CODE_NAMES[code] ?? "INTERNAL";

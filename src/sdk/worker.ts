@@ -22,7 +22,7 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { ConveyorError } from "../base/errors.js";
 import {
-  ERROR_MESSAGE_MAX_BYTES, HEARTBEAT_LEASES_MAX, LEASE_QUEUES_MAX, REQUEST_MAX_BYTES, RESULT_MAX_BYTES, SETTLEMENTS_MAX,
+  BATCH_MAX, ERROR_MESSAGE_MAX_BYTES, HEARTBEAT_LEASES_MAX, LEASE_QUEUES_MAX, REQUEST_MAX_BYTES, RESULT_MAX_BYTES, SETTLEMENTS_MAX,
   truncateBytes, truncateText,
 } from "../base/limits.js";
 import { setLongTimeout } from "../base/long-timer.js";
@@ -31,8 +31,10 @@ import { RpcChannel } from "../rpc/client.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
 import { defaultAddress } from "./client.js";
 import { BatchError, isSkipRetry } from "./errors.js";
-import { encodeResult, type ConcurrencyRuleSpec, type ConcurrencyStrategy, type HandlerContext, type Mux } from "./mux.js";
-import { LimitStrategy } from "../gen/conveyor/v1/task_pb.js";
+import { encodeResult, type ConcurrencyRuleSpec, type HandlerContext, type Mux } from "./mux.js";
+import { fromItemError } from "../rpc/status.js";
+import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
+import { strategyToWire } from "../rpc/wire-names.js";
 import { toTaskView } from "./task.js";
 
 export interface WorkerOptions {
@@ -58,8 +60,6 @@ interface Running {
 }
 
 const RECONNECT_BASE_MS = 100;
-/** What one Lease call may ask for (the node answers with at most its own per-answer bound). */
-const LEASE_DELIVERIES_MAX = 1000;
 /** A Settle call stays this far under the node's request size limit. */
 const SETTLE_MAX_BYTES = REQUEST_MAX_BYTES - 64 * 1024;
 const RECONNECT_MAX_MS = 5_000;
@@ -185,8 +185,8 @@ export class Worker {
       try {
         const calledAt = Date.now();
         const res = await this.rpc.lease(
-          { workerId: this.workerId, queues: this.queues, maxDeliveries: Math.min(free, LEASE_DELIVERIES_MAX), waitMs: this.leaseWaitMs, batchTypes: this.options.mux.batchTypes },
-          { timeoutMs: this.leaseWaitMs + 15_000, signal: this.leaseAbort.signal, waitForReady: true },
+          { workerId: this.workerId, queues: this.queues, maxDeliveries: Math.min(free, BATCH_MAX), waitMs: this.leaseWaitMs, batchTypes: this.options.mux.batchTypes },
+          { timeoutMs: this.leaseWaitMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS, signal: this.leaseAbort.signal, waitForReady: true },
         );
         failures = 0;
         if (res.heartbeatIntervalMs > 0) this.heartbeatMs = res.heartbeatIntervalMs;
@@ -306,7 +306,7 @@ export class Worker {
       for (let attempt = 0; ; attempt++) {
         try {
           const res = await this.rpc.settle({ workerId: this.workerId, settlements: batch, workerDraining: draining }, { timeoutMs: 30_000, waitForReady: true });
-          for (const r of res.results) if (r.error) this.report(new ConveyorError("FAILED_PRECONDITION", "LEASE_NOT_HELD", r.error.message), "settle");
+          for (const r of res.results) if (r.error) this.report(fromItemError(r.error), "settle");
           return;
         } catch (error) {
           this.report(error, "settle");
@@ -402,20 +402,12 @@ function settlement(d: Delivery, taskId: string, outcome: WireOutcome, result: U
   };
 }
 
-const STRATEGY_WIRE: Record<ConcurrencyStrategy, LimitStrategy> = {
-  GROUP_ROUND_ROBIN: LimitStrategy.GROUP_ROUND_ROBIN,
-  CANCEL_IN_PROGRESS: LimitStrategy.CANCEL_IN_PROGRESS,
-  CANCEL_NEWEST: LimitStrategy.CANCEL_NEWEST,
-  CANCEL_QUEUED_EXCEPT_NEWEST: LimitStrategy.CANCEL_QUEUED_EXCEPT_NEWEST,
-  CANCEL_QUEUED_EXCEPT_OLDEST: LimitStrategy.CANCEL_QUEUED_EXCEPT_OLDEST,
-};
-
 function ruleToWire(r: ConcurrencyRuleSpec) {
   return {
     name: r.name ?? "", expression: r.expression,
     maxRuns: typeof r.maxRuns === "number" ? r.maxRuns : 0,
     maxRunsExpression: typeof r.maxRuns === "string" ? r.maxRuns : "",
-    strategy: STRATEGY_WIRE[r.limitStrategy] ?? LimitStrategy.UNSPECIFIED,
+    strategy: strategyToWire(r.limitStrategy),
   };
 }
 

@@ -1,5 +1,6 @@
 /** AdminService: operator reads (from storage) and actions (through the owning grain). */
 import { create } from "@bufbuild/protobuf";
+import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
 import { ConveyorError, invalidField } from "../base/errors.js";
 import { GROUP_SIZE_MAX, KEY_MAX_CHARS, PAGE_SIZE_MAX, QUEUE_NAME_MAX_CHARS, RATE_BURST_MAX, quote } from "../base/limits.js";
 import { defaultRateLimit } from "./config.js";
@@ -158,7 +159,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       const group = checkLength(call.request.group, "group", KEY_MAX_CHARS);
       if (!ctx.router.grainFor(queue).setGroupConfig(group, undefined)) {
         const what = group === "" ? "queue-wide group default" : `override for group ${quote(group)}`;
-        throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no ${what}`);
+        throw new ConveyorError("NOT_FOUND", "GROUP_CONFIG_NOT_FOUND", `queue ${quote(queue)} has no ${what}`);
       }
       await ctx.committed();
       return {};
@@ -166,7 +167,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
 
     async listGroups(call) {
       const filter = checkLength(call.request.queue, "queue", QUEUE_NAME_MAX_CHARS);
-      const withinMs = ctx.config.leaseWaitMaxMs + 10_000;
+      const withinMs = ctx.config.leaseWaitMaxMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS; // was + 10 s
       const groups = [];
       // Groups live in grain memory: this reads the grains of queues that can have any
       // (aggregating members, or fired batches among their pending tasks), activating them.
@@ -203,7 +204,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
 
     async deleteStrategies(call) {
       const type = checkLength(call.request.type, "type", KEY_MAX_CHARS);
-      if (!ctx.rules.get(type)) throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `task type ${quote(type)} has no concurrency rules`);
+      if (!ctx.rules.get(type)) throw new ConveyorError("NOT_FOUND", "RULES_NOT_FOUND", `task type ${quote(type)} has no concurrency rules`);
       ctx.rules.delete(type);
       await ctx.committed();
       return {};

@@ -211,12 +211,15 @@ export class ConveyorNode {
   }
 }
 
+/** Rows one janitor run deletes at most (one transaction); a larger backlog drains over several runs. */
+const JANITOR_BATCH_MAX_ROWS = 5_000;
+
 function startJanitor(queries: AdminQueries, clock: Clock, intervalMs: number, logger: Logger): () => void {
   let cancel = () => {};
   const run = () => {
     try {
       // Bounded batches keep each transaction short; a backlog drains over several runs.
-      const purged = queries.purgeFinished(clock.nowMs(), 5_000);
+      const purged = queries.purgeFinished(clock.nowMs(), JANITOR_BATCH_MAX_ROWS);
       if (purged > 0) logger.debug({ purged }, "purged finished tasks past retention");
     } catch (err) {
       logger.error({ err }, "retention purge failed");

@@ -1,11 +1,12 @@
 /** TaskService: translates producer calls to grain operations. No logic lives here. */
 import { create } from "@bufbuild/protobuf";
+import { toItemError } from "../rpc/status.js";
 import { ConveyorError, asStorageFailure, invalidField } from "../base/errors.js";
 import { quote } from "../base/limits.js";
 import type { EnqueueOutcome } from "../grains/queue/queue-core.js";
 import type { NewTask } from "../grains/queue/task.js";
 import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
-import { EnqueueResultSchema, ItemErrorSchema, type TaskSpec } from "../gen/conveyor/v1/task_pb.js";
+import { EnqueueResultSchema, type TaskSpec } from "../gen/conveyor/v1/task_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import { stateToWire, taskToWire } from "./convert.js";
 import type { NodeContext } from "./node-context.js";
@@ -133,8 +134,7 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
       return {
         items: outcomes.map((o, i) => o.ok
           ? { outcome: { case: "result" as const, value: toResult(o, (tasks[i] as NewTask).queue) } }
-          : { outcome: { case: "error" as const, value: create(ItemErrorSchema, {
-              code: ctx.grpcCode(o.error.code), reason: o.error.reason, message: o.error.message, field: o.error.field ?? "" }) } }),
+          : { outcome: { case: "error" as const, value: toItemError(o.error) } }),
       };
     },
 

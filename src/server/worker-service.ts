@@ -1,10 +1,11 @@
 /** WorkerService: long-poll Lease, Heartbeat and Settle, translated to grain calls. */
 import { create } from "@bufbuild/protobuf";
+import { toItemError } from "../rpc/status.js";
+import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
 import { asStorageFailure, invalidField } from "../base/errors.js";
 import type { Settlement } from "../grains/queue/queue-core.js";
 import type { LeasedDelivery } from "../grains/queue/queue-grain.js";
 import type { Outcome } from "../grains/queue/task.js";
-import { ItemErrorSchema } from "../gen/conveyor/v1/task_pb.js";
 import { DeliverySchema, Outcome as WireOutcome, WorkerService } from "../gen/conveyor/v1/worker_service_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import { taskToWire } from "./convert.js";
@@ -137,7 +138,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
         };
       });
       // Refuse the draining worker for longer than any of its Lease calls can be in flight.
-      if (call.request.workerDraining) ctx.broker.drain(call.request.workerId, ctx.config.leaseWaitMaxMs + 15_000);
+      if (call.request.workerDraining) ctx.broker.drain(call.request.workerId, ctx.config.leaseWaitMaxMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS);
       const results = new Array(items.length);
       // Items are independent: applied SETTLE_CHUNK per grain turn (and at most a slice of
       // row bytes: settling rewrites each task's row, payload and result included),
@@ -149,7 +150,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
         if (error === undefined) return;
         const e = asStorageFailure(error);
         for (const i of slice) {
-          results[i] = { taskId: items[i]!.taskId, error: create(ItemErrorSchema, { code: ctx.grpcCode(e.code), reason: e.reason, message: e.message, field: e.field ?? "" }) };
+          results[i] = { taskId: items[i]!.taskId, error: toItemError(e) };
         }
       };
       for (const [queue, indexes] of byQueue(items)) {
@@ -163,7 +164,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
             const i = part[k]!;
             results[i] = {
               taskId: items[i]!.taskId,
-              ...(e ? { error: create(ItemErrorSchema, { code: ctx.grpcCode(e.code), reason: e.reason, message: e.message, field: e.field ?? "" }) } : {}),
+              ...(e ? { error: toItemError(e) } : {}),
             };
           });
           slice.push(...part);

@@ -108,7 +108,7 @@ function cmdArb({ keys, weights: w }: Profile): fc.Arbitrary<Cmd> {
 // ---- the runner ----------------------------------------------------------------------
 
 interface RunOptions {
-  /** Allow cancelling pending tasks that have a concurrency key (triggers a known bug). */
+  /** Allow cancelling pending tasks that have a concurrency key (once lost a key slot; fixed). */
   cancelPendingKeyed: boolean;
   profile: Profile;
 }
@@ -591,17 +591,16 @@ describe("QueueCore properties (random command sequences)", () => {
     for (const [what, count] of Object.entries(coverage)) expect(count, `coverage of ${what}`).toBeGreaterThanOrEqual(10);
   });
 
-  it("the same with one hot key and frequent cancels of waiting and running tasks (bug-triggering cancels excluded)", () => {
+  it("the same with one hot key and frequent cancels of waiting and running tasks (pending keyed tasks: next test)", () => {
     fc.assert(property({ cancelPendingKeyed: false, profile: HOT_KEY }, 40), { seed: 7, numRuns: 80 });
   });
 
-  // With cancels of pending keyed tasks allowed, the property fails because of the
-  // lost-slot bug (see test/unit/queue-core.key-limit.test.ts and the report): fast-check
-  // finds a sequence where a held task stalls although its key has free slots, and where
-  // the rebuilt core's next lease differs from the old one's. Remove `.fails` once the
-  // core is fixed.
+  // Regression: cancelling a pending keyed task once lost its key's slot (see
+  // test/unit/queue-core.key-limit.test.ts), so fast-check found sequences where a held
+  // task stalled although its key had free slots, and where the rebuilt core's next lease
+  // differed from the old one's.
   // (Shrinking is off to keep the suite fast; drop endOnFailure for a minimal sequence.)
-  it("with cancels of pending keyed tasks, a held task can stall (lost key slot)", () => {
+  it("with cancels of pending keyed tasks too, no held task stalls and key slots are never lost", () => {
     fc.assert(property({ cancelPendingKeyed: true, profile: HOT_KEY }, 40), { seed: 7, numRuns: 80, endOnFailure: true });
   });
 });

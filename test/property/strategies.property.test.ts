@@ -88,7 +88,7 @@ type Cmd =
 
 const ALL_OUTCOMES: Outcome[] = ["success", "retry", "skip_retry", "released"];
 
-/** Chains, dynamic limits, queue keys, scheduled tasks, retries; no passivation (see the known bugs). */
+/** Chains, dynamic limits, queue keys, scheduled tasks, retries; passivation is added by the last test. */
 const CHAINS: Profile = {
   minChain: 1, maxChain: 2, strategies: STRATEGIES, maxRunsMax: 3, dynamicLimits: true, queueKeys: true, scheduled: true, outcomes: ALL_OUTCOMES, stallCheckAll: true,
   weights: { enqueue: 5, lease: 4, settle: 4, advance: 2, heartbeat: 1, cancel: 1, passivate: 0 },

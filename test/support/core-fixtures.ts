@@ -107,7 +107,7 @@ export function makeCore(options: CoreOptions = {}): CoreHarness {
  */
 export function reload(from: QueueCore, nowMs: number, options: CoreOptions = {}): QueueCore {
   const { core } = makeCore(options);
-  core.load(from.snapshot(), { paused: from.paused, keyLimit: from.keyLimit }, nowMs);
+  core.load(from.snapshot(), { paused: from.paused, ...(from.keyLimit !== undefined ? { keyLimit: from.keyLimit } : {}) }, nowMs);
   return core;
 }
 

@@ -8,6 +8,7 @@
  * relocation) only drops it, and the next activation rebuilds it from storage.
  */
 import type { Logger } from "pino";
+import { nodeStopping } from "../../base/errors.js";
 import type { Clock } from "../../base/clock.js";
 import type { Random } from "../../base/random.js";
 import { QueueCore, type CoreConfig } from "../queue/queue-core.js";
@@ -35,6 +36,9 @@ export interface GrainHostOptions {
   sharedSlots: SharedSlotLedger;
 }
 
+/** The idle sweep runs every half grain_idle_timeout, but at most this often. */
+const IDLE_SWEEP_MIN_INTERVAL_MS = 10;
+
 export class GrainHost {
   private readonly grains = new Map<string, QueueGrain>();
   private readonly reminders = new Map<string, () => void>();
@@ -52,7 +56,7 @@ export class GrainHost {
   get(queue: string): QueueGrain {
     const existing = this.grains.get(queue);
     if (existing) return existing;
-    if (this.stopped) throw new Error("grain host is stopped");
+    if (this.stopped) throw nodeStopping();
     this.reminders.get(queue)?.();
     this.reminders.delete(queue);
     const { store, clock, random, newId, core, hooks } = this.options;
@@ -120,7 +124,7 @@ export class GrainHost {
 
   private scheduleSweep(): void {
     const { clock, idleMs } = this.options;
-    this.cancelSweep = clock.setTimer(Math.max(10, Math.floor(idleMs / 2)), () => {
+    this.cancelSweep = clock.setTimer(Math.max(IDLE_SWEEP_MIN_INTERVAL_MS, Math.floor(idleMs / 2)), () => {
       this.passivateIdle();
       if (!this.stopped) this.scheduleSweep();
     });

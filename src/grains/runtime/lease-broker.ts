@@ -50,6 +50,11 @@ export interface LeaseBrokerOptions {
   answerMaxBytes?: number;
 }
 
+/** A worker (id) not seen for this long is forgotten: it no longer counts for ListGroups. */
+const WORKER_FORGET_AFTER_MS = 60 * 60_000;
+/** The seen-workers map is pruned when it grows past twice its size after the last prune, and never below this. */
+const SEEN_PRUNE_MIN_WORKERS = 1024;
+
 export class LeaseBroker {
   private readonly waiters = new Map<string, Set<Waiter>>();
   private waiterCount = 0;
@@ -58,7 +63,7 @@ export class LeaseBroker {
   private readonly draining = new Map<string, number>();
   /** Workers seen in Lease calls: their queues, batch types and when they last called. */
   private readonly seen = new Map<string, { queues: ReadonlySet<string>; batchTypes: ReadonlySet<string>; atMs: number }>();
-  private seenPruneAt = 1024;
+  private seenPruneAt = SEEN_PRUNE_MIN_WORKERS;
 
   constructor(private readonly options: LeaseBrokerOptions) {}
 
@@ -135,11 +140,11 @@ export class LeaseBroker {
     return false;
   }
 
-  /** Forgets workers not seen for an hour (worker ids change with every process). */
+  /** Forgets workers not seen for WORKER_FORGET_AFTER_MS (worker ids change with every process). */
   private pruneSeen(): void {
-    const sinceMs = this.options.clock.nowMs() - 3_600_000;
+    const sinceMs = this.options.clock.nowMs() - WORKER_FORGET_AFTER_MS;
     for (const [id, w] of this.seen) if (w.atMs < sinceMs) this.seen.delete(id);
-    this.seenPruneAt = Math.max(1024, 2 * this.seen.size);
+    this.seenPruneAt = Math.max(SEEN_PRUNE_MIN_WORKERS, 2 * this.seen.size);
   }
 
   /** True while parked calls wait on `queue` (its grain must stay in memory). */
