@@ -64,18 +64,26 @@ export type ErrorReason =
 
 export class ConveyorError extends Error {
   override readonly name = "ConveyorError";
+  /** The request field at fault, when there is one (e.g. "task.priority"). */
+  readonly field?: string;
   constructor(
     readonly code: ErrorCode,
     readonly reason: ErrorReason,
     message: string,
-    /** The request field at fault, when there is one (e.g. "task.priority"). */
-    readonly field?: string,
+    field?: string,
     /** What went wrong underneath (for the server log; never sent). */
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    // Well-formed Unicode: the message travels in a header that grpc-js URI-encodes, and
+    // a lone surrogate (a quoted value, or a parser's message cutting an emoji in half)
+    // made encodeURI throw and the whole node exit.
+    super(wellFormed(message), options);
+    if (field !== undefined) this.field = wellFormed(field);
   }
 }
+
+/** `text` with every lone surrogate replaced by U+FFFD (String.prototype.toWellFormed, ES2024). */
+const wellFormed = (text: string) => text.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd");
 
 export const invalidField = (field: string, message: string) =>
   new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD", `${field}: ${message}`, field);

@@ -162,6 +162,14 @@ describe("bounds on concurrency rules (CEL)", () => {
     expect((await sdk.admin.listStrategies({})).types.find((t) => t.type === "long")).toBeUndefined();
   });
 
+  it("an expression the parser reports by half a character (an emoji) is INVALID_ARGUMENT, and the node stays up", async () => {
+    // The parser's message quoted one UTF-16 unit of the emoji; grpc-js could not encode
+    // the lone surrogate and the node exited.
+    const e = await refusal(setRule("emoji", "input.k", "😀"));
+    expect(e).toMatchObject({ code: "INVALID_ARGUMENT", field: "rules[0].max_runs_expression" });
+    expect((await fetch(`http://${node.httpAddress}/healthz`)).status).toBe(200);
+  });
+
   it("matches() and message construction are refused at registration", async () => {
     const e = await refusal(setRule("re", "input.email.matches('a{1000}') ? 'x' : 'y'"));
     expect(e).toMatchObject({ code: "INVALID_ARGUMENT", field: "rules[0].expression" });
