@@ -26,8 +26,8 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
   }
 
   /** A limit with the live counts of its grain, when the grain is in memory. */
-  function concurrencyLimit(queue: string, max: number) {
-    const stats = ctx.host.peek(queue)?.stats();
+  async function concurrencyLimit(queue: string, max: number) {
+    const stats = await ctx.router.grainFor(queue).stats();
     return { queue, max, inFlight: stats?.inflightKeyed ?? 0, held: stats?.held ?? 0 };
   }
 
@@ -41,8 +41,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
 
   async function setPaused(queue: string, paused: boolean) {
     checkQueueName(queue, "queue");
-    ctx.router.grainFor(queue).setPaused(paused);
-    await ctx.committed();
+    await ctx.router.grainFor(queue).setPaused(paused);
     return { queue: queueInfo(queue) };
   }
 
@@ -86,9 +85,8 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       const max = call.request.max;
       if (max < 1) throw invalidField("max", `must be at least 1, got ${max}`);
       ctx.store.setKeyLimit(queue, max);
-      ctx.router.grainFor(queue).setKeyLimit(max);
-      await ctx.committed();
-      return { limit: concurrencyLimit(queue, max) };
+      await ctx.router.grainFor(queue).setKeyLimit(max);
+      return { limit: await concurrencyLimit(queue, max) };
     },
 
     async deleteQueueConcurrencyLimit(call) {
@@ -97,14 +95,13 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
         throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no concurrency limit`);
       }
       ctx.store.setKeyLimit(queue, undefined);
-      ctx.router.grainFor(queue).setKeyLimit(undefined);
-      await ctx.committed();
+      await ctx.router.grainFor(queue).setKeyLimit(undefined);
       return {};
     },
 
     async listConcurrencyLimits() {
       return {
-        limits: ctx.queries.queueSettings().filter((q) => q.keyLimit !== undefined).map((q) => concurrencyLimit(q.name, q.keyLimit!)),
+        limits: await Promise.all(ctx.queries.queueSettings().filter((q) => q.keyLimit !== undefined).map((q) => concurrencyLimit(q.name, q.keyLimit!))),
       };
     },
 
@@ -116,8 +113,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       const burst = call.request.burst || Math.max(1, Math.ceil(ratePerSec));
       const spec = { ratePerSec, burst };
       ctx.store.setRateLimit(queue, spec);
-      ctx.router.grainFor(queue).setRateLimit(spec);
-      await ctx.committed();
+      await ctx.router.grainFor(queue).setRateLimit(spec);
       return { limit: { queue, ...spec } };
     },
 
@@ -127,8 +123,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
         throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no rate limit override`);
       }
       ctx.store.setRateLimit(queue, undefined);
-      ctx.router.grainFor(queue).setRateLimit(undefined);
-      await ctx.committed();
+      await ctx.router.grainFor(queue).setRateLimit(undefined);
       return {};
     },
 
@@ -145,8 +140,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
         maxSize: c.maxSize, maxDelayMs: checkDurationMs(c.maxDelayMs, "config.max_delay_ms"), graceMs: checkDurationMs(c.graceMs, "config.grace_ms"),
       };
       ctx.store.setGroupConfig(queue, c.group, config);
-      ctx.router.grainFor(queue).setGroupConfig(c.group, config);
-      await ctx.committed();
+      await ctx.router.grainFor(queue).setGroupConfig(c.group, config);
       return { config: groupConfigToWire(queue, c.group, config) };
     },
 
@@ -165,21 +159,22 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
         const what = group === "" ? "queue-wide group default" : `override for group ${quote(group)}`;
         throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no ${what}`);
       }
-      ctx.router.grainFor(queue).setGroupConfig(group, undefined);
-      await ctx.committed();
+      await ctx.router.grainFor(queue).setGroupConfig(group, undefined);
       return {};
     },
 
     async listGroups(call) {
       const filter = checkLength(call.request.queue, "queue", QUEUE_NAME_MAX_CHARS);
       const withinMs = ctx.config.leaseWaitMaxMs + 10_000;
-      const groups = [];
       // Groups live in grain memory: this reads the grains of queues that can have any
       // (aggregating members, or fired batches among their pending tasks), activating them.
-      for (const q of ctx.queries.listQueues()) {
-        if (filter && q.name !== filter) continue;
-        if (q.counts.aggregating === 0 && q.counts.pending === 0) continue;
-        for (const g of ctx.router.grainFor(q.name).listGroups()) {
+      const queues = ctx.queries.listQueues()
+        .filter((q) => (!filter || q.name === filter) && (q.counts.aggregating > 0 || q.counts.pending > 0));
+      const refs = queues.map((q) => ctx.router.grainFor(q.name));
+      const perQueue = await Promise.all(refs.map((ref) => ref.listGroups()));
+      const groups = [];
+      for (const [i, q] of queues.entries()) {
+        for (const g of perQueue[i]!) {
           groups.push({
             queue: q.name, group: g.group, type: g.type,
             state: g.state === "aggregating" ? GroupState.AGGREGATING : GroupState.READY,

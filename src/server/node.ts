@@ -13,6 +13,7 @@ import { taskNotFound } from "../base/errors.js";
 import { Ring } from "../cluster/ring.js";
 import { Router } from "../cluster/router.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
+import { LocalQueueRef, type QueueRef } from "../grains/runtime/queue-ref.js";
 import { SharedSlotLedger } from "../grains/runtime/shared-slots.js";
 import { SqliteRuleStore } from "../storage/rule-store.js";
 import { RuleRegistry } from "./rules/rule-registry.js";
@@ -81,7 +82,7 @@ export class ConveyorNode {
     const rules = new RuleRegistry(new SqliteRuleStore(db), () => clock.nowMs());
     rules.load();
     // A shared rule's slot freed in one queue wakes the queues holding tasks on it.
-    const sharedSlots = new SharedSlotLedger((queue, slot) => host.peek(queue)?.wakeSlot(slot));
+    const sharedSlots = new SharedSlotLedger((queue, slot) => routed(queue, "shared-slot wake", (ref) => ref.wakeSlot(slot)));
     sharedSlots.restoreLimits(store.slotLimits(""));
     const host: GrainHost = new GrainHost({
       sharedSlots,
@@ -97,15 +98,27 @@ export class ConveyorNode {
         onEvents: (queue, events) => metrics.record(queue, events),
       },
       isPinned: (queue) => broker?.isPinned(queue) ?? false,
+      onReminder: (queue) => routed(queue, "reminder", (ref) => ref.activate()),
       onLifecycle: (queue, event) => {
         metrics.grainLifecycle.inc({ queue, event });
       },
     });
     const router = new Router({
-      selfId: config.nodeId, ring: () => ring, localGrain: (q) => host.get(q),
+      selfId: config.nodeId, ring: () => ring,
+      localRef: (q) => new LocalQueueRef(q, host, store), localGrain: (q) => host.get(q),
       queueOfTask: (id) => store.findIds([id]).get(id)?.queue,
     });
-    broker = new LeaseBroker({ grainOf: (q) => router.grainFor(q), clock, random, waitersMax: config.leaseWaitersMax });
+    broker = new LeaseBroker({
+      grainOf: (q) => router.localGrainFor(q), committed: () => db.committed(), clock, random, waitersMax: config.leaseWaitersMax,
+    });
+    /** A call the node makes on its own (no caller to answer): through the router, failures logged. */
+    function routed(queue: string, what: string, call: (ref: QueueRef) => Promise<unknown>): void {
+      try {
+        call(router.grainFor(queue)).catch((err: unknown) => logger.warn({ err, queue }, `${what} failed`));
+      } catch (err) {
+        logger.warn({ err, queue }, `${what} failed`);
+      }
+    }
     db.onRollback((error) => {
       logger.error({ err: error }, "storage transaction rolled back; dropping grain memory");
       host.deactivateAll("failed");
@@ -121,16 +134,12 @@ export class ConveyorNode {
       grpcCode: grpcCodeOf,
       committed: () => db.committed(),
       getTaskOrThrow: (id) => store.getTask(id) ?? (() => { throw taskNotFound(id); })(),
-      async actOnTask(id, action) {
-        const error = router.grainForTask(id).act(id, action);
-        if (error) throw error;
-        await db.committed();
-        return store.getTask(id);
-      },
+      actOnTask: (id, action) => router.grainForTask(id).act(id, action),
     };
 
     host.start();
-    for (const queue of queries.queuesWithUnfinishedTasks()) host.get(queue);
+    // Queues with unfinished tasks come back at start (their timers, their leases' lapses).
+    await Promise.all(queries.queuesWithUnfinishedTasks().map((queue) => router.grainFor(queue).activate()));
     const stopJanitor = startJanitor(queries, clock, config.janitorIntervalMs, logger);
 
     const grpcServer = new grpc.Server({

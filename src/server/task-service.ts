@@ -20,8 +20,11 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
     return { ...task, rules, ruleError: error };
   };
 
-  /** Admits tasks queue by queue (one grain turn per queue), keeping request order. */
-  function admit(tasks: Array<NewTask | ConveyorError>, atomic: boolean): Array<EnqueueOutcome> {
+  /**
+   * Admits tasks queue by queue (one grain turn per queue, all started in this event-loop
+   * turn so they share one commit), keeping request order. Resolves after the commit.
+   */
+  async function admit(tasks: Array<NewTask | ConveyorError>, atomic: boolean): Promise<EnqueueOutcome[]> {
     const out: EnqueueOutcome[] = new Array(tasks.length);
     const byQueue = new Map<string, number[]>();
     tasks.forEach((t, i) => {
@@ -33,32 +36,29 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
       list.push(i);
       byQueue.set(t.queue, list);
     });
-    for (const [queue, indexes] of byQueue) {
-      const outcomes = enqueueInQueue(queue, indexes.map((i) => tasks[i] as NewTask), atomic);
+    await Promise.all([...byQueue].map(async ([queue, indexes]) => {
+      const outcomes = await enqueueInQueue(queue, indexes.map((i) => tasks[i] as NewTask), atomic);
       outcomes.forEach((o, k) => (out[indexes[k]!] = o));
       const admitted = outcomes.filter((o) => o.ok && !o.existed).length;
       if (admitted > 0) ctx.metrics.enqueued.inc({ queue }, admitted);
-    }
+    }));
     return out;
   }
 
   /**
-   * One grain turn for a queue's tasks. The turn's writes are all or nothing, so when the
-   * data file refuses one task's values (STORAGE_REJECTED) a non-atomic call admits its
-   * tasks again one per turn: the refused task fails alone and its neighbours succeed.
-   * Any other storage failure (disk full, I/O) is every task's, and each gets it.
+   * One queue's tasks, through its ref (which admits a refused task alone, see QueueRef).
+   * A queue this node cannot route to fails its tasks of a non-atomic call, not the call;
+   * a failed commit fails the call.
    */
-  function enqueueInQueue(queue: string, items: NewTask[], atomic: boolean): EnqueueOutcome[] {
-    const grain = ctx.router.grainFor(queue);
+  function enqueueInQueue(queue: string, items: NewTask[], atomic: boolean): Promise<EnqueueOutcome[]> {
+    let ref;
     try {
-      return grain.enqueue(items, atomic);
+      ref = ctx.router.grainFor(queue);
     } catch (error) {
       if (atomic || !(error instanceof ConveyorError)) throw error;
-      if (items.length > 1 && error.reason === "STORAGE_REJECTED") {
-        return items.flatMap((item) => enqueueInQueue(queue, [item], false));
-      }
-      return items.map(() => ({ ok: false as const, error }));
+      return Promise.resolve(items.map(() => ({ ok: false as const, error })));
     }
+    return ref.enqueue(items, atomic);
   }
 
   const toResult = (o: Extract<EnqueueOutcome, { ok: true }>, queue: string) =>
@@ -71,9 +71,8 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
   return {
     async enqueue(call) {
       const task = validate(call.request.task, "task");
-      const [outcome] = admit([task], false);
+      const [outcome] = await admit([task], false);
       if (!outcome!.ok) throw outcome!.error;
-      await ctx.committed();
       return { result: toResult(outcome!, task.queue) };
     },
 
@@ -87,8 +86,7 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
           throw e;
         }
       });
-      const outcomes = admit(tasks, false);
-      await ctx.committed();
+      const outcomes = await admit(tasks, false);
       return {
         items: outcomes.map((o, i) => o.ok
           ? { outcome: { case: "result" as const, value: toResult(o, (tasks[i] as NewTask).queue) } }
@@ -105,13 +103,12 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
       if (other >= 0) {
         throw invalidField(`tasks[${other}].queue`, `EnqueueTx is atomic within one queue; got ${quote(tasks[other]!.queue)} after ${quote(queue)}`);
       }
-      const outcomes = admit(tasks, true);
+      const outcomes = await admit(tasks, true);
       const failed = outcomes.findIndex((o) => !o.ok);
       if (failed >= 0) {
         const error = (outcomes[failed] as { error: ConveyorError }).error;
         throw new ConveyorError(error.code, error.reason, `tasks[${failed}]: ${error.message} (nothing was enqueued)`, error.field);
       }
-      await ctx.committed();
       return { results: outcomes.map((o) => toResult(o as Extract<EnqueueOutcome, { ok: true }>, queue)) };
     },
 

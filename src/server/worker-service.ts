@@ -41,10 +41,10 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
   });
 
   /** Deliveries whose caller went away go straight back to pending, no retry spent. */
-  function releaseOrphans(deliveries: readonly LeasedDelivery[]): void {
-    for (const d of deliveries) {
-      ctx.router.grainFor(d.queue).settle(d.taskIds.map((taskId) => ({ leaseId: d.leaseId, taskId, outcome: "released" as const })));
-    }
+  async function releaseOrphans(deliveries: readonly LeasedDelivery[]): Promise<void> {
+    const refs = deliveries.map((d) => ctx.router.grainFor(d.queue));
+    await Promise.all(deliveries.map((d, i) =>
+      refs[i]!.settle(d.taskIds.map((taskId) => ({ leaseId: d.leaseId, taskId, outcome: "released" as const })))));
   }
 
   return {
@@ -62,9 +62,8 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
       const deliveries = await ctx.broker.lease({
         workerId: req.workerId, queues, caps: { batchTypes: new Set(req.batchTypes) }, max: req.maxDeliveries, waitMs: Math.min(req.waitMs, ctx.config.leaseWaitMaxMs), signal: abort.signal,
       });
-      await ctx.committed();
       if (call.cancelled && deliveries.length > 0) {
-        releaseOrphans(deliveries);
+        await releaseOrphans(deliveries);
         return {};
       }
       return {
@@ -82,17 +81,19 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
         checkLength(l.leaseId, `leases[${i}].lease_id`, LEASE_ID_MAX_CHARS);
       });
       const statuses = new Array(leases.length);
-      for (const [queue, indexes] of byQueue(leases)) {
-        const views = ctx.router.grainFor(queue).heartbeat(indexes.map((i) => leases[i]!.leaseId));
+      // Routed first (a queue owned elsewhere fails the call before any turn runs); then
+      // one turn per queue, all in this event-loop turn, sharing one commit. A heartbeat
+      // can end an attempt whose timeout passed (a write): each ref resolves after its commit.
+      const groups = [...byQueue(leases)].map(([queue, indexes]) => ({ queue, indexes, ref: ctx.router.grainFor(queue) }));
+      await Promise.all(groups.map(async ({ queue, indexes, ref }) => {
+        const views = await ref.heartbeat(indexes.map((i) => leases[i]!.leaseId));
         views.forEach((v, k) => {
           statuses[indexes[k]!] = {
             queue, leaseId: v.leaseId, held: v.held, cancelRequested: v.cancelRequested,
             cancelReason: v.cancelReason, leaseExpiresAtMs: BigInt(v.leaseExpiresAtMs),
           };
         });
-      }
-      // A heartbeat can end an attempt whose timeout passed (a write): answer after it commits.
-      await ctx.committed();
+      }));
       return { leases: statuses };
     },
 
@@ -117,8 +118,9 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
       // Refuse the draining worker for longer than any of its Lease calls can be in flight.
       if (call.request.workerDraining) ctx.broker.drain(call.request.workerId, ctx.config.leaseWaitMaxMs + 15_000);
       const results = new Array(items.length);
-      for (const [queue, indexes] of byQueue(items)) {
-        const errors = ctx.router.grainFor(queue).settle(indexes.map((i) => settlements[i]!));
+      const groups = [...byQueue(items)].map(([queue, indexes]) => ({ indexes, ref: ctx.router.grainFor(queue) }));
+      await Promise.all(groups.map(async ({ indexes, ref }) => {
+        const errors = await ref.settle(indexes.map((i) => settlements[i]!));
         errors.forEach((e, k) => {
           const i = indexes[k]!;
           results[i] = {
@@ -126,8 +128,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
             ...(e ? { error: create(ItemErrorSchema, { code: ctx.grpcCode(e.code), reason: e.reason, message: e.message, field: e.field ?? "" }) } : {}),
           };
         });
-      }
-      await ctx.committed();
+      }));
       return { results };
     },
 

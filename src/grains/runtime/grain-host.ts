@@ -32,6 +32,12 @@ export interface GrainHostOptions {
   onLifecycle?: (queue: string, event: "activated" | DeactivationReason) => void;
   /** The node's shared-rule ledger. */
   sharedSlots: SharedSlotLedger;
+  /**
+   * A passivated grain's reminder came due. The node sends it through its router (a
+   * queue placed on another node since is not this node's to wake); without it, the
+   * host activates the grain itself.
+   */
+  onReminder?: (queue: string) => void;
 }
 
 export class GrainHost {
@@ -113,7 +119,9 @@ export class GrainHost {
     const { clock } = this.options;
     this.reminders.set(queue, clock.setTimer(atMs - clock.nowMs(), () => {
       this.reminders.delete(queue);
-      if (!this.stopped) this.get(queue);
+      if (this.stopped) return;
+      if (this.options.onReminder) this.options.onReminder(queue);
+      else this.get(queue);
     }));
   }
 
