@@ -46,11 +46,19 @@ export class ConveyorError extends Error {
     message: string,
     /** The request field at fault, when there is one (e.g. "task.priority"). */
     readonly field?: string,
-    /** What went wrong underneath (for the server log; never sent). */
-    options?: { cause?: unknown },
+    /**
+     * `cause`: what went wrong underneath (for the server log; never sent).
+     * `details`: machine-readable facts about the error (e.g. WRONG_OWNER's owner and
+     * ring version), sent as ErrorInfo metadata and rebuilt by clients.
+     */
+    options?: { cause?: unknown; details?: Readonly<Record<string, string>> },
   ) {
-    super(message, options);
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    if (options?.details && Object.keys(options.details).length > 0) this.details = options.details;
   }
+
+  /** Machine-readable facts about the error, when it has any (never the field: see `field`). */
+  readonly details?: Readonly<Record<string, string>>;
 }
 
 export const invalidField = (field: string, message: string) =>
@@ -66,3 +74,12 @@ export const tooLong = (field: string, value: string, maxChars: number) =>
 
 export const grainDeactivated = (queue: string) =>
   new ConveyorError("UNAVAILABLE", "GRAIN_DEACTIVATED", `queue ${quote(queue)} was being reloaded; retry`);
+
+/**
+ * The queue is owned by another node. `details` name the owner and the ring version the
+ * answer was computed with, so a client or a forwarding node can tell a stale route from
+ * a real change without parsing the text.
+ */
+export const wrongOwner = (queue: string, owner: string, ringVersion: number) =>
+  new ConveyorError("UNAVAILABLE", "WRONG_OWNER", `queue ${quote(queue)} is owned by node ${owner}`, undefined,
+    { details: { owner, ringVersion: String(ringVersion) } });

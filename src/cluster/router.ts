@@ -2,11 +2,11 @@
  * Routes every queue call to the owner of the queue. Services never reach a grain any
  * other way: they get a `QueueRef` (Promise-returning, resolves after the owner's
  * commit), so clustering adds remote refs here instead of rewiring callers. Today a call
- * for a queue owned elsewhere fails with UNAVAILABLE / WRONG_OWNER naming the owner;
+ * for a queue owned elsewhere fails with UNAVAILABLE / WRONG_OWNER, whose details name the
+ * owner and the ring version;
  * forwarding arrives with the clustering issue.
  */
-import { ConveyorError, taskNotFound } from "../base/errors.js";
-import { quote } from "../base/limits.js";
+import { taskNotFound, wrongOwner } from "../base/errors.js";
 import type { QueueGrain } from "../grains/queue/queue-grain.js";
 import type { QueueRef } from "../grains/runtime/queue-ref.js";
 import type { Ring } from "./ring.js";
@@ -62,9 +62,8 @@ export class Router {
   }
 
   private checkOwned(queue: string): void {
-    const owner = this.ownerOf(queue);
-    if (owner !== this.deps.selfId) {
-      throw new ConveyorError("UNAVAILABLE", "WRONG_OWNER", `queue ${quote(queue)} is owned by node ${owner}`);
-    }
+    const ring = this.deps.ring();
+    const owner = ring.ownerOf(queue);
+    if (owner !== this.deps.selfId) throw wrongOwner(queue, owner, ring.version);
   }
 }

@@ -1,6 +1,7 @@
 /**
  * ConveyorError ↔ gRPC status. The server sends the code, the message, and a
- * google.rpc.Status with an ErrorInfo (stable reason, field) in the
+ * google.rpc.Status with an ErrorInfo (stable reason; metadata: the field at fault and
+ * the error's details, e.g. WRONG_OWNER's owner and ring version) in the
  * `grpc-status-details-bin` trailer; clients rebuild the same ConveyorError.
  */
 import * as grpc from "@grpc/grpc-js";
@@ -12,6 +13,10 @@ import { ErrorInfoSchema, StatusSchema } from "../gen/google/rpc/status_pb.js";
 
 const DOMAIN = "conveyor.dev";
 const DETAILS_KEY = "grpc-status-details-bin";
+/** ErrorInfo metadata key of the field at fault; every other key is one of the error's `details`. */
+const FIELD_KEY = "field";
+/** Each detail value travels in a header too; details are short facts (ids, versions). */
+const DETAIL_MAX_BYTES = 256;
 
 const CODE_TO_GRPC: Record<ErrorCode, grpc.status> = {
   INVALID_ARGUMENT: grpc.status.INVALID_ARGUMENT,
@@ -43,8 +48,10 @@ export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
     ? err
     : new ConveyorError("INTERNAL", "INTERNAL", "internal error; see the server log");
   const message = truncateText(e.message, STATUS_MESSAGE_MAX_BYTES);
-  const field = e.field ? truncateText(e.field, STATUS_MESSAGE_MAX_BYTES) : undefined;
-  const info = create(ErrorInfoSchema, { reason: e.reason, domain: DOMAIN, metadata: field ? { field } : {} });
+  const infoMetadata: Record<string, string> = {};
+  for (const [key, value] of Object.entries(e.details ?? {})) infoMetadata[key] = truncateText(value, DETAIL_MAX_BYTES);
+  if (e.field) infoMetadata[FIELD_KEY] = truncateText(e.field, STATUS_MESSAGE_MAX_BYTES);
+  const info = create(ErrorInfoSchema, { reason: e.reason, domain: DOMAIN, metadata: infoMetadata });
   const status = create(StatusSchema, { code: grpcCodeOf(e.code), message, details: [anyPack(ErrorInfoSchema, info)] });
   const metadata = new grpc.Metadata();
   metadata.set(DETAILS_KEY, Buffer.from(toBinary(StatusSchema, status)));
@@ -55,6 +62,7 @@ export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
 export function fromServiceError(err: grpc.ServiceError): ConveyorError {
   let reason: ErrorReason = err.code === grpc.status.UNAVAILABLE ? "WRONG_OWNER" : "INTERNAL";
   let field: string | undefined;
+  let details: Record<string, string> | undefined;
   const raw = err.metadata?.get(DETAILS_KEY)[0];
   if (raw instanceof Buffer) {
     try {
@@ -63,7 +71,9 @@ export function fromServiceError(err: grpc.ServiceError): ConveyorError {
         const info = anyUnpack(detail, ErrorInfoSchema);
         if (info) {
           reason = info.reason as ErrorReason;
-          field = info.metadata.field;
+          const { [FIELD_KEY]: infoField, ...rest } = info.metadata;
+          field = infoField;
+          details = Object.keys(rest).length > 0 ? rest : undefined;
         }
       }
     } catch {
@@ -73,5 +83,5 @@ export function fromServiceError(err: grpc.ServiceError): ConveyorError {
     reason = "INTERNAL";
   }
   const message = err.details || err.message;
-  return new ConveyorError(errorCodeOf(err.code), reason, message, field);
+  return new ConveyorError(errorCodeOf(err.code), reason, message, field, details ? { details } : undefined);
 }
