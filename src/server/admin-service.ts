@@ -9,13 +9,37 @@ import { TaskState as WireState } from "../gen/conveyor/v1/task_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import type { QueueSummary } from "../storage/admin-queries.js";
 import { stateFromWire, taskToWire } from "./convert.js";
-import type { NodeContext } from "./node-context.js";
+import type { Router } from "../cluster/router.js";
+import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
+import type { AdminQueries } from "../storage/admin-queries.js";
+import type { TaskStore } from "../storage/task-store.js";
+import type { NodeConfig } from "./config.js";
+import type { RuleRegistry } from "./rules/rule-registry.js";
+import type { TaskAccess } from "./task-access.js";
 import type { TaskAction } from "../grains/queue/queue-grain.js";
 import { checkDurationMs, checkLength, checkRate, checkPageToken, checkQueueName, checkTaskId } from "./validate.js";
 
 const PAGE_SIZE_DEFAULT = 50;
 
-export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
+/** What AdminService uses, and nothing else. */
+export interface AdminServiceDeps extends TaskAccess {
+  router: Pick<Router, "grainFor" | "ownerOf" | "ring" | "selfId">;
+  /** Operator reads: durable facts from storage (they never activate a grain). */
+  queries: Pick<AdminQueries, "listQueues" | "listTasks" | "queueSummary" | "queueSettings" | "listGroupConfigs">;
+  /** Queue settings written beside the grain's own turn (until they become grain commands). */
+  store: Pick<TaskStore, "setKeyLimit" | "setRateLimit" | "setGroupConfig">;
+  rules: Pick<RuleRegistry, "list" | "set" | "get" | "delete">;
+  broker: Pick<LeaseBroker, "canTakeBatches" | "parked">;
+  /** This node's grains in memory (a live view for GetClusterInfo, never a route). */
+  activeQueues: () => string[];
+  config: Pick<NodeConfig, "groupMaxSize" | "groupMaxDelayMs" | "groupGracePeriodMs" | "leaseWaitMaxMs"
+    | "rateLimitRatePerSec" | "rateLimitBurst">;
+  startedAtMs: number;
+  /** Resolves once every write so far is durable (the rule registry's writes). */
+  committed: () => Promise<void>;
+}
+
+export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminService> {
   const toQueueInfo = (q: QueueSummary): QueueInfo => create(QueueInfoSchema, {
     name: q.name, paused: q.paused, owner: ctx.router.ownerOf(q.name), concurrencyLimit: q.keyLimit ?? 0,
     counts: Object.fromEntries(Object.entries(q.counts).map(([k, v]) => [k, BigInt(v)])),
@@ -210,7 +234,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
 
     async getClusterInfo() {
       const ring = ctx.router.ring;
-      const queues = ctx.host.activeQueues().sort();
+      const queues = ctx.activeQueues().sort();
       return {
         nodeId: ctx.router.selfId, ringVersion: BigInt(ring.version),
         members: ring.members.map((id) => ({ nodeId: id, self: id === ctx.router.selfId })),

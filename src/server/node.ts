@@ -9,7 +9,6 @@ import type { Logger } from "pino";
 import { systemClock, type Clock } from "../base/clock.js";
 import { setLongTimeout } from "../base/long-timer.js";
 import { systemRandom, type Random } from "../base/random.js";
-import { taskNotFound } from "../base/errors.js";
 import { Ring } from "../cluster/ring.js";
 import { Router } from "../cluster/router.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
@@ -27,10 +26,9 @@ import { WorkerService } from "../gen/conveyor/v1/worker_service_pb.js";
 import { AdminService } from "../gen/conveyor/v1/admin_service_pb.js";
 import { addUnaryService } from "../rpc/server.js";
 import { addReflection } from "../rpc/reflection.js";
-import { grpcCodeOf } from "../rpc/status.js";
 import { defaultRateLimit, type NodeConfig } from "./config.js";
 import { NodeMetrics } from "./metrics.js";
-import type { NodeContext } from "./node-context.js";
+import { taskAccess } from "./task-access.js";
 import { taskService } from "./task-service.js";
 import { workerService } from "./worker-service.js";
 import { adminService } from "./admin-service.js";
@@ -124,18 +122,9 @@ export class ConveyorNode {
       host.deactivateAll("failed");
     });
 
-    const ctx: NodeContext = {
-      config, clock, router, broker, store, queries, metrics, host, rules, startedAtMs: clock.nowMs(),
-      taskDefaults: {
-        maxRetry: config.defaultMaxRetry, retentionMs: config.retentionMs,
-        backoffBaseMs: config.retryBackoffBaseMs, backoffMaxMs: config.retryBackoffMaxMs,
-      },
-      newTaskId: randomUUID,
-      grpcCode: grpcCodeOf,
-      committed: () => db.committed(),
-      getTaskOrThrow: (id) => store.getTask(id) ?? (() => { throw taskNotFound(id); })(),
-      actOnTask: (id, action) => router.grainForTask(id).act(id, action),
-    };
+    const startedAtMs = clock.nowMs();
+    const committed = () => db.committed();
+    const tasksById = taskAccess(router, store);
 
     host.start();
     // Queues with unfinished tasks come back at start (their timers, their leases' lapses).
@@ -151,10 +140,20 @@ export class ConveyorNode {
     const observe = (method: string, code: grpc.status, seconds: number) =>
       metrics.rpcSeconds.observe({ method, code: grpc.status[code] ?? String(code) }, seconds);
     // One implementation per service, served over gRPC and (for the dashboard) JSON.
-    const tasks = taskService(ctx);
-    const admin = adminService(ctx);
+    const tasks = taskService({
+      ...tasksById, router, rules, metrics, clock, newTaskId: randomUUID,
+      taskDefaults: {
+        maxRetry: config.defaultMaxRetry, retentionMs: config.retentionMs,
+        backoffBaseMs: config.retryBackoffBaseMs, backoffMaxMs: config.retryBackoffMaxMs,
+      },
+    });
+    const admin = adminService({
+      ...tasksById, router, queries, store, rules, broker, config, startedAtMs, committed,
+      activeQueues: () => host.activeQueues(),
+    });
+    const workers = workerService({ router, broker, rules, config, committed });
     addUnaryService(grpcServer, TaskService, tasks, onInternal, observe);
-    addUnaryService(grpcServer, WorkerService, workerService(ctx), onInternal, observe);
+    addUnaryService(grpcServer, WorkerService, workers, onInternal, observe);
     addUnaryService(grpcServer, AdminService, admin, onInternal, observe);
     // grpcurl and `buf curl` discover the services and their messages from the node itself.
     addReflection(grpcServer, [TaskService, WorkerService, AdminService]);

@@ -8,10 +8,27 @@ import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
 import { EnqueueResultSchema, ItemErrorSchema, type TaskSpec } from "../gen/conveyor/v1/task_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import { stateToWire, taskToWire } from "./convert.js";
-import type { NodeContext } from "./node-context.js";
+import type { Clock } from "../base/clock.js";
+import type { Router } from "../cluster/router.js";
+import { grpcCodeOf } from "../rpc/status.js";
+import type { NodeMetrics } from "./metrics.js";
+import type { RuleRegistry } from "./rules/rule-registry.js";
+import type { TaskAccess } from "./task-access.js";
+import type { TaskDefaults } from "./validate.js";
 import { BATCH_MAX, checkTaskId, validateSpec } from "./validate.js";
 
-export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
+/** What TaskService uses, and nothing else. */
+export interface TaskServiceDeps extends TaskAccess {
+  router: Pick<Router, "grainFor">;
+  /** Concurrency rules of task types, evaluated at enqueue. */
+  rules: Pick<RuleRegistry, "evaluate">;
+  metrics: Pick<NodeMetrics, "enqueued">;
+  taskDefaults: TaskDefaults;
+  clock: Pick<Clock, "nowMs">;
+  newTaskId: () => string;
+}
+
+export function taskService(ctx: TaskServiceDeps): UnaryImpl<typeof TaskService> {
   /** Validates a spec and evaluates its type's concurrency rules (group members have none). */
   const validate = (spec: TaskSpec | undefined, field: string): NewTask => {
     const task = validateSpec(spec, field, ctx.taskDefaults, ctx.clock.nowMs(), ctx.newTaskId);
@@ -91,7 +108,7 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
         items: outcomes.map((o, i) => o.ok
           ? { outcome: { case: "result" as const, value: toResult(o, (tasks[i] as NewTask).queue) } }
           : { outcome: { case: "error" as const, value: create(ItemErrorSchema, {
-              code: ctx.grpcCode(o.error.code), reason: o.error.reason, message: o.error.message, field: o.error.field ?? "" }) } }),
+              code: grpcCodeOf(o.error.code), reason: o.error.reason, message: o.error.message, field: o.error.field ?? "" }) } }),
       };
     },
 

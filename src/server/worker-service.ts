@@ -9,7 +9,11 @@ import { DeliverySchema, Outcome as WireOutcome, WorkerService } from "../gen/co
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import { taskToWire } from "./convert.js";
 import { ruleFromWire } from "./rules/rule-wire.js";
-import type { NodeContext } from "./node-context.js";
+import type { Router } from "../cluster/router.js";
+import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
+import { grpcCodeOf } from "../rpc/status.js";
+import type { NodeConfig } from "./config.js";
+import type { RuleRegistry } from "./rules/rule-registry.js";
 import { BATCH_MAX, checkLength, checkQueueName } from "./validate.js";
 import {
   ERROR_MESSAGE_MAX_BYTES, KEY_MAX_CHARS, LEASE_ID_MAX_CHARS, RESULT_MAX_BYTES, SETTLEMENTS_MAX, TASK_ID_MAX_CHARS,
@@ -34,7 +38,18 @@ function byQueue<T extends { queue: string }>(items: readonly T[]): Map<string, 
   return groups;
 }
 
-export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService> {
+/** What WorkerService uses, and nothing else. */
+export interface WorkerServiceDeps {
+  router: Pick<Router, "grainFor">;
+  broker: Pick<LeaseBroker, "lease" | "drain" | "undrain">;
+  /** Task types' rules, which workers register. */
+  rules: Pick<RuleRegistry, "registerAll">;
+  config: Pick<NodeConfig, "leaseWaitMaxMs" | "leaseTtlMs" | "heartbeatIntervalMs">;
+  /** Resolves once every write so far is durable (the rule registry's writes). */
+  committed: () => Promise<void>;
+}
+
+export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerService> {
   const toDelivery = (d: LeasedDelivery) => create(DeliverySchema, {
     leaseId: d.leaseId, queue: d.queue, leaseExpiresAtMs: BigInt(d.leaseExpiresAtMs),
     deadlineAtMs: BigInt(d.deadlineAtMs), tasks: d.tasks.map((t) => taskToWire(t)), batch: d.batch, group: d.group,
@@ -125,7 +140,7 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
           const i = indexes[k]!;
           results[i] = {
             taskId: items[i]!.taskId,
-            ...(e ? { error: create(ItemErrorSchema, { code: ctx.grpcCode(e.code), reason: e.reason, message: e.message, field: e.field ?? "" }) } : {}),
+            ...(e ? { error: create(ItemErrorSchema, { code: grpcCodeOf(e.code), reason: e.reason, message: e.message, field: e.field ?? "" }) } : {}),
           };
         });
       }));
