@@ -33,9 +33,8 @@ beforeEach(() => {
     store, clock: systemClock, random: seededRandom(1), newLeaseId: () => `lease-${++leaseIds}`,
     core: { leaseTtlMs: 30_000, groupDefaults: { maxSize: 10, maxDelayMs: 1_000, graceMs: 100 }, groupSweepIntervalMs: 1_000 },
     idleMs: 60_000, logger: pino({ level: "silent" }),
-    hooks: { onReady: () => {}, onEvents: () => {} },
-    isPinned: () => false,
-    sharedSlots: new SharedSlotLedger(() => {}),
+    hooks: { onEvents: () => {} },
+    sharedSlots: new SharedSlotLedger(),
   });
 });
 
