@@ -11,12 +11,12 @@
  */
 import { Command, Option } from "commander";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
-import { RpcChannel } from "../src/rpc/client.js";
+import { DEFAULT_ADDRESS, RpcChannel } from "../src/rpc/client.js";
 import type { CallOptions, UnaryClient } from "../src/rpc/service-definition.js";
 import { positiveDurationArg } from "./options.js";
 import { processIo, type Io } from "./output.js";
 
-export const DEFAULT_SERVER = "127.0.0.1:7233";
+export const DEFAULT_SERVER = DEFAULT_ADDRESS;
 export const DEFAULT_TIMEOUT_MS = 10_000;
 
 export interface GlobalOptions {

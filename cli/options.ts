@@ -6,6 +6,7 @@
 import { InvalidArgumentError } from "commander";
 import { parseDurationMs } from "../src/base/duration.js";
 import { TaskState } from "../src/gen/conveyor/v1/task_pb.js";
+import { stateFromWire, stateToWire, TASK_STATE_NAMES } from "../src/rpc/wire-names.js";
 
 /** An integer parser accepting min..max; `hint` explains the range in the error. */
 export function intArg(min: number, max: number, hint = `must be ${min}..${max}`): (value: string) => number {
@@ -60,22 +61,14 @@ export function keyValueArg(value: string, previous: Record<string, string> | un
   return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
 }
 
-/** CLI state names (lowercase) and their wire values. */
-export const STATE_BY_NAME: Readonly<Record<string, TaskState>> = {
-  scheduled: TaskState.SCHEDULED,
-  pending: TaskState.PENDING,
-  aggregating: TaskState.AGGREGATING,
-  active: TaskState.ACTIVE,
-  retry: TaskState.RETRY,
-  completed: TaskState.COMPLETED,
-  archived: TaskState.ARCHIVED,
-  cancelled: TaskState.CANCELLED,
-};
+/** CLI state names (lowercase) and their wire values: task.proto's TaskState, in enum order. */
+export const STATE_BY_NAME: Readonly<Record<string, TaskState>> = Object.fromEntries(TASK_STATE_NAMES.map((n) => [n, stateToWire(n)]));
 
-export const STATE_NAMES: readonly string[] = Object.keys(STATE_BY_NAME);
+export const STATE_NAMES: readonly string[] = TASK_STATE_NAMES;
 
 /** The lowercase CLI name of a wire state ("pending"); unknown values print as numbers. */
 export function stateName(state: TaskState): string {
-  for (const [name, value] of Object.entries(STATE_BY_NAME)) if (value === state) return name;
+  const name = stateFromWire(state);
+  if (name) return name;
   return state === TaskState.UNSPECIFIED ? "unspecified" : String(state);
 }

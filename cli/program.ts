@@ -55,10 +55,10 @@ export function buildProgram(ctx: CliContext = new CliContext(), groups: readonl
 /** The one-line explanation printed after `error: `. */
 export function describeError(err: unknown, globals: GlobalOptions): string {
   if (err instanceof ConveyorError) {
-    // UNAVAILABLE without conveyor's error details: the transport failed, not the server.
-    // (The server's own UNAVAILABLE errors carry a reason, e.g. GRAIN_DEACTIVATED "queue
-    // X was being reloaded; retry", and are printed as the server words them.)
-    if (err.code === "UNAVAILABLE" && err.reason === "INTERNAL") {
+    // UNREACHABLE: the transport failed, not the server. (The server's own UNAVAILABLE
+    // errors carry their reason, e.g. GRAIN_DEACTIVATED "queue X was being reloaded;
+    // retry", and are printed as the server words them.)
+    if (err.reason === "UNREACHABLE") {
       if (/deadline exceeded/i.test(err.message)) {
         return `no answer from conveyor at ${globals.server} within ${formatDurationMs(globals.timeoutMs)} (see --timeout)`;
       }

@@ -6,7 +6,7 @@
 import { join } from "node:path";
 import { Command } from "commander";
 import { pino } from "pino";
-import { loadConfig, SETTING_NAMES, envNameOf } from "./server/config.js";
+import { DEFAULT_CONFIG, loadConfig, SETTING_NAMES, envNameOf } from "./server/config.js";
 import { packageInfo } from "./version.js";
 
 const program = new Command()
@@ -14,9 +14,9 @@ const program = new Command()
   .description("Run a conveyor node: gRPC for producers and workers, HTTP for metrics, health and the dashboard.")
   .version(packageInfo().version)
   .enablePositionalOptions()
-  .option("--listen <host:port>", "gRPC listen address (default 127.0.0.1:7233)")
-  .option("--http <host:port>", "HTTP listen address for /metrics, /healthz and the dashboard (default 127.0.0.1:8080)")
-  .option("--data-dir <dir>", "directory of the SQLite data file (default ./data)")
+  .option("--listen <host:port>", `gRPC listen address (default ${DEFAULT_CONFIG.listen})`)
+  .option("--http <host:port>", `HTTP listen address for /metrics, /healthz and the dashboard (default ${DEFAULT_CONFIG.http})`)
+  .option("--data-dir <dir>", `directory of the SQLite data file (default ${DEFAULT_CONFIG.dataDir})`)
   .option("--config <file>", "a conveyor.yaml with any of the settings below")
   .option("--log-level <level>", "trace, debug, info, warn or error (default info)")
   .option("--set <key=value...>", "override any setting, e.g. --set lease_ttl=10s")

@@ -7,10 +7,12 @@ import {
   ResumeQueueResponseSchema,
   type QueueInfo,
 } from "../../src/gen/conveyor/v1/admin_service_pb.js";
+import { TASK_STATE_NAMES } from "../../src/rpc/wire-names.js";
 import type { CliContext } from "../context.js";
 import { printJson, printLine, printTable, toPlain } from "../output.js";
 
-const COUNT_COLUMNS = ["scheduled", "pending", "aggregating", "active", "retry", "completed", "archived", "cancelled"] as const;
+/** StateCounts has one field per task state, named as the state. */
+const COUNT_COLUMNS = TASK_STATE_NAMES;
 
 export function registerQueueCommands(program: Command, ctx: CliContext): void {
   const queue = program.command("queue").description("inspect, pause and resume queues");

@@ -6,16 +6,14 @@ import {
   SetStrategiesResponseSchema,
 } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import { LimitStrategy, type ConcurrencyRule } from "../../src/gen/conveyor/v1/task_pb.js";
+import { STRATEGY_NAMES, strategyFromWire, strategyToWire, type StrategyName } from "../../src/rpc/wire-names.js";
 import type { CliContext } from "../context.js";
 import { printJson, printLine, printTable, relativeTime, toPlain } from "../output.js";
 
-const STRATEGY_NAMES = ["GROUP_ROUND_ROBIN", "CANCEL_IN_PROGRESS", "CANCEL_NEWEST", "CANCEL_QUEUED_EXCEPT_NEWEST", "CANCEL_QUEUED_EXCEPT_OLDEST"] as const;
-
 function strategyArg(value: string): LimitStrategy {
-  const name = value.trim().toUpperCase().replace(/-/g, "_");
-  const i = STRATEGY_NAMES.indexOf(name as (typeof STRATEGY_NAMES)[number]);
-  if (i < 0) throw new InvalidArgumentError(`use one of ${STRATEGY_NAMES.join(", ")}`);
-  return (i + 1) as LimitStrategy;
+  const name = value.trim().toUpperCase().replace(/-/g, "_") as StrategyName;
+  if (!STRATEGY_NAMES.includes(name)) throw new InvalidArgumentError(`use one of ${STRATEGY_NAMES.join(", ")}`);
+  return strategyToWire(name);
 }
 
 interface RuleJson { name?: string; expression: string; maxRuns: number | string; limitStrategy: string }
@@ -39,7 +37,7 @@ const toWire = (r: RuleJson) => ({
 });
 
 const describeRule = (r: ConcurrencyRule) => [
-  r.name || "-", r.expression, r.maxRunsExpression || String(r.maxRuns), STRATEGY_NAMES[r.strategy - 1] ?? "?",
+  r.name || "-", r.expression, r.maxRunsExpression || String(r.maxRuns), strategyFromWire(r.strategy) ?? "?",
 ];
 
 export function registerStrategyCommands(program: Command, ctx: CliContext): void {

@@ -15,27 +15,51 @@ export type ErrorCode =
   | "UNAVAILABLE"
   | "INTERNAL";
 
-/** Stable reasons, one meaning each. */
+/**
+ * Stable reasons, one meaning each (the README's Errors section lists them for users).
+ * A reason travels intact: server → ErrorInfo (or a batch item's ItemError) → SDK → CLI.
+ */
 export type ErrorReason =
+  /** A request field is invalid; `field` names it. */
   | "INVALID_FIELD"
   /** The request's bytes are not a valid message of the method's type. */
   | "MALFORMED_REQUEST"
+  /** No task has this id (or it was purged). */
   | "TASK_NOT_FOUND"
+  /** The queue has no override of this limit (its concurrency limit or rate limit) to remove. */
   | "LIMIT_NOT_FOUND"
+  /** The queue has no group config of this name (queue-wide default or one group's override) to remove. */
+  | "GROUP_CONFIG_NOT_FOUND"
+  /** The task type has no concurrency rules to remove. */
+  | "RULES_NOT_FOUND"
+  /** An unfinished task of the queue holds the unique key. */
   | "UNIQUE_KEY_CONFLICT"
+  /** A task with the caller-chosen id exists with different contents. */
   | "TASK_ID_CONFLICT"
+  /** The lease is not (or no longer) held: settled, expired, timed out, cancelled or replaced. */
   | "LEASE_NOT_HELD"
+  /** The operator action does not apply to the task's current state. */
   | "TASK_STATE_CONFLICT"
+  /** The node holds as many parked Lease calls as `lease_waiters_max` allows; retry later. */
   | "WAITERS_FULL"
+  /** Another node owns the queue. */
   | "WRONG_OWNER"
   /** The queue's grain was deactivated (idle, a storage failure, shutdown) during the call; retry. */
   | "GRAIN_DEACTIVATED"
+  /** The node is stopping and takes no new work; retry (another node, or after its restart). */
+  | "NODE_STOPPING"
+  /**
+   * Client side only: no conveyor status came back (cannot connect, connection lost, the
+   * call's deadline passed). Nothing says whether the server acted; retry idempotently.
+   */
+  | "UNREACHABLE"
   /** The data file could not be written for a reason that is not the caller's: retry. */
   | "STORAGE_FAILURE"
   /** The disk holding the data directory is full: retry once space is freed. */
   | "DISK_FULL"
   /** The data file refused this request's own values (a constraint): retrying cannot help. */
   | "STORAGE_REJECTED"
+  /** A bug on the server (logged there, never detailed to the caller), or a non-conveyor status. */
   | "INTERNAL";
 
 export class ConveyorError extends Error {
@@ -72,6 +96,9 @@ export const taskNotFound = (id: string) =>
 export const tooLong = (field: string, value: string, maxChars: number) =>
   invalidField(field, `is ${value.length} characters; the limit is ${maxChars}`);
 
+export const nodeStopping = () =>
+  new ConveyorError("UNAVAILABLE", "NODE_STOPPING", "the node is stopping; retry");
+
 export const grainDeactivated = (queue: string) =>
   new ConveyorError("UNAVAILABLE", "GRAIN_DEACTIVATED", `queue ${quote(queue)} was being reloaded; retry`);
 
@@ -83,3 +110,13 @@ export const grainDeactivated = (queue: string) =>
 export const wrongOwner = (queue: string, owner: string, ringVersion: number) =>
   new ConveyorError("UNAVAILABLE", "WRONG_OWNER", `queue ${quote(queue)} is owned by node ${owner}`, undefined,
     { details: { owner, ringVersion: String(ringVersion) } });
+
+/**
+ * The error a caller gets for writes whose commit failed: the storage layer's own
+ * ConveyorError (DISK_FULL, STORAGE_FAILURE, ...) as it is; anything else as a retryable
+ * STORAGE_FAILURE (the cause is kept for the server log, never sent).
+ */
+export function asStorageFailure(error: unknown): ConveyorError {
+  if (error instanceof ConveyorError) return error;
+  return new ConveyorError("UNAVAILABLE", "STORAGE_FAILURE", "the write was not committed; retry", undefined, { cause: error });
+}

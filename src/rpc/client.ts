@@ -5,6 +5,12 @@ import { toGrpcDefinition, type CallOptions, type UnaryClient } from "./service-
 import { fromServiceError } from "./status.js";
 import { GRPC_MESSAGE_MAX_BYTES } from "../base/limits.js";
 
+/**
+ * Where a node listens for gRPC unless told otherwise (`listen`), and so where the SDK and
+ * the CLI dial unless told otherwise (`address`, `--server`, $CONVEYOR_SERVER).
+ */
+export const DEFAULT_ADDRESS = "127.0.0.1:7233";
+
 export interface ChannelConfig {
   /** host:port */
   address: string;

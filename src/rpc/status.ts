@@ -10,6 +10,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ConveyorError, type ErrorCode, type ErrorReason } from "../base/errors.js";
 import { STATUS_MESSAGE_MAX_BYTES, truncateText } from "../base/limits.js";
 import { ErrorInfoSchema, StatusSchema } from "../gen/google/rpc/status_pb.js";
+import { ItemErrorSchema, type ItemError } from "../gen/conveyor/v1/task_pb.js";
 
 const DOMAIN = "conveyor.dev";
 const DETAILS_KEY = "grpc-status-details-bin";
@@ -58,9 +59,30 @@ export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
   return { code: grpcCodeOf(e.code), details: message, metadata };
 }
 
-/** Rebuilds a ConveyorError from a grpc-js client error. */
+/**
+ * One item's error inside a batch answer (EnqueueBatch, Settle): the same code, reason,
+ * message and field a whole-call error carries. `fromItemError` is its inverse.
+ */
+export function toItemError(e: ConveyorError): ItemError {
+  return create(ItemErrorSchema, { code: grpcCodeOf(e.code), reason: e.reason, message: e.message, field: e.field ?? "" });
+}
+
+/** Rebuilds a ConveyorError from a batch item's error (an absent one is INTERNAL). */
+export function fromItemError(e: ItemError | undefined): ConveyorError {
+  return new ConveyorError(errorCodeOf(e?.code ?? grpc.status.INTERNAL), (e?.reason || "INTERNAL") as ErrorReason,
+    e?.message ?? "unknown error", e?.field || undefined);
+}
+
+/** Codes grpc-js reports itself when no answer came back from the server. */
+const TRANSPORT_CODES: ReadonlySet<number> = new Set([grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED, grpc.status.CANCELLED]);
+
+/**
+ * Rebuilds a ConveyorError from a grpc-js client error. A status without conveyor's
+ * ErrorInfo did not come from a conveyor handler: with a transport code it is
+ * `UNREACHABLE` (the client's own failure), otherwise `INTERNAL`.
+ */
 export function fromServiceError(err: grpc.ServiceError): ConveyorError {
-  let reason: ErrorReason = err.code === grpc.status.UNAVAILABLE ? "WRONG_OWNER" : "INTERNAL";
+  let reason: ErrorReason = TRANSPORT_CODES.has(err.code) ? "UNREACHABLE" : "INTERNAL";
   let field: string | undefined;
   let details: Record<string, string> | undefined;
   const raw = err.metadata?.get(DETAILS_KEY)[0];
@@ -79,8 +101,6 @@ export function fromServiceError(err: grpc.ServiceError): ConveyorError {
     } catch {
       // Not our trailer: keep the plain status.
     }
-  } else if (err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.DEADLINE_EXCEEDED) {
-    reason = "INTERNAL";
   }
   const message = err.details || err.message;
   return new ConveyorError(errorCodeOf(err.code), reason, message, field, details ? { details } : undefined);

@@ -4,10 +4,11 @@
  * producer with many calls in flight pays one round trip per turn, not per task.
  */
 import { ConveyorError } from "../base/errors.js";
-import { BATCH_MAX } from "../base/limits.js";
+import { BATCH_MAX, REQUEST_MAX_BYTES } from "../base/limits.js";
 import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
 import type { EnqueueResult, TaskSpec } from "../gen/conveyor/v1/task_pb.js";
-import { RpcChannel } from "../rpc/client.js";
+import { fromItemError } from "../rpc/status.js";
+import { DEFAULT_ADDRESS, RpcChannel } from "../rpc/client.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
 import { stateName, toSpec, toTaskView, type EnqueueOptions, type NewTaskSpec, type TaskState, type TaskView } from "./task.js";
 
@@ -33,7 +34,40 @@ interface Pending {
   reject: (error: unknown) => void;
 }
 
-export const defaultAddress = () => process.env.CONVEYOR_SERVER || "127.0.0.1:7233";
+/** A batch stays this far under the node's request size limit (framing, estimates). */
+const BATCH_MAX_BYTES = REQUEST_MAX_BYTES - 64 * 1024;
+
+/** About how many bytes a spec takes on the wire (strings counted at 3 bytes a character, the UTF-8 worst case). */
+function specBytes(spec: TaskSpec): number {
+  let chars = spec.type.length + spec.queue.length + spec.contentType.length + spec.uniqueKey.length + spec.taskId.length
+    + spec.concurrencyKey.length + spec.group.length;
+  for (const [k, v] of Object.entries(spec.metadata)) chars += k.length + v.length + 8;
+  return spec.payload.byteLength + 3 * chars + 128;
+}
+
+/**
+ * Splits items into consecutive chunks of at most BATCH_MAX items and BATCH_MAX_BYTES
+ * (a single larger item goes alone: the node judges it).
+ */
+export function chunkSpecs<T>(items: readonly T[], specOf: (item: T) => TaskSpec): T[][] {
+  const chunks: T[][] = [];
+  let chunk: T[] = [];
+  let bytes = 0;
+  for (const item of items) {
+    const size = specBytes(specOf(item));
+    if (chunk.length > 0 && (chunk.length >= BATCH_MAX || bytes + size > BATCH_MAX_BYTES)) {
+      chunks.push(chunk);
+      chunk = [];
+      bytes = 0;
+    }
+    chunk.push(item);
+    bytes += size;
+  }
+  if (chunk.length > 0) chunks.push(chunk);
+  return chunks;
+}
+
+export const defaultAddress = () => process.env.CONVEYOR_SERVER || DEFAULT_ADDRESS;
 
 export class Client {
   private readonly channel: RpcChannel;
@@ -72,14 +106,12 @@ export class Client {
   /** Enqueues many tasks in one call; each item succeeds or fails on its own. */
   async enqueueBatch(items: ReadonlyArray<{ task: NewTaskSpec; options?: EnqueueOptions }>): Promise<Array<TaskInfo | ConveyorError>> {
     const out: Array<TaskInfo | ConveyorError> = [];
-    for (let i = 0; i < items.length; i += BATCH_MAX) {
-      const chunk = items.slice(i, i + BATCH_MAX).map((it) => toSpec(it.task, it.options));
+    for (const chunk of chunkSpecs(items.map((it) => toSpec(it.task, it.options)), (spec) => spec)) {
       const res = await this.tasks.enqueueBatch({ tasks: chunk }, this.callOptions);
       for (const item of res.items) {
         out.push(item.outcome.case === "result"
           ? toInfo(item.outcome.value)
-          : new ConveyorError(codeName(item.outcome.value?.code ?? 13), (item.outcome.value?.reason ?? "INTERNAL") as never,
-              item.outcome.value?.message ?? "unknown error", item.outcome.value?.field || undefined));
+          : fromItemError(item.outcome.value));
       }
     }
     return out;
@@ -109,12 +141,14 @@ export class Client {
     this.flushScheduled = false;
     const pending = this.pending;
     this.pending = [];
-    if (pending.length === 1) {
-      const [p] = pending;
-      this.tasks.enqueue({ task: p!.spec }, this.callOptions).then((r) => p!.resolve(toInfo(r.result!)), p!.reject);
-      return;
+    for (const chunk of chunkSpecs(pending, (p) => p.spec)) {
+      if (chunk.length === 1) this.sendOne(chunk[0]!);
+      else this.sendBatch(chunk);
     }
-    for (let i = 0; i < pending.length; i += BATCH_MAX) this.sendBatch(pending.slice(i, i + BATCH_MAX));
+  }
+
+  private sendOne(p: Pending): void {
+    this.tasks.enqueue({ task: p.spec }, this.callOptions).then((r) => p.resolve(toInfo(r.result!)), p.reject);
   }
 
   private sendBatch(batch: Pending[]): void {
@@ -123,11 +157,10 @@ export class Client {
         const p = batch[i]!;
         if (item.outcome.case === "result") p.resolve(toInfo(item.outcome.value));
         else {
-          const e = item.outcome.value;
+          const e = fromItemError(item.outcome.value);
           // The batch names items as tasks[i]; a coalesced caller sent one task, so say "task".
-          const message = (e?.message ?? "unknown error").replace(/^tasks\[\d+\]/, "task");
-          p.reject(new ConveyorError(codeName(e?.code ?? 13), (e?.reason ?? "INTERNAL") as never, message,
-            e?.field ? e.field.replace(/^tasks\[\d+\]/, "task") : undefined));
+          const task = (text: string) => text.replace(/^tasks\[\d+\]/, "task");
+          p.reject(new ConveyorError(e.code, e.reason, task(e.message), e.field === undefined ? undefined : task(e.field)));
         }
       }),
       (error: unknown) => batch.forEach((p) => p.reject(error)),
@@ -138,8 +171,3 @@ export class Client {
 function toInfo(r: EnqueueResult): TaskInfo {
   return { id: r.id, queue: r.queue, state: stateName(r.state), existed: r.existed };
 }
-
-const CODE_NAMES: Record<number, ConveyorError["code"]> = {
-  3: "INVALID_ARGUMENT", 5: "NOT_FOUND", 6: "ALREADY_EXISTS", 9: "FAILED_PRECONDITION", 8: "RESOURCE_EXHAUSTED", 14: "UNAVAILABLE",
-};
-export const codeName = (code: number): ConveyorError["code"] => CODE_NAMES[code] ?? "INTERNAL";

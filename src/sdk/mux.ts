@@ -1,4 +1,5 @@
 /** Routes tasks to handlers by type. */
+import type { StrategyName } from "../rpc/wire-names.js";
 import type { TaskView } from "./task.js";
 
 export interface HandlerContext {
@@ -25,12 +26,8 @@ export interface HandlerContext {
  */
 export type Handler = (task: TaskView, ctx: HandlerContext) => Promise<unknown> | unknown;
 
-export type ConcurrencyStrategy =
-  | "GROUP_ROUND_ROBIN"
-  | "CANCEL_IN_PROGRESS"
-  | "CANCEL_NEWEST"
-  | "CANCEL_QUEUED_EXCEPT_NEWEST"
-  | "CANCEL_QUEUED_EXCEPT_OLDEST";
+/** A LimitStrategy's name (task.proto lists them). */
+export type ConcurrencyStrategy = StrategyName;
 
 /**
  * A concurrency rule of a task type. The key is a CEL expression over `input` (the

@@ -4,11 +4,13 @@
  */
 import { parseDurationMs } from "../base/duration.js";
 import type { TaskState as DomainState } from "../grains/queue/task.js";
-import { TaskState as WireState, type Task, type TaskSpec } from "../gen/conveyor/v1/task_pb.js";
+import type { TaskState as WireState, Task, TaskSpec } from "../gen/conveyor/v1/task_pb.js";
+import { stateFromWire } from "../rpc/wire-names.js";
 import { create } from "@bufbuild/protobuf";
 import { TaskSpecSchema } from "../gen/conveyor/v1/task_pb.js";
 
-export type TaskState = DomainState;
+/** A task's state; "unknown" when the server sent one this SDK does not know. */
+export type TaskState = DomainState | "unknown";
 
 /** Milliseconds, or a string such as "500ms", "30s", "5m", "1h". */
 export type Duration = number | string;
@@ -114,13 +116,8 @@ export interface TaskView {
   json<T = unknown>(): T;
 }
 
-const STATES: Record<number, TaskState> = {
-  [WireState.SCHEDULED]: "scheduled", [WireState.PENDING]: "pending", [WireState.AGGREGATING]: "aggregating",
-  [WireState.ACTIVE]: "active", [WireState.RETRY]: "retry", [WireState.COMPLETED]: "completed",
-  [WireState.ARCHIVED]: "archived", [WireState.CANCELLED]: "cancelled",
-};
-
-export const stateName = (s: WireState): TaskState => STATES[s] ?? "pending";
+/** A state this SDK does not know (a newer server's): shown as "unknown", never guessed. */
+export const stateName = (s: WireState): TaskState => stateFromWire(s) ?? "unknown";
 
 const date = (v: bigint): Date | undefined => (v === 0n ? undefined : new Date(Number(v)));
 

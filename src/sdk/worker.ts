@@ -21,15 +21,20 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { ConveyorError } from "../base/errors.js";
-import { ERROR_MESSAGE_MAX_BYTES, RESULT_MAX_BYTES, truncateBytes, truncateText } from "../base/limits.js";
+import {
+  BATCH_MAX, ERROR_MESSAGE_MAX_BYTES, HEARTBEAT_LEASES_MAX, LEASE_QUEUES_MAX, REQUEST_MAX_BYTES, RESULT_MAX_BYTES, SETTLEMENTS_MAX,
+  truncateBytes, truncateText,
+} from "../base/limits.js";
 import { setLongTimeout } from "../base/long-timer.js";
 import { Outcome as WireOutcome, WorkerService, type Delivery, type Settlement } from "../gen/conveyor/v1/worker_service_pb.js";
 import { RpcChannel } from "../rpc/client.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
 import { defaultAddress } from "./client.js";
 import { BatchError, isSkipRetry } from "./errors.js";
-import { encodeResult, type ConcurrencyRuleSpec, type ConcurrencyStrategy, type HandlerContext, type Mux } from "./mux.js";
-import { LimitStrategy } from "../gen/conveyor/v1/task_pb.js";
+import { encodeResult, type ConcurrencyRuleSpec, type HandlerContext, type Mux } from "./mux.js";
+import { fromItemError } from "../rpc/status.js";
+import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
+import { strategyToWire } from "../rpc/wire-names.js";
 import { toTaskView } from "./task.js";
 
 export interface WorkerOptions {
@@ -55,6 +60,8 @@ interface Running {
 }
 
 const RECONNECT_BASE_MS = 100;
+/** A Settle call stays this far under the node's request size limit. */
+const SETTLE_MAX_BYTES = REQUEST_MAX_BYTES - 64 * 1024;
 const RECONNECT_MAX_MS = 5_000;
 
 export class Worker {
@@ -85,6 +92,7 @@ export class Worker {
       ? q.map((queue) => ({ queue, weight: 1 }))
       : Object.entries(q).map(([queue, weight]) => ({ queue, weight }));
     if (this.queues.length === 0) throw new Error("Worker: name at least one queue");
+    if (this.queues.length > LEASE_QUEUES_MAX) throw new Error(`Worker: at most ${LEASE_QUEUES_MAX} queues (got ${this.queues.length})`);
     this.concurrency = options.concurrency ?? 10;
     if (!Number.isInteger(this.concurrency) || this.concurrency < 1) throw new Error("Worker: concurrency must be a positive integer");
     this.leaseWaitMs = options.leaseWaitMs ?? 30_000;
@@ -177,8 +185,8 @@ export class Worker {
       try {
         const calledAt = Date.now();
         const res = await this.rpc.lease(
-          { workerId: this.workerId, queues: this.queues, maxDeliveries: free, waitMs: this.leaseWaitMs, batchTypes: this.options.mux.batchTypes },
-          { timeoutMs: this.leaseWaitMs + 15_000, signal: this.leaseAbort.signal, waitForReady: true },
+          { workerId: this.workerId, queues: this.queues, maxDeliveries: Math.min(free, BATCH_MAX), waitMs: this.leaseWaitMs, batchTypes: this.options.mux.batchTypes },
+          { timeoutMs: this.leaseWaitMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS, signal: this.leaseAbort.signal, waitForReady: true },
         );
         failures = 0;
         if (res.heartbeatIntervalMs > 0) this.heartbeatMs = res.heartbeatIntervalMs;
@@ -279,16 +287,26 @@ export class Worker {
     });
   }
 
-  /** Sends every queued outcome in one call; retries while the server is unreachable. */
+  /**
+   * Sends every queued outcome, in as few calls as the node's bounds allow (count and
+   * size); retries while the server is unreachable. When draining, every call says so
+   * (the node fences the worker before applying that call's releases; fencing twice is
+   * harmless).
+   */
   private async flushSettles(draining = false): Promise<void> {
     if (this.outbox.length === 0 && !draining) return;
-    const batch = this.outbox.splice(0, this.outbox.length);
+    const batches = chunkSettlements(this.outbox.splice(0, this.outbox.length));
+    if (batches.length === 0) batches.push([]);
+    await Promise.all(batches.map((batch) => this.sendSettles(batch, draining)));
+  }
+
+  private async sendSettles(batch: Settlement[], draining: boolean): Promise<void> {
     this.settling += 1;
     try {
       for (let attempt = 0; ; attempt++) {
         try {
           const res = await this.rpc.settle({ workerId: this.workerId, settlements: batch, workerDraining: draining }, { timeoutMs: 30_000, waitForReady: true });
-          for (const r of res.results) if (r.error) this.report(new ConveyorError("FAILED_PRECONDITION", "LEASE_NOT_HELD", r.error.message), "settle");
+          for (const r of res.results) if (r.error) this.report(fromItemError(r.error), "settle");
           return;
         } catch (error) {
           this.report(error, "settle");
@@ -311,7 +329,12 @@ export class Worker {
 
   private async heartbeat(): Promise<void> {
     const leases = [...this.running.values()].map((r) => ({ queue: r.delivery.queue, leaseId: r.delivery.leaseId }));
-    if (leases.length === 0) return;
+    const chunks: Array<typeof leases> = [];
+    for (let i = 0; i < leases.length; i += HEARTBEAT_LEASES_MAX) chunks.push(leases.slice(i, i + HEARTBEAT_LEASES_MAX));
+    await Promise.all(chunks.map((chunk) => this.heartbeatChunk(chunk)));
+  }
+
+  private async heartbeatChunk(leases: Array<{ queue: string; leaseId: string }>): Promise<void> {
     try {
       const res = await this.rpc.heartbeat({ workerId: this.workerId, leases }, { timeoutMs: this.heartbeatMs });
       for (const status of res.leases) {
@@ -349,6 +372,28 @@ export function attemptEndMs(d: Pick<Delivery, "deadlineAtMs" | "leaseExpiresAtM
   return receivedAtMs + Math.max(0, deadlineMs - leasedAtMs);
 }
 
+/** About how many bytes a settlement takes on the wire (the error counted at 3 bytes a character). */
+const settlementBytes = (s: Settlement) => s.result.byteLength + 3 * (s.error.length + s.queue.length + s.leaseId.length + s.taskId.length) + 32;
+
+/** Outcomes in consecutive calls of at most SETTLEMENTS_MAX items and SETTLE_MAX_BYTES. */
+function chunkSettlements(items: readonly Settlement[]): Settlement[][] {
+  const chunks: Settlement[][] = [];
+  let chunk: Settlement[] = [];
+  let bytes = 0;
+  for (const s of items) {
+    const size = settlementBytes(s);
+    if (chunk.length > 0 && (chunk.length >= SETTLEMENTS_MAX || bytes + size > SETTLE_MAX_BYTES)) {
+      chunks.push(chunk);
+      chunk = [];
+      bytes = 0;
+    }
+    chunk.push(s);
+    bytes += size;
+  }
+  if (chunk.length > 0) chunks.push(chunk);
+  return chunks;
+}
+
 /** The node keeps a result or error over its limit truncated; cutting it here saves sending it. */
 function settlement(d: Delivery, taskId: string, outcome: WireOutcome, result: Uint8Array, error: string): Settlement {
   return {
@@ -357,20 +402,12 @@ function settlement(d: Delivery, taskId: string, outcome: WireOutcome, result: U
   };
 }
 
-const STRATEGY_WIRE: Record<ConcurrencyStrategy, LimitStrategy> = {
-  GROUP_ROUND_ROBIN: LimitStrategy.GROUP_ROUND_ROBIN,
-  CANCEL_IN_PROGRESS: LimitStrategy.CANCEL_IN_PROGRESS,
-  CANCEL_NEWEST: LimitStrategy.CANCEL_NEWEST,
-  CANCEL_QUEUED_EXCEPT_NEWEST: LimitStrategy.CANCEL_QUEUED_EXCEPT_NEWEST,
-  CANCEL_QUEUED_EXCEPT_OLDEST: LimitStrategy.CANCEL_QUEUED_EXCEPT_OLDEST,
-};
-
 function ruleToWire(r: ConcurrencyRuleSpec) {
   return {
     name: r.name ?? "", expression: r.expression,
     maxRuns: typeof r.maxRuns === "number" ? r.maxRuns : 0,
     maxRunsExpression: typeof r.maxRuns === "string" ? r.maxRuns : "",
-    strategy: STRATEGY_WIRE[r.limitStrategy] ?? LimitStrategy.UNSPECIFIED,
+    strategy: strategyToWire(r.limitStrategy),
   };
 }
 

@@ -1,5 +1,6 @@
 /** AdminService: operator reads (from storage) and actions (through the owning grain). */
 import { create } from "@bufbuild/protobuf";
+import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
 import { ConveyorError, invalidField } from "../base/errors.js";
 import { GROUP_SIZE_MAX, KEY_MAX_CHARS, PAGE_SIZE_MAX, QUEUE_NAME_MAX_CHARS, RATE_BURST_MAX, quote } from "../base/limits.js";
 import { defaultRateLimit } from "./config.js";
@@ -12,7 +13,6 @@ import { stateFromWire, taskToWire } from "./convert.js";
 import type { Router } from "../cluster/router.js";
 import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
 import type { AdminQueries } from "../storage/admin-queries.js";
-import type { TaskStore } from "../storage/task-store.js";
 import type { NodeConfig } from "./config.js";
 import type { RuleRegistry } from "./rules/rule-registry.js";
 import type { TaskAccess } from "./task-access.js";
@@ -26,9 +26,7 @@ export interface AdminServiceDeps extends TaskAccess {
   router: Pick<Router, "grainFor" | "ownerOf" | "ring" | "selfId">;
   /** Operator reads: durable facts from storage (they never activate a grain). */
   queries: Pick<AdminQueries, "listQueues" | "listTasks" | "queueSummary" | "queueSettings" | "listGroupConfigs">;
-  /** Queue settings written beside the grain's own turn (until they become grain commands). */
-  store: Pick<TaskStore, "setKeyLimit" | "setRateLimit" | "setGroupConfig">;
-  rules: Pick<RuleRegistry, "list" | "set" | "get" | "delete">;
+  rules: Pick<RuleRegistry, "list" | "prepare" | "set" | "get" | "delete">;
   broker: Pick<LeaseBroker, "canTakeBatches" | "parked">;
   /** This node's grains in memory (a live view for GetClusterInfo, never a route). */
   activeQueues: () => string[];
@@ -108,7 +106,6 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
       const queue = checkQueueName(call.request.queue, "queue");
       const max = call.request.max;
       if (max < 1) throw invalidField("max", `must be at least 1, got ${max}`);
-      ctx.store.setKeyLimit(queue, max);
       await ctx.router.grainFor(queue).setKeyLimit(max);
       return { limit: await concurrencyLimit(queue, max) };
     },
@@ -118,7 +115,6 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
       if (ctx.queries.queueSettings().find((q) => q.name === queue)?.keyLimit === undefined) {
         throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no concurrency limit`);
       }
-      ctx.store.setKeyLimit(queue, undefined);
       await ctx.router.grainFor(queue).setKeyLimit(undefined);
       return {};
     },
@@ -136,7 +132,6 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
       if (call.request.burst > RATE_BURST_MAX) throw invalidField("burst", `must be at most ${RATE_BURST_MAX}, got ${call.request.burst}`);
       const burst = call.request.burst || Math.max(1, Math.ceil(ratePerSec));
       const spec = { ratePerSec, burst };
-      ctx.store.setRateLimit(queue, spec);
       await ctx.router.grainFor(queue).setRateLimit(spec);
       return { limit: { queue, ...spec } };
     },
@@ -146,7 +141,6 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
       if (ctx.queries.queueSettings().find((q) => q.name === queue)?.rateLimit === undefined) {
         throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no rate limit override`);
       }
-      ctx.store.setRateLimit(queue, undefined);
       await ctx.router.grainFor(queue).setRateLimit(undefined);
       return {};
     },
@@ -163,7 +157,6 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
       const config = {
         maxSize: c.maxSize, maxDelayMs: checkDurationMs(c.maxDelayMs, "config.max_delay_ms"), graceMs: checkDurationMs(c.graceMs, "config.grace_ms"),
       };
-      ctx.store.setGroupConfig(queue, c.group, config);
       await ctx.router.grainFor(queue).setGroupConfig(c.group, config);
       return { config: groupConfigToWire(queue, c.group, config) };
     },
@@ -179,17 +172,16 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
     async deleteGroupConfig(call) {
       const queue = checkQueueName(call.request.queue, "queue");
       const group = checkLength(call.request.group, "group", KEY_MAX_CHARS);
-      if (!ctx.store.setGroupConfig(queue, group, undefined)) {
+      if (!(await ctx.router.grainFor(queue).setGroupConfig(group, undefined))) {
         const what = group === "" ? "queue-wide group default" : `override for group ${quote(group)}`;
-        throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no ${what}`);
+        throw new ConveyorError("NOT_FOUND", "GROUP_CONFIG_NOT_FOUND", `queue ${quote(queue)} has no ${what}`);
       }
-      await ctx.router.grainFor(queue).setGroupConfig(group, undefined);
       return {};
     },
 
     async listGroups(call) {
       const filter = checkLength(call.request.queue, "queue", QUEUE_NAME_MAX_CHARS);
-      const withinMs = ctx.config.leaseWaitMaxMs + 10_000;
+      const withinMs = ctx.config.leaseWaitMaxMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS; // was + 10 s
       // Groups live in grain memory: this reads the grains of queues that can have any
       // (aggregating members, or fired batches among their pending tasks), activating them.
       const queues = ctx.queries.listQueues()
@@ -219,14 +211,16 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
       const type = checkLength(call.request.type, "type", KEY_MAX_CHARS);
       if (type === "") throw invalidField("type", "must not be empty");
       if (call.request.rules.length === 0) throw invalidField("rules", "give at least one rule (use DeleteStrategies to clear)");
-      const saved = ctx.rules.set(type, call.request.rules.map(ruleFromWire), "operator");
+      const rules = call.request.rules.map(ruleFromWire);
+      await ctx.rules.prepare(rules);
+      const saved = ctx.rules.set(type, rules, "operator");
       await ctx.committed();
       return { rules: typeRulesToWire(saved) };
     },
 
     async deleteStrategies(call) {
       const type = checkLength(call.request.type, "type", KEY_MAX_CHARS);
-      if (!ctx.rules.get(type)) throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `task type ${quote(type)} has no concurrency rules`);
+      if (!ctx.rules.get(type)) throw new ConveyorError("NOT_FOUND", "RULES_NOT_FOUND", `task type ${quote(type)} has no concurrency rules`);
       ctx.rules.delete(type);
       await ctx.committed();
       return {};

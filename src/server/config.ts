@@ -3,6 +3,7 @@
  * variables, then command-line flags (later wins). Durations accept "30s", "5m", ...
  */
 import { readFileSync } from "node:fs";
+import { DEFAULT_ADDRESS } from "../rpc/client.js";
 import { parse as parseYaml } from "yaml";
 import { formatDurationMs, parseDurationMs } from "../base/duration.js";
 import { DURATION_MAX_MS, GROUP_SIZE_MAX, RATE_BURST_MAX, RATE_MAX_PER_SEC, RATE_MIN_PER_SEC, TIMER_MAX_MS, quote } from "../base/limits.js";
@@ -53,7 +54,7 @@ export function defaultRateLimit(config: Pick<NodeConfig, "rateLimitRatePerSec" 
 }
 
 export const DEFAULT_CONFIG: NodeConfig = {
-  listen: "127.0.0.1:7233",
+  listen: DEFAULT_ADDRESS,
   http: "127.0.0.1:8080",
   dataDir: "./data",
   nodeId: "",

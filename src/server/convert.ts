@@ -1,25 +1,16 @@
 /** Domain → wire conversions (the wire carries int64 as bigint). */
 import { create } from "@bufbuild/protobuf";
 import type { TaskRecord, TaskState } from "../grains/queue/task.js";
-import { TaskSchema, TaskState as WireState, type Task } from "../gen/conveyor/v1/task_pb.js";
+import { TaskSchema, type TaskState as WireState, type Task } from "../gen/conveyor/v1/task_pb.js";
+import { stateFromWire as wireStateName, stateToWire as wireState, type TaskStateName } from "../rpc/wire-names.js";
 
-const STATE_TO_WIRE: Record<TaskState, WireState> = {
-  scheduled: WireState.SCHEDULED,
-  pending: WireState.PENDING,
-  aggregating: WireState.AGGREGATING,
-  active: WireState.ACTIVE,
-  retry: WireState.RETRY,
-  completed: WireState.COMPLETED,
-  archived: WireState.ARCHIVED,
-  cancelled: WireState.CANCELLED,
-};
+/** The grain's state union and the wire enum's names are one list (compile-time check). */
+const sameStates: [TaskState] extends [TaskStateName] ? ([TaskStateName] extends [TaskState] ? true : never) : never = true;
+void sameStates;
 
-export const stateToWire = (s: TaskState): WireState => STATE_TO_WIRE[s];
+export const stateToWire = (s: TaskState): WireState => wireState(s);
 
-export function stateFromWire(s: WireState): TaskState | undefined {
-  for (const [k, v] of Object.entries(STATE_TO_WIRE)) if (v === s) return k as TaskState;
-  return undefined;
-}
+export const stateFromWire = (s: WireState): TaskState | undefined => wireStateName(s);
 
 const big = (n: number) => BigInt(Math.round(n));
 

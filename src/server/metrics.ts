@@ -10,13 +10,13 @@ export class NodeMetrics {
   readonly registry = new Registry();
   readonly enqueued = new Counter({ name: "conveyor_tasks_enqueued_total", help: "Tasks admitted by enqueue.", labelNames: ["queue"] as const, registers: [this.registry] });
   readonly dispatched = new Counter({ name: "conveyor_tasks_dispatched_total", help: "Deliveries handed to workers.", labelNames: ["queue"] as const, registers: [this.registry] });
-  readonly finished = new Counter({ name: "conveyor_tasks_finished_total", help: "Tasks that reached a final state or a retry.", labelNames: ["queue", "outcome"] as const, registers: [this.registry] });
+  readonly finished = new Counter({ name: "conveyor_tasks_finished_total", help: "Tasks that reached a final state, by outcome: completed, archived or cancelled.", labelNames: ["queue", "outcome"] as const, registers: [this.registry] });
   readonly leasesExpired = new Counter({ name: "conveyor_leases_expired_total", help: "Leases reclaimed because their worker stopped heartbeating.", labelNames: ["queue"] as const, registers: [this.registry] });
   readonly attemptsTimedOut = new Counter({ name: "conveyor_attempts_timed_out_total", help: "Attempts the node ended at their timeout or deadline (the worker still held them).", labelNames: ["queue"] as const, registers: [this.registry] });
-  readonly cancelled = new Counter({ name: "conveyor_tasks_cancelled_total", help: "Tasks cancelled by a concurrency strategy.", labelNames: ["queue", "strategy", "reason"] as const, registers: [this.registry] });
+  readonly cancelled = new Counter({ name: "conveyor_tasks_cancelled_total", help: "Tasks cancelled by a concurrency strategy (reason CONCURRENCY_LIMIT).", labelNames: ["queue", "strategy", "reason"] as const, registers: [this.registry] });
   readonly rateLimited = new Counter({ name: "conveyor_rate_limited_total", help: "Dispatch cycles stopped by the queue's rate limit.", labelNames: ["queue"] as const, registers: [this.registry] });
   readonly throttled = new Counter({ name: "conveyor_concurrency_throttled_total", help: "Dispatch cycles that held a task back because its concurrency key was saturated.", labelNames: ["queue"] as const, registers: [this.registry] });
-  readonly grainLifecycle = new Counter({ name: "conveyor_grain_lifecycle_total", help: "Grain activations and deactivations by reason.", labelNames: ["queue", "event"] as const, registers: [this.registry] });
+  readonly grainLifecycle = new Counter({ name: "conveyor_grain_lifecycle_total", help: "Grain activations and deactivations, by event: activated, idle, failed or shutdown.", labelNames: ["queue", "event"] as const, registers: [this.registry] });
   readonly rpcSeconds = new Histogram({ name: "conveyor_rpc_duration_seconds", help: "RPC handling time.", labelNames: ["method", "code"] as const, buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5, 30, 60], registers: [this.registry] });
   /** Read at scrape time; the composition root points them at the live parts. */
   readonly sources = {

@@ -9,6 +9,7 @@ import type { Logger } from "pino";
 import { systemClock, type Clock } from "../base/clock.js";
 import { setLongTimeout } from "../base/long-timer.js";
 import { systemRandom, type Random } from "../base/random.js";
+import { LEASE_RESPONSE_DELIVERIES_MAX, LEASE_RESPONSE_MAX_BYTES, REQUEST_MAX_BYTES } from "../base/limits.js";
 import { Ring } from "../cluster/ring.js";
 import { Router } from "../cluster/router.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
@@ -36,7 +37,6 @@ import { adminService } from "./admin-service.js";
 import { createHttpServer } from "./http.js";
 import { jsonApiRoute, jsonService } from "./json-api.js";
 import { findWebRoot, staticRoute } from "./static-files.js";
-import { GRPC_MESSAGE_MAX_BYTES } from "../base/limits.js";
 
 export interface NodeDeps {
   config: NodeConfig;
@@ -154,7 +154,7 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
   const sharedSlots = new SharedSlotLedger();
   sharedSlots.restoreLimits(store.slotLimits(""));
   const host = new GrainHost({
-    sharedSlots, store, clock, random, newLeaseId: randomUUID,
+    sharedSlots, store, clock, random, newId: randomUUID,
     core: {
       leaseTtlMs: config.leaseTtlMs,
       ...withDefined("defaultRateLimit", defaultRateLimit(config)),
@@ -173,6 +173,7 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
   });
   const broker = new LeaseBroker({
     grainOf: (q) => router.localGrainFor(q), committed: () => db.committed(), clock, random, waitersMax: config.leaseWaitersMax,
+    answerMaxDeliveries: LEASE_RESPONSE_DELIVERIES_MAX, answerMaxBytes: LEASE_RESPONSE_MAX_BYTES,
   });
   /** A call the node makes on its own (no caller to answer): through the router, failures logged. */
   const routed = (queue: string, what: string, call: (ref: QueueRef) => Promise<unknown>): void => {
@@ -220,7 +221,7 @@ function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<Runtim
     }),
     workers: workerService({ router, broker, rules, config, committed }),
     admin: adminService({
-      ...tasksById, router, queries, store, rules, broker, config, startedAtMs: clock.nowMs(), committed,
+      ...tasksById, router, queries, rules, broker, config, startedAtMs: clock.nowMs(), committed,
       activeQueues: () => host.activeQueues(),
     }),
   };
@@ -242,7 +243,8 @@ async function startTransports(
   const grpcServer = new grpc.Server({
     "grpc.keepalive_time_ms": 30_000,
     "grpc.keepalive_timeout_ms": 10_000,
-    "grpc.max_receive_message_length": GRPC_MESSAGE_MAX_BYTES,
+    // A request is decoded in one piece before any handler runs: its size bounds that work.
+    "grpc.max_receive_message_length": REQUEST_MAX_BYTES,
   });
   const onInternal = (method: string, error: unknown) => logger.error({ method, err: error }, "rpc failed with an internal error");
   const observe = (method: string, code: grpc.status, seconds: number) =>
@@ -282,12 +284,15 @@ async function startTransports(
   };
 }
 
+/** Rows one janitor run deletes at most (one transaction); a larger backlog drains over several runs. */
+const JANITOR_BATCH_MAX_ROWS = 5_000;
+
 function startJanitor(queries: AdminQueries, clock: Clock, intervalMs: number, logger: Logger): () => void {
   let cancel = () => {};
   const run = () => {
     try {
       // Bounded batches keep each transaction short; a backlog drains over several runs.
-      const purged = queries.purgeFinished(clock.nowMs(), 5_000);
+      const purged = queries.purgeFinished(clock.nowMs(), JANITOR_BATCH_MAX_ROWS);
       if (purged > 0) logger.debug({ purged }, "purged finished tasks past retention");
     } catch (err) {
       logger.error({ err }, "retention purge failed");

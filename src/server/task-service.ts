@@ -1,21 +1,30 @@
 /** TaskService: translates producer calls to grain operations. No logic lives here. */
 import { create } from "@bufbuild/protobuf";
-import { ConveyorError, invalidField } from "../base/errors.js";
+import { toItemError } from "../rpc/status.js";
+import { ConveyorError, asStorageFailure, invalidField } from "../base/errors.js";
 import { quote } from "../base/limits.js";
 import type { EnqueueOutcome } from "../grains/queue/queue-core.js";
 import type { NewTask } from "../grains/queue/task.js";
 import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
-import { EnqueueResultSchema, ItemErrorSchema, type TaskSpec } from "../gen/conveyor/v1/task_pb.js";
+import { EnqueueResultSchema, type TaskSpec } from "../gen/conveyor/v1/task_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import { stateToWire, taskToWire } from "./convert.js";
 import type { Clock } from "../base/clock.js";
 import type { Router } from "../cluster/router.js";
-import { grpcCodeOf } from "../rpc/status.js";
 import type { NodeMetrics } from "./metrics.js";
 import type { RuleRegistry } from "./rules/rule-registry.js";
 import type { TaskAccess } from "./task-access.js";
 import type { TaskDefaults } from "./validate.js";
 import { BATCH_MAX, checkTaskId, validateSpec } from "./validate.js";
+import { WorkSlicer, chunksBy } from "./work-slicer.js";
+import { ENQUEUE_TX_MAX_BYTES, WORK_SLICE_BYTES } from "../base/limits.js";
+
+/**
+ * Tasks per grain turn when a batch is admitted in slices (a few milliseconds of work,
+ * and at most WORK_SLICE_BYTES of payload); EnqueueTx admits all its tasks in one turn
+ * (that is what makes it atomic).
+ */
+const ADMIT_CHUNK = 100;
 
 /** What TaskService uses, and nothing else. */
 export interface TaskServiceDeps extends TaskAccess {
@@ -33,15 +42,35 @@ export function taskService(ctx: TaskServiceDeps): UnaryImpl<typeof TaskService>
   const validate = (spec: TaskSpec | undefined, field: string): NewTask => {
     const task = validateSpec(spec, field, ctx.taskDefaults, ctx.clock.nowMs(), ctx.newTaskId);
     if (task.group !== "") return task;
-    const { rules, error } = ctx.rules.evaluate(task.type, task.payload, task.metadata);
+    const { rules, error } = ctx.rules.evaluate(task.type, task.payload, task.metadata, field);
     return { ...task, rules, ruleError: error };
   };
 
   /**
-   * Admits tasks queue by queue (one grain turn per queue, all started in this event-loop
-   * turn so they share one commit), keeping request order. Resolves after the commit.
+   * Validates a batch's specs in order, yielding between slices of work. A bad spec
+   * becomes its error in the answer, or (atomic) fails the call.
    */
-  async function admit(tasks: Array<NewTask | ConveyorError>, atomic: boolean): Promise<EnqueueOutcome[]> {
+  async function validateAll(specs: readonly TaskSpec[], atomic: boolean, slicer: WorkSlicer): Promise<Array<NewTask | ConveyorError>> {
+    const out: Array<NewTask | ConveyorError> = [];
+    for (const [i, spec] of specs.entries()) {
+      try {
+        out.push(validate(spec, `tasks[${i}]`));
+      } catch (e) {
+        if (atomic || !(e instanceof ConveyorError)) throw e;
+        out.push(e);
+      }
+      if (slicer.due()) await slicer.yield();
+    }
+    return out;
+  }
+
+  /**
+   * Admits tasks queue by queue, keeping request order: all of them in one grain turn
+   * when atomic, otherwise ADMIT_CHUNK per turn, yielding between slices of work. Each
+   * turn's promise resolves after its commit; resolves once all of them have. A chunk
+   * whose commit failed fails exactly its items (non-atomic); an atomic call rejects.
+   */
+  async function admit(tasks: Array<NewTask | ConveyorError>, atomic: boolean, slicer = new WorkSlicer()): Promise<EnqueueOutcome[]> {
     const out: EnqueueOutcome[] = new Array(tasks.length);
     const byQueue = new Map<string, number[]>();
     tasks.forEach((t, i) => {
@@ -53,19 +82,36 @@ export function taskService(ctx: TaskServiceDeps): UnaryImpl<typeof TaskService>
       list.push(i);
       byQueue.set(t.queue, list);
     });
-    await Promise.all([...byQueue].map(async ([queue, indexes]) => {
-      const outcomes = await enqueueInQueue(queue, indexes.map((i) => tasks[i] as NewTask), atomic);
-      outcomes.forEach((o, k) => (out[indexes[k]!] = o));
-      const admitted = outcomes.filter((o) => o.ok && !o.existed).length;
-      if (admitted > 0) ctx.metrics.enqueued.inc({ queue }, admitted);
-    }));
+    // One promise per grain turn: each settles once that turn's commit has.
+    const turns: Promise<void>[] = [];
+    for (const [queue, indexes] of byQueue) {
+      const payloadBytes = (i: number) => (tasks[i] as NewTask).payload.byteLength;
+      for (const part of atomic ? [indexes] : chunksBy(indexes, ADMIT_CHUNK, WORK_SLICE_BYTES, payloadBytes)) {
+        const turn = enqueueInQueue(queue, part.map((i) => tasks[i] as NewTask), atomic).then((outcomes) => {
+          outcomes.forEach((o, k) => (out[part[k]!] = o));
+          const admitted = outcomes.filter((o) => o.ok && !o.existed).length;
+          if (admitted > 0) ctx.metrics.enqueued.inc({ queue }, admitted);
+        }, (error: unknown) => {
+          if (atomic) throw error;
+          // This chunk's commit failed: exactly its items were not admitted.
+          const failure = asStorageFailure(error);
+          for (const i of part) out[i] = { ok: false, error: failure };
+        });
+        // Handled now, awaited below: no rejection goes unhandled while the loop yields.
+        turn.catch(() => {});
+        turns.push(turn);
+        slicer.wrote(part.reduce((n, i) => n + payloadBytes(i), 0));
+        if (slicer.due()) await slicer.yield();
+      }
+    }
+    await Promise.all(turns);
     return out;
   }
 
   /**
    * One queue's tasks, through its ref (which admits a refused task alone, see QueueRef).
    * A queue this node cannot route to fails its tasks of a non-atomic call, not the call;
-   * a failed commit fails the call.
+   * the promise rejects when the turn's commit fails.
    */
   function enqueueInQueue(queue: string, items: NewTask[], atomic: boolean): Promise<EnqueueOutcome[]> {
     let ref;
@@ -95,26 +141,24 @@ export function taskService(ctx: TaskServiceDeps): UnaryImpl<typeof TaskService>
 
     async enqueueBatch(call) {
       checkBatchSize(call.request.tasks.length);
-      const tasks = call.request.tasks.map((spec, i) => {
-        try {
-          return validate(spec, `tasks[${i}]`);
-        } catch (e) {
-          if (e instanceof ConveyorError) return e;
-          throw e;
-        }
-      });
-      const outcomes = await admit(tasks, false);
+      const slicer = new WorkSlicer();
+      const tasks = await validateAll(call.request.tasks, false, slicer);
+      // Sliced: admit resolves once the commit of every slice it wrote has settled.
+      const outcomes = await admit(tasks, false, slicer);
       return {
         items: outcomes.map((o, i) => o.ok
           ? { outcome: { case: "result" as const, value: toResult(o, (tasks[i] as NewTask).queue) } }
-          : { outcome: { case: "error" as const, value: create(ItemErrorSchema, {
-              code: grpcCodeOf(o.error.code), reason: o.error.reason, message: o.error.message, field: o.error.field ?? "" }) } }),
+          : { outcome: { case: "error" as const, value: toItemError(o.error) } }),
       };
     },
 
     async enqueueTx(call) {
       checkBatchSize(call.request.tasks.length);
-      const tasks = call.request.tasks.map((spec, i) => validate(spec, `tasks[${i}]`));
+      const txBytes = call.request.tasks.reduce((n, t) => n + t.payload.byteLength, 0);
+      if (txBytes > ENQUEUE_TX_MAX_BYTES) {
+        throw invalidField("tasks", `carry ${txBytes} bytes of payload; an EnqueueTx (one transaction) carries at most ${ENQUEUE_TX_MAX_BYTES}: use EnqueueBatch`);
+      }
+      const tasks = (await validateAll(call.request.tasks, true, new WorkSlicer())) as NewTask[];
       const queue = tasks[0]!.queue;
       const other = tasks.findIndex((t) => t.queue !== queue);
       if (other >= 0) {

@@ -1,22 +1,24 @@
 /** WorkerService: long-poll Lease, Heartbeat and Settle, translated to grain calls. */
 import { create } from "@bufbuild/protobuf";
-import { invalidField } from "../base/errors.js";
+import { toItemError } from "../rpc/status.js";
+import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
+import { asStorageFailure, invalidField } from "../base/errors.js";
 import type { Settlement } from "../grains/queue/queue-core.js";
 import type { LeasedDelivery } from "../grains/queue/queue-grain.js";
 import type { Outcome } from "../grains/queue/task.js";
-import { ItemErrorSchema } from "../gen/conveyor/v1/task_pb.js";
 import { DeliverySchema, Outcome as WireOutcome, WorkerService } from "../gen/conveyor/v1/worker_service_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import { taskToWire } from "./convert.js";
 import { ruleFromWire } from "./rules/rule-wire.js";
 import type { Router } from "../cluster/router.js";
 import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
-import { grpcCodeOf } from "../rpc/status.js";
 import type { NodeConfig } from "./config.js";
 import type { RuleRegistry } from "./rules/rule-registry.js";
+import { WorkSlicer, chunksBy } from "./work-slicer.js";
 import { BATCH_MAX, checkLength, checkQueueName } from "./validate.js";
 import {
-  ERROR_MESSAGE_MAX_BYTES, KEY_MAX_CHARS, LEASE_ID_MAX_CHARS, RESULT_MAX_BYTES, SETTLEMENTS_MAX, TASK_ID_MAX_CHARS,
+  ERROR_MESSAGE_MAX_BYTES, HEARTBEAT_LEASES_MAX, KEY_MAX_CHARS, LEASE_BATCH_TYPES_MAX, LEASE_ID_MAX_CHARS, LEASE_QUEUES_MAX,
+  REGISTER_RULES_MAX, REGISTER_TYPES_MAX, RESULT_MAX_BYTES, SETTLEMENTS_MAX, TASK_ID_MAX_CHARS, WORK_SLICE_BYTES,
   WORKER_ID_MAX_CHARS, truncateBytes, truncateText,
 } from "../base/limits.js";
 
@@ -38,12 +40,20 @@ function byQueue<T extends { queue: string }>(items: readonly T[]): Map<string, 
   return groups;
 }
 
+/** Settlements per grain turn (a few milliseconds of work). */
+const SETTLE_CHUNK = 100;
+
+/** Refuses a list longer than its bound, naming the field and the maximum. */
+function checkCount(n: number, max: number, field: string, what: string): void {
+  if (n > max) throw invalidField(field, `at most ${max} ${what}, got ${n}`);
+}
+
 /** What WorkerService uses, and nothing else. */
 export interface WorkerServiceDeps {
   router: Pick<Router, "grainFor">;
   broker: Pick<LeaseBroker, "lease" | "drain" | "undrain">;
   /** Task types' rules, which workers register. */
-  rules: Pick<RuleRegistry, "registerAll">;
+  rules: Pick<RuleRegistry, "prepare" | "registerAll">;
   config: Pick<NodeConfig, "leaseWaitMaxMs" | "leaseTtlMs" | "heartbeatIntervalMs">;
   /** Resolves once every write so far is durable (the rule registry's writes). */
   committed: () => Promise<void>;
@@ -68,6 +78,8 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
       checkLength(req.workerId, "worker_id", WORKER_ID_MAX_CHARS);
       req.batchTypes.forEach((t, i) => checkLength(t, `batch_types[${i}]`, KEY_MAX_CHARS));
       if (req.queues.length === 0) throw invalidField("queues", "name at least one queue");
+      checkCount(req.queues.length, LEASE_QUEUES_MAX, "queues", "queues per Lease call");
+      checkCount(req.batchTypes.length, LEASE_BATCH_TYPES_MAX, "batch_types", "batch types per Lease call");
       const queues = req.queues.map((q, i) => ({ name: checkQueueName(q.queue, `queues[${i}].queue`), weight: q.weight || 1 }));
       if (req.maxDeliveries < 1 || req.maxDeliveries > BATCH_MAX) {
         throw invalidField("max_deliveries", `must be 1..${BATCH_MAX}, got ${req.maxDeliveries}`);
@@ -91,30 +103,44 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
     async heartbeat(call) {
       const leases = call.request.leases;
       checkLength(call.request.workerId, "worker_id", WORKER_ID_MAX_CHARS);
+      checkCount(leases.length, HEARTBEAT_LEASES_MAX, "leases", "leases per Heartbeat call");
+      checkCount(new Set(leases.map((l) => l.queue)).size, LEASE_QUEUES_MAX, "leases", "distinct queues per Heartbeat call");
       leases.forEach((l, i) => {
         checkQueueName(l.queue, `leases[${i}].queue`);
         checkLength(l.leaseId, `leases[${i}].lease_id`, LEASE_ID_MAX_CHARS);
       });
       const statuses = new Array(leases.length);
       // Routed first (a queue owned elsewhere fails the call before any turn runs); then
-      // one turn per queue, all in this event-loop turn, sharing one commit. A heartbeat
-      // can end an attempt whose timeout passed (a write): each ref resolves after its commit.
+      // one grain turn per queue (activating a grain costs a query), yielding between
+      // slices of work. A heartbeat can end an attempt whose timeout passed (a write):
+      // each ref resolves after its commit, and a failed commit fails the call.
       const groups = [...byQueue(leases)].map(([queue, indexes]) => ({ queue, indexes, ref: ctx.router.grainFor(queue) }));
-      await Promise.all(groups.map(async ({ queue, indexes, ref }) => {
-        const views = await ref.heartbeat(indexes.map((i) => leases[i]!.leaseId));
-        views.forEach((v, k) => {
-          statuses[indexes[k]!] = {
-            queue, leaseId: v.leaseId, held: v.held, cancelRequested: v.cancelRequested,
-            cancelReason: v.cancelReason, leaseExpiresAtMs: BigInt(v.leaseExpiresAtMs),
-          };
+      const slicer = new WorkSlicer();
+      const turns: Promise<void>[] = [];
+      for (const { queue, indexes, ref } of groups) {
+        const turn = ref.heartbeat(indexes.map((i) => leases[i]!.leaseId)).then((views) => {
+          views.forEach((v, k) => {
+            statuses[indexes[k]!] = {
+              queue, leaseId: v.leaseId, held: v.held, cancelRequested: v.cancelRequested,
+              cancelReason: v.cancelReason, leaseExpiresAtMs: BigInt(v.leaseExpiresAtMs),
+            };
+          });
+        }, (error: unknown) => {
+          throw asStorageFailure(error);
         });
-      }));
+        // Handled now, awaited below: no rejection goes unhandled while the loop yields.
+        turn.catch(() => {});
+        turns.push(turn);
+        if (slicer.due()) await slicer.yield();
+      }
+      await Promise.all(turns);
       return { leases: statuses };
     },
 
     async settle(call) {
       const items = call.request.settlements;
-      if (items.length > SETTLEMENTS_MAX) throw invalidField("settlements", `at most ${SETTLEMENTS_MAX} per call`);
+      checkCount(items.length, SETTLEMENTS_MAX, "settlements", "settlements per Settle call");
+      checkCount(new Set(items.map((s) => s.queue)).size, LEASE_QUEUES_MAX, "settlements", "distinct queues per Settle call");
       checkLength(call.request.workerId, "worker_id", WORKER_ID_MAX_CHARS);
       // Validate everything first: a bad item must not leave the call half applied.
       const settlements: Settlement[] = items.map((s, i) => {
@@ -131,31 +157,50 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
         };
       });
       // Refuse the draining worker for longer than any of its Lease calls can be in flight.
-      if (call.request.workerDraining) ctx.broker.drain(call.request.workerId, ctx.config.leaseWaitMaxMs + 15_000);
+      if (call.request.workerDraining) ctx.broker.drain(call.request.workerId, ctx.config.leaseWaitMaxMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS);
       const results = new Array(items.length);
+      // Items are independent: applied SETTLE_CHUNK per grain turn (and at most a slice of
+      // row bytes: settling rewrites each task's row, payload and result included),
+      // yielding between slices of work. Each turn's promise resolves after its commit;
+      // a chunk whose commit failed gives exactly its items an item error.
+      const slicer = new WorkSlicer();
+      const turns: Promise<void>[] = [];
       const groups = [...byQueue(items)].map(([queue, indexes]) => ({ indexes, ref: ctx.router.grainFor(queue) }));
-      await Promise.all(groups.map(async ({ indexes, ref }) => {
-        const errors = await ref.settle(indexes.map((i) => settlements[i]!));
-        errors.forEach((e, k) => {
-          const i = indexes[k]!;
-          results[i] = {
-            taskId: items[i]!.taskId,
-            ...(e ? { error: create(ItemErrorSchema, { code: grpcCodeOf(e.code), reason: e.reason, message: e.message, field: e.field ?? "" }) } : {}),
-          };
-        });
-      }));
+      for (const { indexes, ref } of groups) {
+        const payloads = await ref.payloadBytesOf(indexes.map((i) => settlements[i]!.taskId));
+        const rowBytes = new Map(indexes.map((i, k) => [i, payloads[k]! + (settlements[i]!.result?.byteLength ?? 0) + (settlements[i]!.error?.length ?? 0)]));
+        for (const part of chunksBy(indexes, SETTLE_CHUNK, WORK_SLICE_BYTES, (i) => rowBytes.get(i)!)) {
+          const turn = ref.settle(part.map((i) => settlements[i]!)).then((errors) => {
+            errors.forEach((e, k) => {
+              const i = part[k]!;
+              results[i] = { taskId: items[i]!.taskId, ...(e ? { error: toItemError(e) } : {}) };
+            });
+          }, (error: unknown) => {
+            const e = toItemError(asStorageFailure(error));
+            for (const i of part) results[i] = { taskId: items[i]!.taskId, error: e };
+          });
+          turns.push(turn);
+          slicer.wrote(part.reduce((n, i) => n + rowBytes.get(i)!, 0));
+          if (slicer.due()) await slicer.yield();
+        }
+      }
+      await Promise.all(turns);
       return { results };
     },
 
     async registerTaskTypes(call) {
       const types = call.request.types;
       checkLength(call.request.workerId, "worker_id", WORKER_ID_MAX_CHARS);
+      checkCount(types.length, REGISTER_TYPES_MAX, "types", "task types per RegisterTaskTypes call");
+      const ruleCount = types.reduce((n, t) => n + t.concurrency.length, 0);
+      checkCount(ruleCount, REGISTER_RULES_MAX, "types", "concurrency rules per RegisterTaskTypes call (over all types)");
       // Validate every type first: a bad registration changes nothing.
       types.forEach((t, i) => {
         checkLength(t.type, `types[${i}].type`, KEY_MAX_CHARS);
         if (t.type === "") throw invalidField(`types[${i}].type`, "must not be empty");
       });
       const staged = types.map((t) => ({ type: t.type, rules: t.concurrency.map(ruleFromWire) }));
+      await ctx.rules.prepare(staged.flatMap((t) => t.rules));
       ctx.rules.registerAll(staged.map((t, i) => ({ ...t, field: `types[${i}].concurrency` })));
       // A worker registers when it starts: a restarted worker with a fixed id is not draining.
       ctx.broker.undrain(call.request.workerId);

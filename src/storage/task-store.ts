@@ -2,10 +2,9 @@
  * The grain's durable store (the `QueueStore` port) over SQLite. Every statement is
  * prepared once. Writes run inside the database's group-commit transaction.
  */
-import type { Effect, TransitionOutcome } from "../grains/queue/effects.js";
+import type { Effect } from "../grains/queue/effects.js";
 import type { QueueSettings, QueueStore } from "../grains/queue/ports.js";
-import type { TaskIndexEntry, TaskRecord, TaskState } from "../grains/queue/task.js";
-import type { RateLimitSpec } from "../grains/queue/token-bucket.js";
+import { indexEntry, type TaskIndexEntry, type TaskRecord, type TaskState } from "../grains/queue/task.js";
 import type { GroupConfig } from "../grains/queue/group-aggregator.js";
 import type { TaskRule } from "../grains/queue/rules.js";
 import type { Database } from "./database.js";
@@ -32,36 +31,57 @@ export class TaskStore implements QueueStore {
         max_retry, retried, created_at, ready_at, timeout_ms, deadline_at, expires_at, unique_key, unique_until,
         concurrency_key, grp, backoff_base_ms, backoff_max_ms, retention_ms, rules)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-      /**
-       * Writes an entry's new state and lease columns. NULL outcome fields keep the
-       * stored value; purge_at is set when the task reaches a final state.
+      /*
+       * One statement per named transition (grains/queue/effects.ts). Each header says
+       * what it writes (from the effect) and reads (from the row). Lease columns are
+       * lease_id, lease_expires_at and attempt_ends_at; "clears the lease" writes '', 0, 0.
        */
-      transition: s.prepare(`UPDATE tasks SET state = @state, seq = @seq, retried = @retried, ready_at = @readyAt,
-        lease_id = @leaseId, lease_expires_at = @leaseExpiresAt, attempt_ends_at = @attemptEndsAt, expires_at = @expiresAt, batch_id = @batchId,
-        last_error = COALESCE(@lastError, last_error), last_failed_at = COALESCE(@lastFailedAt, last_failed_at),
-        finished_at = COALESCE(@finishedAt, finished_at), result = COALESCE(@result, result),
-        cancel_reason = COALESCE(@cancelReason, cancel_reason),
-        purge_at = CASE @state WHEN 'completed' THEN COALESCE(@finishedAt, finished_at) + retention_ms
-                               WHEN 'archived' THEN COALESCE(@finishedAt, finished_at) + @deadRetention
-                               WHEN 'cancelled' THEN COALESCE(@finishedAt, finished_at) + @deadRetention
-                               ELSE 0 END
-        WHERE id = @id`),
-      /**
-       * The hot transitions get statements of their own. activate: pending → active,
-       * returning the row a delivery sends (no second read). Params: lease id, lease
-       * expiry, attempt end, id.
-       */
+      /** activate (hot): writes state active, the lease, expires_at 0; reads the whole row back (RETURNING: the delivery). */
       activate: s.prepare(`UPDATE tasks SET state = 'active', lease_id = ?, lease_expires_at = ?, attempt_ends_at = ?,
         expires_at = 0 WHERE id = ? RETURNING *`),
-      /** complete: active → completed. Params: finished_at, result, finished_at (for purge_at), id. */
+      /** complete (hot): writes state completed, clears the lease, finished_at, result, purge_at; reads retention_ms. */
       complete: s.prepare(`UPDATE tasks SET state = 'completed', lease_id = '', lease_expires_at = 0, attempt_ends_at = 0, finished_at = ?,
         result = ?, purge_at = ? + retention_ms WHERE id = ?`),
+      /** retry: writes state retry, retried, ready_at (end of backoff), batch_id, clears the lease, last_error, last_failed_at. */
+      retry: s.prepare(`UPDATE tasks SET state = 'retry', retried = @retried, ready_at = @readyAt, batch_id = @batchId,
+        lease_id = '', lease_expires_at = 0, attempt_ends_at = 0, last_error = @lastError, last_failed_at = @lastFailedAt WHERE id = @id`),
+      /** requeue: writes state pending (seq kept), retried, batch_id, clears the lease, last_error, last_failed_at. */
+      requeue: s.prepare(`UPDATE tasks SET state = 'pending', retried = @retried, batch_id = @batchId,
+        lease_id = '', lease_expires_at = 0, attempt_ends_at = 0, last_error = @lastError, last_failed_at = @lastFailedAt WHERE id = @id`),
+      /** release: writes state pending (seq and retried kept), batch_id, clears the lease. */
+      release: s.prepare(`UPDATE tasks SET state = 'pending', batch_id = @batchId,
+        lease_id = '', lease_expires_at = 0, attempt_ends_at = 0 WHERE id = @id`),
+      /** promote: writes state pending and its dispatch rank (seq). */
+      promote: s.prepare("UPDATE tasks SET state = 'pending', seq = @seq WHERE id = @id"),
+      /** fireGroup: writes state pending and the batch's id. */
+      fireGroup: s.prepare("UPDATE tasks SET state = 'pending', batch_id = @batchId WHERE id = @id"),
+      /**
+       * revive: writes state pending, seq, retried 0, ready_at, expires_at 0, batch_id, clears the lease,
+       * finished_at 0, purge_at 0 (last_error, result and cancel_reason stay as history).
+       */
+      revive: s.prepare(`UPDATE tasks SET state = 'pending', seq = @seq, retried = @retried, ready_at = @readyAt, expires_at = @expiresAt,
+        batch_id = @batchId, lease_id = '', lease_expires_at = 0, attempt_ends_at = 0, finished_at = 0, purge_at = 0 WHERE id = @id`),
+      /**
+       * archive: writes state archived, batch_id, clears the lease, last_error, last_failed_at (kept when
+       * absent), finished_at, purge_at (finished_at + the node's dead retention).
+       */
+      archive: s.prepare(`UPDATE tasks SET state = 'archived', batch_id = @batchId, lease_id = '', lease_expires_at = 0, attempt_ends_at = 0,
+        last_error = @lastError, last_failed_at = COALESCE(@lastFailedAt, last_failed_at), finished_at = @finishedAt,
+        purge_at = @finishedAt + @deadRetention WHERE id = @id`),
+      /** cancel: writes state cancelled, batch_id, clears the lease, finished_at, cancel_reason, purge_at (finished_at + dead retention). */
+      cancel: s.prepare(`UPDATE tasks SET state = 'cancelled', batch_id = @batchId, lease_id = '', lease_expires_at = 0, attempt_ends_at = 0,
+        finished_at = @finishedAt, cancel_reason = @cancelReason, purge_at = @finishedAt + @deadRetention WHERE id = @id`),
+      /** delete: removes the row. */
       delete: s.prepare("DELETE FROM tasks WHERE id = ?"),
+      /** Creates the queue's row if it has none (created_at from the effect). */
       ensureQueue: s.prepare("INSERT OR IGNORE INTO queues (name, paused, created_at) VALUES (?, 0, ?)"),
+      /** setPaused: writes queues.paused (creating the row at @now if needed). */
       setPaused: s.prepare(`INSERT INTO queues (name, paused, created_at) VALUES (@name, @value, @now)
         ON CONFLICT (name) DO UPDATE SET paused = @value`),
+      /** setKeyLimit: writes queues.key_limit (NULL: none). */
       setKeyLimit: s.prepare(`INSERT INTO queues (name, key_limit, created_at) VALUES (@name, @value, @now)
         ON CONFLICT (name) DO UPDATE SET key_limit = @value`),
+      /** setRateLimit: writes queues.rate_per_sec and rate_burst (NULL: the server default). */
       setRateLimit: s.prepare(`INSERT INTO queues (name, rate_per_sec, rate_burst, created_at) VALUES (@name, @rate, @burst, @now)
         ON CONFLICT (name) DO UPDATE SET rate_per_sec = @rate, rate_burst = @burst`),
       settings: s.prepare("SELECT paused, key_limit, rate_per_sec, rate_burst FROM queues WHERE name = ?"),
@@ -69,7 +89,7 @@ export class TaskStore implements QueueStore {
       findId: s.prepare("SELECT queue, state FROM tasks WHERE id = ?"),
       unfinished: s.prepare(`SELECT id, state, type, priority, seq, concurrency_key, ready_at, timeout_ms, deadline_at,
         expires_at, unique_key, unique_until, retried, max_retry, backoff_base_ms, backoff_max_ms, lease_id,
-        lease_expires_at, attempt_ends_at, grp, batch_id, rules FROM tasks WHERE queue = ? AND state IN ${UNFINISHED} ORDER BY rowid`),
+        lease_expires_at, attempt_ends_at, grp, batch_id, rules, length(payload) AS payload_bytes FROM tasks WHERE queue = ? AND state IN ${UNFINISHED} ORDER BY rowid`),
       groupConfigs: s.prepare("SELECT grp, max_size, max_delay_ms, grace_ms FROM group_configs WHERE queue = ?"),
       setGroupConfig: s.prepare(`INSERT INTO group_configs (queue, grp, max_size, max_delay_ms, grace_ms)
         VALUES (@queue, @group, @maxSize, @maxDelayMs, @graceMs)
@@ -137,11 +157,12 @@ export class TaskStore implements QueueStore {
     return activated;
   }
 
+  /** Runs the one statement named by the effect. */
   private applyOne(queue: string, effect: Effect, activated: Map<string, TaskRecord>): void {
     switch (effect.kind) {
       case "insert": {
-        this.ensureQueue(queue);
         const { task: t, entry: e } = effect;
+        this.ensureQueue(queue, effect.createdAtMs);
         this.stmt.insert.run(t.id, queue, t.type, toBuffer(t.payload), t.contentType,
           Object.keys(t.metadata).length > 0 ? JSON.stringify(t.metadata) : null, e.state, e.priority, e.seq,
           e.maxRetry, effect.createdAtMs, e.readyAtMs, e.timeoutMs, e.deadlineAtMs, e.expiresAtMs, e.uniqueKey,
@@ -149,30 +170,81 @@ export class TaskStore implements QueueStore {
           e.rules.length > 0 ? JSON.stringify(e.rules) : "[]");
         return;
       }
-      case "transition": {
+      case "activate": {
+        const e = effect.entry;
+        const row = this.stmt.activate.get(e.leaseId, e.leaseExpiresAtMs, e.attemptEndsAtMs, e.id) as TaskRow | undefined;
+        if (row) activated.set(e.id, rowToRecord(row));
+        return;
+      }
+      case "complete": {
+        const o = effect.outcome;
+        this.stmt.complete.run(o.finishedAtMs, toBuffer(o.result), o.finishedAtMs, effect.entry.id);
+        return;
+      }
+      case "retry": {
         const { entry: e, outcome: o } = effect;
-        if (e.state === "active" && !o) {
-          const row = this.stmt.activate.get(e.leaseId, e.leaseExpiresAtMs, e.attemptEndsAtMs, e.id) as TaskRow | undefined;
-          if (row) activated.set(e.id, rowToRecord(row));
-        } else if (e.state === "completed" && o?.finishedAtMs !== undefined) {
-          this.stmt.complete.run(o.finishedAtMs, o.result ? toBuffer(o.result) : null, o.finishedAtMs, e.id);
-        } else {
-          this.transition(e, o);
-        }
+        this.stmt.retry.run({ id: e.id, retried: e.retried, readyAt: e.readyAtMs, batchId: e.batchId, lastError: o.lastError, lastFailedAt: o.lastFailedAtMs });
+        return;
+      }
+      case "requeue": {
+        const { entry: e, outcome: o } = effect;
+        this.stmt.requeue.run({ id: e.id, retried: e.retried, batchId: e.batchId, lastError: o.lastError, lastFailedAt: o.lastFailedAtMs });
+        return;
+      }
+      case "release":
+        this.stmt.release.run({ id: effect.entry.id, batchId: effect.entry.batchId });
+        return;
+      case "promote":
+        this.stmt.promote.run({ id: effect.entry.id, seq: effect.entry.seq });
+        return;
+      case "fireGroup":
+        this.stmt.fireGroup.run({ id: effect.entry.id, batchId: effect.entry.batchId });
+        return;
+      case "revive": {
+        const e = effect.entry;
+        this.stmt.revive.run({ id: e.id, seq: e.seq, retried: e.retried, readyAt: e.readyAtMs, expiresAt: e.expiresAtMs, batchId: e.batchId });
+        return;
+      }
+      case "archive": {
+        const { entry: e, outcome: o } = effect;
+        this.stmt.archive.run({ id: e.id, batchId: e.batchId, lastError: o.lastError, lastFailedAt: o.lastFailedAtMs ?? null,
+          finishedAt: o.finishedAtMs, deadRetention: this.options.deadRetentionMs });
+        return;
+      }
+      case "cancel": {
+        const { entry: e, outcome: o } = effect;
+        this.stmt.cancel.run({ id: e.id, batchId: e.batchId, finishedAt: o.finishedAtMs, cancelReason: o.cancelReason,
+          deadRetention: this.options.deadRetentionMs });
         return;
       }
       case "delete":
         this.stmt.delete.run(effect.id);
         return;
-      case "slotLimit": {
+      case "setPaused":
+        this.stmt.setPaused.run({ name: queue, value: effect.paused ? 1 : 0, now: effect.atMs });
+        this.knownQueues.add(queue);
+        return;
+      case "setKeyLimit":
+        this.stmt.setKeyLimit.run({ name: queue, value: effect.limit ?? null, now: effect.atMs });
+        this.knownQueues.add(queue);
+        return;
+      case "setRateLimit":
+        this.stmt.setRateLimit.run({ name: queue, rate: effect.spec?.ratePerSec ?? null, burst: effect.spec?.burst ?? null, now: effect.atMs });
+        this.knownQueues.add(queue);
+        return;
+      case "setGroupConfig":
+        this.ensureQueue(queue, effect.atMs);
+        this.stmt.setGroupConfig.run({ queue, group: effect.group, ...effect.config });
+        return;
+      case "deleteGroupConfig":
+        this.stmt.deleteGroupConfig.run(queue, effect.group);
+        return;
+      case "setSlotLimit": {
         const scope = effect.slot.startsWith("@") ? "" : queue;
         if (effect.limit === undefined) this.stmt.deleteSlotLimit.run(scope, effect.slot);
         else this.stmt.setSlotLimit.run(scope, effect.slot, effect.limit);
         return;
       }
-      case "paused":
-        this.stmt.setPaused.run({ name: queue, value: effect.paused ? 1 : 0, now: Date.now() });
-        return;
       default: {
         const never: never = effect;
         throw new Error(`unknown effect ${JSON.stringify(never)}`);
@@ -180,45 +252,14 @@ export class TaskStore implements QueueStore {
     }
   }
 
-  private transition(e: TaskIndexEntry, o: TransitionOutcome | undefined): void {
-    this.stmt.transition.run({
-      id: e.id, state: e.state, seq: e.seq, retried: e.retried, readyAt: e.readyAtMs, leaseId: e.leaseId,
-      leaseExpiresAt: e.leaseExpiresAtMs, attemptEndsAt: e.attemptEndsAtMs, expiresAt: e.expiresAtMs, batchId: e.batchId, lastError: o?.lastError ?? null, lastFailedAt: o?.lastFailedAtMs ?? null,
-      finishedAt: o?.finishedAtMs ?? null, result: o?.result ? toBuffer(o.result) : null,
-      cancelReason: o?.cancelReason ?? null, deadRetention: this.options.deadRetentionMs,
-    });
-  }
-
   deleteTask(id: string): boolean {
     return this.db.write(() => this.stmt.delete.run(id).changes > 0);
   }
 
-  /** Stores a per-key concurrency limit (undefined clears it). */
-  setKeyLimit(queue: string, limit: number | undefined): void {
-    this.db.write(() => this.stmt.setKeyLimit.run({ name: queue, value: limit ?? null, now: Date.now() }));
-    this.knownQueues.add(queue);
-  }
-
-  /** Stores a queue's rate-limit override (undefined clears it). */
-  setRateLimit(queue: string, spec: RateLimitSpec | undefined): void {
-    this.db.write(() => this.stmt.setRateLimit.run({ name: queue, rate: spec?.ratePerSec ?? null, burst: spec?.burst ?? null, now: Date.now() }));
-    this.knownQueues.add(queue);
-  }
-
-  /** Stores a group override (group "" = the queue default); undefined deletes it. */
-  setGroupConfig(queue: string, group: string, config: GroupConfig | undefined): boolean {
-    return this.db.write(() => {
-      if (!config) return this.stmt.deleteGroupConfig.run(queue, group).changes > 0;
-      this.ensureQueue(queue);
-      this.stmt.setGroupConfig.run({ queue, group, ...config });
-      return true;
-    });
-  }
-
   /** Records that a queue exists (so ListQueues shows it before it has tasks). */
-  ensureQueue(queue: string): void {
+  private ensureQueue(queue: string, atMs: number): void {
     if (this.knownQueues.has(queue)) return;
-    this.db.write(() => this.stmt.ensureQueue.run(queue, Date.now()));
+    this.stmt.ensureQueue.run(queue, atMs);
     this.knownQueues.add(queue);
   }
 
@@ -245,15 +286,17 @@ interface IndexRow {
   id: string; state: TaskState; type: string; priority: number; seq: number; concurrency_key: string;
   ready_at: number; timeout_ms: number; deadline_at: number; expires_at: number; unique_key: string;
   unique_until: number; retried: number; max_retry: number; backoff_base_ms: number; backoff_max_ms: number;
-  lease_id: string; lease_expires_at: number; attempt_ends_at: number; grp: string; batch_id: string; rules: string;
+  lease_id: string; lease_expires_at: number; attempt_ends_at: number; grp: string; batch_id: string; rules: string; payload_bytes: number | null;
 }
 
 function indexRowToEntry(r: IndexRow): TaskIndexEntry {
-  return {
-    id: r.id, state: r.state, type: r.type, priority: r.priority, seq: r.seq, concurrencyKey: r.concurrency_key,
-    readyAtMs: r.ready_at, timeoutMs: r.timeout_ms, deadlineAtMs: r.deadline_at, expiresAtMs: r.expires_at,
-    uniqueKey: r.unique_key, uniqueUntilMs: r.unique_until, retried: r.retried, maxRetry: r.max_retry,
-    backoffBaseMs: r.backoff_base_ms, backoffMaxMs: r.backoff_max_ms, leaseId: r.lease_id,
-    leaseExpiresAtMs: r.lease_expires_at, attemptEndsAtMs: r.attempt_ends_at, group: r.grp, batchId: r.batch_id, rules: JSON.parse(r.rules) as TaskRule[],
-  };
+  return indexEntry({
+    id: r.id, type: r.type, priority: r.priority, concurrencyKey: r.concurrency_key, timeoutMs: r.timeout_ms,
+    deadlineAtMs: r.deadline_at, uniqueKey: r.unique_key, maxRetry: r.max_retry, backoffBaseMs: r.backoff_base_ms,
+    backoffMaxMs: r.backoff_max_ms, group: r.grp, rules: JSON.parse(r.rules) as TaskRule[],
+  }, {
+    state: r.state, seq: r.seq, readyAtMs: r.ready_at, expiresAtMs: r.expires_at, uniqueUntilMs: r.unique_until,
+    retried: r.retried, leaseId: r.lease_id, leaseExpiresAtMs: r.lease_expires_at, attemptEndsAtMs: r.attempt_ends_at,
+    batchId: r.batch_id, payloadBytes: r.payload_bytes ?? 0,
+  });
 }

@@ -93,18 +93,25 @@ describe("group aggregation", () => {
 
   it("grace debounces: each member resets it, and the group fires after the last one", async () => {
     const queue = "agg-grace";
-    await cli("group", "set", queue, "--group", "g", "--max-size", "100", "--max-delay", "1h", "--grace", "300ms");
-    const rec = batchRecorder("digest");
-    sdk.worker(rec.mux, { queues: [queue] });
+    const graceMs = 2_000;
+    await cli("group", "set", queue, "--group", "g", "--max-size", "100", "--max-delay", "1h", "--grace", `${graceMs}ms`);
     const ids: string[] = [];
+    // No sleeps: the node's own view shows that every arrival moves the fire time to
+    // "last arrival + grace" (the only assumption: three enqueues take less than the grace).
     for (let i = 0; i < 3; i++) {
       ids.push((await enqueueGroup(queue, "g", 1, "digest", i))[0]!.id);
-      await new Promise((r) => setTimeout(r, 150)); // the scenario: members arrive 150 ms apart
+      const arrivedAtMs = (await sdk.client.getTask(ids[i]!)).createdAt!.getTime();
+      const [live] = (await sdk.admin.listGroups({ queue })).groups;
+      expect(live).toMatchObject({ group: "g", size: i + 1, state: GroupState.AGGREGATING });
+      expect(Number(live!.lastMemberAtMs)).toBe(arrivedAtMs);
+      expect(Number(live!.nextFireAtMs)).toBeGreaterThanOrEqual(arrivedAtMs + graceMs);
     }
+    const rec = batchRecorder("digest");
+    sdk.worker(rec.mux, { queues: [queue] });
     await rec.calledTimes(1);
     expect(rec.calls[0]!.tasks.map((t) => t.id)).toEqual(ids);
     const last = (await sdk.client.getTask(ids[2]!)).createdAt!.getTime();
-    expect(rec.calls[0]!.atMs - last).toBeGreaterThanOrEqual(300);
+    expect(rec.calls[0]!.atMs - last).toBeGreaterThanOrEqual(graceMs);
   });
 
   it("resolves thresholds group → queue default → server default, and applies changes live", async () => {

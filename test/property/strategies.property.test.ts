@@ -28,7 +28,7 @@ import { QUEUE_RULE, slotOf } from "../../src/grains/queue/key-slots.js";
 import { QueueCore, type DeliveryPlan } from "../../src/grains/queue/queue-core.js";
 import { STRATEGIES, type Strategy, type TaskRule } from "../../src/grains/queue/rules.js";
 import { FINISHED_STATES, type NewTask, type Outcome, type TaskIndexEntry, type TaskState } from "../../src/grains/queue/task.js";
-import { NO_KNOWN, QUEUE, coreConfig, newTask } from "../support/core-fixtures.js";
+import { NO_KNOWN, QUEUE, coreConfig, isStateTransition, newTask, outcomeOf } from "../support/core-fixtures.js";
 
 const TTL = 1_000;
 const KEYS = ["a", "b", "c"] as const;
@@ -88,7 +88,7 @@ type Cmd =
 
 const ALL_OUTCOMES: Outcome[] = ["success", "retry", "skip_retry", "released"];
 
-/** Chains, dynamic limits, queue keys, scheduled tasks, retries; no passivation (see the known bugs). */
+/** Chains, dynamic limits, queue keys, scheduled tasks, retries; passivation is added by the last test. */
 const CHAINS: Profile = {
   minChain: 1, maxChain: 2, strategies: STRATEGIES, maxRunsMax: 3, dynamicLimits: true, queueKeys: true, scheduled: true, outcomes: ALL_OUTCOMES, stallCheckAll: true,
   weights: { enqueue: 5, lease: 4, settle: 4, advance: 2, heartbeat: 1, cancel: 1, passivate: 0 },
@@ -200,12 +200,13 @@ class Runner {
 
   constructor(private readonly seed: number, private readonly schema: Schema, private readonly profile: Profile) {
     this.core = this.newCore();
-    this.core.setKeyLimit(schema.keyLimit);
+    this.core.setKeyLimit(schema.keyLimit, this.nowMs);
+    this.core.drain(); // the setting's own effect; the model tracks task rows
   }
 
   private newCore(): QueueCore {
     this.coreNo += 1;
-    return new QueueCore(QUEUE, coreConfig(TTL), { random: seededRandom(this.seed * 31 + this.coreNo), newLeaseId: () => `L${++this.leaseNo}` });
+    return new QueueCore(QUEUE, coreConfig(TTL), { random: seededRandom(this.seed * 31 + this.coreNo), newId: () => `L${++this.leaseNo}` });
   }
 
   run(cmd: Cmd): void {
@@ -523,13 +524,15 @@ class Runner {
           this.inserted.add(eff.task.id);
           this.rows.set(eff.task.id, { ...eff.entry });
           break;
-        case "transition": {
+        case "activate": case "complete": case "retry": case "requeue": case "release":
+        case "promote": case "fireGroup": case "revive": case "archive": case "cancel": {
+          expect(isStateTransition(eff)).toBe(true);
           const id = eff.entry.id;
           // (c) a task transitions only while unfinished: one final transition, never two.
           if (!this.rows.has(id)) expect(id, "a transition of a task that is not an unfinished row (finished twice?)").toBe("");
           if (FINISHED_STATES.has(eff.entry.state)) {
             this.rows.delete(id);
-            const cancelReason = eff.outcome?.cancelReason ?? "";
+            const cancelReason = outcomeOf(eff)?.cancelReason ?? "";
             this.finished.set(id, { state: eff.entry.state, cancelReason });
             if (cancelReason === "CONCURRENCY_LIMIT") {
               if (eff.entry.state !== "cancelled") expect(eff.entry.state).toBe("cancelled");
@@ -542,9 +545,9 @@ class Runner {
         }
         case "delete":
           throw new Error(`unexpected delete of ${eff.id}`);
-        case "paused":
+        case "setPaused":
           throw new Error("unexpected paused effect");
-        case "slotLimit":
+        case "setSlotLimit":
           if (eff.slot.startsWith("@")) break;
           if (eff.limit === undefined) this.slotLimits.delete(eff.slot);
           else this.slotLimits.set(eff.slot, eff.limit);

@@ -7,7 +7,7 @@ import type { CoreConfig } from "../../src/grains/queue/queue-core.js";
 import { expect } from "vitest";
 import { ConveyorError, type ErrorCode, type ErrorReason } from "../../src/base/errors.js";
 import { seededRandom, type Random } from "../../src/base/random.js";
-import type { Effect, TransitionOutcome } from "../../src/grains/queue/effects.js";
+import type { Effect, TaskTransition } from "../../src/grains/queue/effects.js";
 import {
   QueueCore,
   type DeliveryPlan,
@@ -78,7 +78,7 @@ export interface CoreHarness {
   core: QueueCore;
   time: FakeTime;
   random: Random;
-  newLeaseId: () => string;
+  newId: () => string;
 }
 
 export interface CoreOptions {
@@ -86,7 +86,7 @@ export interface CoreOptions {
   seed?: number;
   startMs?: number;
   random?: Random;
-  newLeaseId?: () => string;
+  newId?: () => string;
 }
 
 /** Core settings for tests: the seed's group defaults, a 1 s sweep. */
@@ -96,9 +96,9 @@ export function coreConfig(leaseTtlMs: number = LEASE_TTL_MS): CoreConfig {
 
 export function makeCore(options: CoreOptions = {}): CoreHarness {
   const random = options.random ?? seededRandom(options.seed ?? 42);
-  const newLeaseId = options.newLeaseId ?? leaseIdCounter();
-  const core = new QueueCore(QUEUE, coreConfig(options.leaseTtlMs ?? LEASE_TTL_MS), { random, newLeaseId });
-  return { core, time: new FakeTime(options.startMs), random, newLeaseId };
+  const newId = options.newId ?? leaseIdCounter();
+  const core = new QueueCore(QUEUE, coreConfig(options.leaseTtlMs ?? LEASE_TTL_MS), { random, newId });
+  return { core, time: new FakeTime(options.startMs), random, newId };
 }
 
 /**
@@ -107,7 +107,7 @@ export function makeCore(options: CoreOptions = {}): CoreHarness {
  */
 export function reload(from: QueueCore, nowMs: number, options: CoreOptions = {}): QueueCore {
   const { core } = makeCore(options);
-  core.load(from.snapshot(), { paused: from.paused, keyLimit: from.keyLimit }, nowMs);
+  core.load(from.snapshot(), { paused: from.paused, ...(from.keyLimit !== undefined ? { keyLimit: from.keyLimit } : {}) }, nowMs);
   return core;
 }
 
@@ -141,10 +141,38 @@ export function entryOf(core: QueueCore, id: string): TaskIndexEntry | undefined
   return core.snapshot().find((e) => e.id === id);
 }
 
-export type TransitionEffect = Extract<Effect, { kind: "transition" }>;
+/** A named transition that changes a stored task's state (not an insert or a delete). */
+export type TransitionEffect = Exclude<TaskTransition, { kind: "insert" | "delete" }>;
 
-export const transitions = (effects: readonly Effect[]): TransitionEffect[] =>
-  effects.filter((e): e is TransitionEffect => e.kind === "transition");
+/** The state each named transition leaves its task in. */
+const STATE_OF: Record<TransitionEffect["kind"], TaskState> = {
+  activate: "active", complete: "completed", retry: "retry", requeue: "pending", release: "pending",
+  promote: "pending", fireGroup: "pending", revive: "pending", archive: "archived", cancel: "cancelled",
+};
+
+/** Every outcome field any transition may carry. */
+export interface TransitionOutcome {
+  lastError?: string;
+  lastFailedAtMs?: number;
+  finishedAtMs?: number;
+  result?: Uint8Array;
+  cancelReason?: string;
+}
+
+/**
+ * True for a state transition, asserting that its name matches the state it leaves the
+ * task in (the store runs the statement the name says).
+ */
+export function isStateTransition(e: Effect): e is TransitionEffect {
+  if (!(e.kind in STATE_OF)) return false;
+  const t = e as TransitionEffect;
+  expect(t.entry.state, `the ${t.kind} transition of ${t.entry.id}`).toBe(STATE_OF[t.kind]);
+  return true;
+}
+
+export const outcomeOf = (t: TransitionEffect): TransitionOutcome | undefined => ("outcome" in t ? t.outcome : undefined);
+
+export const transitions = (effects: readonly Effect[]): TransitionEffect[] => effects.filter(isStateTransition);
 
 export const inserts = (effects: readonly Effect[]) =>
   effects.filter((e): e is Extract<Effect, { kind: "insert" }> => e.kind === "insert");
@@ -154,7 +182,8 @@ export function lastTransition(effects: readonly Effect[], id: string): { state:
   const mine = transitions(effects).filter((t) => t.entry.id === id);
   expect(mine.length, `a transition effect for ${id}`).toBeGreaterThan(0);
   const last = mine[mine.length - 1]!;
-  return { state: last.entry.state, entry: last.entry, ...(last.outcome ? { outcome: last.outcome } : {}) };
+  const outcome = outcomeOf(last);
+  return { state: last.entry.state, entry: last.entry, ...(outcome ? { outcome } : {}) };
 }
 
 export function expectConveyorError(error: unknown, code: ErrorCode, reason: ErrorReason): void {

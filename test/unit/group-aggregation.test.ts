@@ -69,7 +69,7 @@ describe("QueueCore group batches", () => {
 
   it("sweeps on its own timer and hands a fired group to a batch-capable caller only", () => {
     const { core, time } = makeCore();
-    core.setGroupConfig("g", { maxSize: 2, maxDelayMs: 60_000, graceMs: 60_000 });
+    core.setGroupConfig("g", { maxSize: 2, maxDelayMs: 60_000, graceMs: 60_000 }, time.nowMs);
     const members = [newTask({ type: "digest", group: "g" }), newTask({ type: "digest", group: "g" })];
     core.enqueue(members, NO_KNOWN, time.nowMs, false);
     expect(core.lease(10, time.nowMs, batchCaps)).toEqual([]); // not fired before the sweep
@@ -94,7 +94,7 @@ describe("QueueCore group batches", () => {
 
   it("a lapsed batch lease redelivers the whole batch; a retried member comes back alone", () => {
     const { core, time } = makeCore();
-    core.setGroupConfig("", { maxSize: 3, maxDelayMs: 60_000, graceMs: 60_000 });
+    core.setGroupConfig("", { maxSize: 3, maxDelayMs: 60_000, graceMs: 60_000 }, time.nowMs);
     const members = [1, 2, 3].map(() => newTask({ type: "digest", group: "g" }));
     core.enqueue(members, NO_KNOWN, time.nowMs, false);
     time.advance(1_000);

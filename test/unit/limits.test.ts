@@ -2,7 +2,7 @@
 import { create, toBinary } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { describe, expect, it } from "vitest";
-import { ConveyorError, grainDeactivated, taskNotFound } from "../../src/base/errors.js";
+import { ConveyorError, grainDeactivated, nodeStopping, taskNotFound } from "../../src/base/errors.js";
 import {
   DURATION_MAX_MS, INSTANT_MAX_MS, QUOTE_MAX_CHARS, RATE_MIN_PER_SEC, STATUS_MESSAGE_MAX_BYTES, TASK_MAX_BYTES,
   formatBytes, quote, truncateBytes, truncateText, utf8Bytes,
@@ -96,6 +96,34 @@ describe("status mapping", () => {
     const said = describeError(back, { server: "127.0.0.1:7233", json: false, timeoutMs: 10_000 });
     expect(said).toBe('queue "reports" was being reloaded; retry');
     expect(said).not.toMatch(/cannot reach/);
+  });
+
+  const clientError = (code: grpc.status, message: string, metadata = new grpc.Metadata()) =>
+    fromServiceError({ code, details: message, metadata, message, name: "Error" } as grpc.ServiceError);
+
+  it("a transport failure is UNREACHABLE on the client, never INTERNAL or WRONG_OWNER", () => {
+    const globals = { server: "127.0.0.1:1", json: false, timeoutMs: 10_000 };
+    const down = clientError(grpc.status.UNAVAILABLE, "No connection established");
+    expect(down).toMatchObject({ code: "UNAVAILABLE", reason: "UNREACHABLE" });
+    expect(describeError(down, globals)).toBe("cannot reach conveyor at 127.0.0.1:1 (is conveyord running?)");
+    const slow = clientError(grpc.status.DEADLINE_EXCEEDED, "Deadline exceeded");
+    expect(slow).toMatchObject({ code: "UNAVAILABLE", reason: "UNREACHABLE" });
+    expect(describeError(slow, globals)).toMatch(/^no answer from conveyor at 127.0.0.1:1 within 10s/);
+    // A details trailer that is not conveyor's (a proxy's) names no owner either.
+    const foreign = new grpc.Metadata();
+    foreign.set("grpc-status-details-bin", Buffer.from([0x08, 0x0e]));
+    expect(clientError(grpc.status.UNAVAILABLE, "upstream connect error", foreign)).toMatchObject({ reason: "UNREACHABLE" });
+  });
+
+  it("a status without conveyor's details and no transport code is INTERNAL", () => {
+    expect(clientError(grpc.status.UNKNOWN, "boom")).toMatchObject({ code: "INTERNAL", reason: "INTERNAL" });
+  });
+
+  it("keeps every server reason intact, WRONG_OWNER and NODE_STOPPING included", () => {
+    for (const e of [new ConveyorError("UNAVAILABLE", "WRONG_OWNER", "queue q is owned by node b"), nodeStopping(),
+      new ConveyorError("NOT_FOUND", "RULES_NOT_FOUND", "x"), new ConveyorError("NOT_FOUND", "GROUP_CONFIG_NOT_FOUND", "x")]) {
+      expect(roundTrip(e).back).toMatchObject({ code: e.code, reason: e.reason });
+    }
   });
 });
 

@@ -120,7 +120,7 @@ describe("QueueCore: the node ends an attempt at its timeout", () => {
 
   it("frees the per-key slot: the held task of that key dispatches at the timeout", () => {
     const { core, time } = makeCore({ leaseTtlMs: LONG_TTL_MS });
-    core.setKeyLimit(1);
+    core.setKeyLimit(1, time.nowMs);
     const t0 = time.nowMs;
     const stuck = newTask({ concurrencyKey: "k", timeoutMs: 500 });
     const next = newTask({ concurrencyKey: "k" });
@@ -142,9 +142,9 @@ describe("QueueCore: the node ends an attempt at its timeout", () => {
     ];
     const cores = new Map<string, QueueCore>();
     const ledger = new SharedSlotLedger((queue, slot) => cores.get(queue)!.wakeSlot(slot));
-    const newLeaseId = leaseIdCounter();
+    const newId = leaseIdCounter();
     const make = (queue: string) => new QueueCore(queue, coreConfig(LONG_TTL_MS), {
-      random: seededRandom(1), newLeaseId, sharedSlots: ledger.forQueue(queue),
+      random: seededRandom(1), newId, sharedSlots: ledger.forQueue(queue),
     });
     const q1 = make("q1");
     const q2 = make("q2");
@@ -212,7 +212,7 @@ describe("QueueCore: the node ends an attempt at its timeout", () => {
 
   it("a batch times out as a whole at its earliest member's end; each member backs off as a batch of one", () => {
     const { core, time } = makeCore({ leaseTtlMs: LONG_TTL_MS });
-    core.setGroupConfig("", { maxSize: 3, maxDelayMs: 60_000, graceMs: 60_000 });
+    core.setGroupConfig("", { maxSize: 3, maxDelayMs: 60_000, graceMs: 60_000 }, time.nowMs);
     const t0 = time.nowMs;
     const members = [newTask({ type: "digest", group: "g", timeoutMs: 800 }), newTask({ type: "digest", group: "g" }), newTask({ type: "digest", group: "g", timeoutMs: 300 })];
     core.enqueue(members, NO_KNOWN, t0, false);

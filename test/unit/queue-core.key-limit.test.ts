@@ -28,7 +28,7 @@ function activeOfKey(core: QueueCore, key: string): number {
 describe("QueueCore: per-key concurrency limit", () => {
   it("limit 2, 3 tasks per key for two keys and 2 keyless: one lease(100) returns 4 keyed + 2 keyless", () => {
     const { core, time } = makeCore();
-    core.setKeyLimit(2);
+    core.setKeyLimit(2, time.nowMs);
     expect(core.keyLimit).toBe(2);
     const a = keyed("A", 3);
     const b = keyed("B", 3);
@@ -42,7 +42,7 @@ describe("QueueCore: per-key concurrency limit", () => {
     expect(core.inflightOfKey("B")).toBe(2);
     expect(core.inflightOfKey("")).toBe(0);
     expect(core.stats()).toMatchObject({ inflightKeyed: 4, held: 2, leases: 6, unfinished: 8 });
-    expect(core.hasDispatchable(time.nowMs)).toBe(false);
+    expect(core.pruneAndHasDispatchable(time.nowMs)).toBe(false);
     expect(core.lease(100, time.nowMs)).toEqual([]);
     expect(core.drain().events).toContainEqual({ kind: "throttled" });
 
@@ -50,7 +50,7 @@ describe("QueueCore: per-key concurrency limit", () => {
     settleOk(core, planFor(plans, a[0]!.id), time.advance(1));
     const { readyChanged } = core.drain();
     expect(readyChanged).toBe(true);
-    expect(core.hasDispatchable(time.nowMs)).toBe(true);
+    expect(core.pruneAndHasDispatchable(time.nowMs)).toBe(true);
     expect(leasedIds(core.lease(100, time.nowMs))).toEqual([a[2]!.id]);
     expect(core.inflightOfKey("A")).toBe(2);
     expect(entryOf(core, b[2]!.id)?.state).toBe("pending");
@@ -58,7 +58,7 @@ describe("QueueCore: per-key concurrency limit", () => {
 
   it("a saturated key does not block other keys, even with higher-priority tasks (no head-of-line blocking)", () => {
     const { core, time } = makeCore();
-    core.setKeyLimit(1);
+    core.setKeyLimit(1, time.nowMs);
     const hot = keyed("hot", 5, { priority: 9 });
     const cold = keyed("cold", 1, { priority: 1 });
     const free = newTask({ priority: 1 });
@@ -71,7 +71,7 @@ describe("QueueCore: per-key concurrency limit", () => {
 
   it("held tasks come back in their original order, before later work of the same priority", () => {
     const { core, time } = makeCore();
-    core.setKeyLimit(1);
+    core.setKeyLimit(1, time.nowMs);
     const a = keyed("A", 3);
     enqueueAll(core, a, time.nowMs);
     const plans = core.lease(10, time.nowMs);
@@ -85,18 +85,18 @@ describe("QueueCore: per-key concurrency limit", () => {
 
   it("raising the limit releases held tasks; removing it releases all of them", () => {
     const { core, time } = makeCore();
-    core.setKeyLimit(1);
+    core.setKeyLimit(1, time.nowMs);
     const a = keyed("A", 5);
     enqueueAll(core, a, time.nowMs);
     expect(core.lease(10, time.nowMs)).toHaveLength(1);
     core.drain();
 
-    core.setKeyLimit(3);
+    core.setKeyLimit(3, time.nowMs);
     expect(core.drain().readyChanged).toBe(true);
     expect(leasedIds(core.lease(10, time.nowMs))).toEqual([a[1]!.id, a[2]!.id]);
     expect(core.inflightOfKey("A")).toBe(3);
 
-    core.setKeyLimit(undefined);
+    core.setKeyLimit(undefined, time.nowMs);
     expect(core.keyLimit).toBeUndefined();
     expect(leasedIds(core.lease(10, time.nowMs))).toEqual([a[3]!.id, a[4]!.id]);
     expect(core.inflightOfKey("A")).toBe(5);
@@ -105,13 +105,13 @@ describe("QueueCore: per-key concurrency limit", () => {
 
   it("lowering the limit keeps running tasks and holds new ones until in-flight < limit", () => {
     const { core, time } = makeCore();
-    core.setKeyLimit(3);
+    core.setKeyLimit(3, time.nowMs);
     const a = keyed("A", 5);
     enqueueAll(core, a, time.nowMs);
     const plans = core.lease(10, time.nowMs);
     expect(leasedIds(plans)).toEqual(a.slice(0, 3).map((t) => t.id));
 
-    core.setKeyLimit(1);
+    core.setKeyLimit(1, time.nowMs);
     for (const p of plans) expect(core.heartbeat([p.leaseId], time.nowMs)[0]?.held).toBe(true);
     expect(core.inflightOfKey("A")).toBe(3);
     expect(core.lease(10, time.nowMs)).toEqual([]);
@@ -127,7 +127,7 @@ describe("QueueCore: per-key concurrency limit", () => {
 
   it("a lapsed lease or a cancel frees the key slot", () => {
     const { core, time } = makeCore();
-    core.setKeyLimit(1);
+    core.setKeyLimit(1, time.nowMs);
     const a = keyed("A", 3);
     enqueueAll(core, a, time.nowMs);
     leasedIds(core.lease(10, time.nowMs));
@@ -139,7 +139,7 @@ describe("QueueCore: per-key concurrency limit", () => {
 
   it("a released task may retake its own slot (it keeps its place)", () => {
     const { core, time } = makeCore();
-    core.setKeyLimit(1);
+    core.setKeyLimit(1, time.nowMs);
     const a = keyed("A", 2);
     enqueueAll(core, a, time.nowMs);
     const [p] = core.lease(10, time.nowMs);
@@ -150,7 +150,7 @@ describe("QueueCore: per-key concurrency limit", () => {
 
   it("keyless tasks are never gated and never counted", () => {
     const { core, time } = makeCore();
-    core.setKeyLimit(1);
+    core.setKeyLimit(1, time.nowMs);
     enqueueAll(core, Array.from({ length: 5 }, () => newTask()), time.nowMs);
     expect(core.lease(10, time.nowMs)).toHaveLength(5);
     expect(core.stats().inflightKeyed).toBe(0);
@@ -158,7 +158,7 @@ describe("QueueCore: per-key concurrency limit", () => {
 
   it("emits 'throttled' only when a lease call had to hold a task", () => {
     const { core, time } = makeCore();
-    core.setKeyLimit(1);
+    core.setKeyLimit(1, time.nowMs);
     enqueueAll(core, keyed("A", 2), time.nowMs);
     core.drain();
     core.lease(1, time.nowMs);
@@ -175,7 +175,7 @@ describe("QueueCore: per-key concurrency limit", () => {
   // (no task of that key is in flight any more). A reloaded core does dispatch them.
   it("a held task is dispatched when the task released for its key's free slot is cancelled first", () => {
     const { core, time } = makeCore();
-    core.setKeyLimit(1);
+    core.setKeyLimit(1, time.nowMs);
     const [a1, a2, a3] = keyed("A", 3);
     enqueueAll(core, [a1!, a2!, a3!], time.nowMs);
     const [p1] = core.lease(10, time.nowMs); // a1 runs; a2, a3 held
@@ -184,7 +184,7 @@ describe("QueueCore: per-key concurrency limit", () => {
     expect(core.inflightOfKey("A")).toBe(0);
     // A reloaded core sees a3 as dispatchable at once.
     expect(leasedIds(reload(core, time.nowMs).lease(10, time.nowMs))).toEqual([a3!.id]);
-    // Actual: [] (a3 stays held with 0 in flight, hasDispatchable(time.nowMs) false, forever
+    // Actual: [] (a3 stays held with 0 in flight, pruneAndHasDispatchable(time.nowMs) false, forever
     // unless another A task runs or the limit changes).
     expect(leasedIds(core.lease(10, time.nowMs))).toEqual([a3!.id]);
   });
@@ -192,7 +192,7 @@ describe("QueueCore: per-key concurrency limit", () => {
   it("same lost slot when the released task expires before it is leased", () => {
     const { core, time } = makeCore();
     const t0 = time.nowMs;
-    core.setKeyLimit(1);
+    core.setKeyLimit(1, time.nowMs);
     const a1 = newTask({ concurrencyKey: "A" });
     const a2 = newTask({ concurrencyKey: "A", expiresAtMs: t0 + 150 });
     const a3 = newTask({ concurrencyKey: "A" });

@@ -144,7 +144,7 @@ describe("QueueCore: dispatch order", () => {
     const [outcome] = core.enqueue([later], new Map(), t0, false);
     expect(outcome).toMatchObject({ ok: true, state: "scheduled" });
     expect(core.nextWakeAtMs()).toBe(t0 + 5_000);
-    expect(core.hasDispatchable(time.nowMs)).toBe(false);
+    expect(core.pruneAndHasDispatchable(time.nowMs)).toBe(false);
     expect(core.lease(10, t0 + 4_999)).toEqual([]);
 
     core.tick(t0 + 4_999);

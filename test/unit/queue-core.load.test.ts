@@ -24,10 +24,10 @@ function inflightByKey(core: QueueCore): Record<string, number> {
  * a key limit of 2.
  */
 function busyCore() {
-  const h = makeCore({ newLeaseId: leaseIdCounter("orig-") });
+  const h = makeCore({ newId: leaseIdCounter("orig-") });
   const { core, time } = h;
   const t0 = time.nowMs;
-  core.setKeyLimit(2);
+  core.setKeyLimit(2, time.nowMs);
   const tasks = [
     ...Array.from({ length: 4 }, (_, i) => newTask({ concurrencyKey: "A", priority: 9 - i })),
     ...Array.from({ length: 3 }, () => newTask({ concurrencyKey: "B", priority: 5 })),
@@ -48,7 +48,7 @@ describe("QueueCore: load (passivation and rebuild)", () => {
   it("a core loaded from snapshot() has the same in-flight counts and dispatches in the same order", () => {
     const { core, time, plans, t0 } = busyCore();
     const now = time.set(t0 + 10);
-    const clone = reload(core, now, { newLeaseId: leaseIdCounter("clone-") });
+    const clone = reload(core, now, { newId: leaseIdCounter("clone-") });
     core.drain();
     clone.drain();
 
@@ -57,7 +57,7 @@ describe("QueueCore: load (passivation and rebuild)", () => {
     expect(inflightByKey(clone)).toEqual(inflightByKey(core));
     expect(inflightByKey(clone)).toMatchObject({ A: 2, B: 2, C: 0, "": 0 });
     expect(clone.stats()).toMatchObject({ unfinished: core.stats().unfinished, leases: core.stats().leases, inflightKeyed: 4 });
-    expect(clone.hasDispatchable(time.nowMs)).toBe(core.hasDispatchable(time.nowMs));
+    expect(clone.pruneAndHasDispatchable(time.nowMs)).toBe(core.pruneAndHasDispatchable(time.nowMs));
 
     const sameLease = (max: number) => {
       const a = leasedIds(core.lease(max, now));
@@ -123,7 +123,7 @@ describe("QueueCore: load (passivation and rebuild)", () => {
   it("a reload keeps the pause, unique keys and timers", () => {
     const { core, time } = makeCore();
     const t0 = time.nowMs;
-    core.setPaused(true);
+    core.setPaused(true, time.nowMs);
     const unique = newTask({ uniqueKey: "only-one" });
     const later = newTask({ processAtMs: t0 + 100 });
     const expiring = newTask({ expiresAtMs: t0 + 50 });
@@ -137,7 +137,7 @@ describe("QueueCore: load (passivation and rebuild)", () => {
     clone.tick(t0 + 100);
     expect(clone.has(expiring.id)).toBe(false);
     expect(entryOf(clone, later.id)?.state).toBe("pending");
-    clone.setPaused(false);
+    clone.setPaused(false, time.nowMs);
     expect(leasedIds(clone.lease(10, t0 + 100))).toEqual([unique.id, later.id]);
   });
 

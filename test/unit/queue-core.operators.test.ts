@@ -20,19 +20,19 @@ describe("QueueCore: pause", () => {
     enqueueAll(core, [t], time.nowMs);
     core.drain();
 
-    core.setPaused(true);
+    core.setPaused(true, time.nowMs);
     expect(core.paused).toBe(true);
-    expect(core.drain()).toMatchObject({ effects: [{ kind: "paused", paused: true }], readyChanged: false });
+    expect(core.drain()).toMatchObject({ effects: [{ kind: "setPaused", paused: true, atMs: time.nowMs }], readyChanged: false });
     expect(core.lease(10, time.nowMs)).toEqual([]);
-    expect(core.hasDispatchable(time.nowMs)).toBe(false);
+    expect(core.pruneAndHasDispatchable(time.nowMs)).toBe(false);
     expect(entryOf(core, t.id)?.state).toBe("pending");
 
-    core.setPaused(true); // no change, no effect
+    core.setPaused(true, time.nowMs); // no change, no effect
     expect(core.drain().effects).toEqual([]);
 
-    core.setPaused(false);
-    expect(core.drain()).toMatchObject({ effects: [{ kind: "paused", paused: false }], readyChanged: true });
-    expect(core.hasDispatchable(time.nowMs)).toBe(true);
+    core.setPaused(false, time.nowMs);
+    expect(core.drain()).toMatchObject({ effects: [{ kind: "setPaused", paused: false, atMs: time.nowMs }], readyChanged: true });
+    expect(core.pruneAndHasDispatchable(time.nowMs)).toBe(true);
     expect(leasedIds(core.lease(10, time.nowMs))).toEqual([t.id]);
   });
 
@@ -40,7 +40,7 @@ describe("QueueCore: pause", () => {
     const { core, time } = makeCore();
     enqueueAll(core, [newTask()], time.nowMs);
     const plan = leaseOne(core, time.nowMs);
-    core.setPaused(true);
+    core.setPaused(true, time.nowMs);
     expect(core.heartbeat([plan.leaseId], time.nowMs)[0]?.held).toBe(true);
     expect(core.settle([{ leaseId: plan.leaseId, taskId: plan.taskIds[0]!, outcome: "success" }], time.nowMs)).toEqual([null]);
   });
@@ -60,7 +60,7 @@ describe("QueueCore: cancel", () => {
     expect(events).toContainEqual({ kind: "settled", outcome: "cancelled", count: 1 });
     expect(core.has(t.id)).toBe(false);
     expect(core.lease(10, time.nowMs)).toEqual([]);
-    expect(core.hasDispatchable(time.nowMs)).toBe(false);
+    expect(core.pruneAndHasDispatchable(time.nowMs)).toBe(false);
   });
 
   it("cancels a scheduled task: it is not promoted later", () => {
@@ -78,7 +78,7 @@ describe("QueueCore: cancel", () => {
     const { core, time } = makeCore();
     const t = newTask({ concurrencyKey: "A" });
     enqueueAll(core, [t], time.nowMs);
-    core.setKeyLimit(1);
+    core.setKeyLimit(1, time.nowMs);
     const plan = leaseOne(core, time.nowMs);
     expect(core.inflightOfKey("A")).toBe(1);
     core.drain();

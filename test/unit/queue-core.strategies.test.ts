@@ -4,9 +4,10 @@
  * limits, round-robin fairness, a shared rule across two queues on one ledger, and
  * passivation (reload from the stored rows, in seq order as the store returns them).
  *
- * Tests marked `it.fails` pin core bugs found while writing this file: each asserts the
- * contract and states what the core does instead. Remove `.fails` once the core is fixed.
- * (A chain-stall bug found the same way was fixed meanwhile; its tests are regressions now.)
+ * Several tests are regressions for core bugs found while writing this file (a chain
+ * stall, a round-robin service point moved by plain tasks, dynamic limits recomputed from
+ * the rows on reload, victims picked in seq order after a reload). All are fixed; each
+ * test is named after the contract it pins, and its comment says what broke it once.
  */
 import { describe, expect, it } from "vitest";
 import type { ConveyorError } from "../../src/base/errors.js";
@@ -17,7 +18,7 @@ import { QueueCore, type DeliveryPlan } from "../../src/grains/queue/queue-core.
 import { STRATEGIES, type Strategy, type TaskRule } from "../../src/grains/queue/rules.js";
 import { FINISHED_STATES, type NewTask, type Outcome, type TaskIndexEntry, type TaskState } from "../../src/grains/queue/task.js";
 import { SharedSlotLedger } from "../../src/grains/runtime/shared-slots.js";
-import { FakeTime, LEASE_TTL_MS, QUEUE, coreConfig, expectConveyorError, leaseIdCounter, newTask } from "../support/core-fixtures.js";
+import { FakeTime, LEASE_TTL_MS, QUEUE, coreConfig, expectConveyorError, isStateTransition, leaseIdCounter, newTask, outcomeOf } from "../support/core-fixtures.js";
 
 // ---- harness ---------------------------------------------------------------------------
 
@@ -47,7 +48,7 @@ class Bench {
     readonly time = new FakeTime(),
     readonly queue = QUEUE,
     private readonly ledger?: SharedSlotLedger,
-    private readonly newLeaseId = leaseIdCounter(`${queue}-L`),
+    private readonly newId = leaseIdCounter(`${queue}-L`),
   ) {
     this.core = this.make();
   }
@@ -56,7 +57,7 @@ class Bench {
     this.coreNo += 1;
     return new QueueCore(this.queue, coreConfig(), {
       random: seededRandom(this.coreNo),
-      newLeaseId: this.newLeaseId,
+      newId: this.newId,
       ...(this.ledger ? { sharedSlots: this.ledger.forQueue(this.queue) } : {}),
     });
   }
@@ -131,12 +132,12 @@ class Bench {
     for (const eff of effects) {
       if (eff.kind === "insert") {
         this.rows.set(eff.entry.id, { ...eff.entry });
-      } else if (eff.kind === "transition") {
+      } else if (isStateTransition(eff)) {
         const id = eff.entry.id;
         expect(this.finished.has(id), `${id} transitions after it finished`).toBe(false);
         if (FINISHED_STATES.has(eff.entry.state)) {
           this.rows.delete(id);
-          const cancelReason = eff.outcome?.cancelReason ?? "";
+          const cancelReason = outcomeOf(eff)?.cancelReason ?? "";
           this.finished.set(id, { state: eff.entry.state, cancelReason });
           if (cancelReason === "CONCURRENCY_LIMIT") this.strategyCancels.push(id);
         } else {
@@ -144,7 +145,7 @@ class Bench {
         }
       } else if (eff.kind === "delete") {
         this.rows.delete(eff.id);
-      } else if (eff.kind === "slotLimit" && !eff.slot.startsWith("@")) {
+      } else if (eff.kind === "setSlotLimit" && !eff.slot.startsWith("@")) {
         if (eff.limit === undefined) this.slotLimits.delete(eff.slot);
         else this.slotLimits.set(eff.slot, eff.limit);
       }
@@ -340,6 +341,22 @@ describe("strategies: the seed's A/B/C sequences (max 1 and max 2)", () => {
 
 // ---- chains ------------------------------------------------------------------------------
 
+describe("GROUP_ROUND_ROBIN: the round being served", () => {
+  it("a key that arrives late joins the round being served, not the first round", () => {
+    const b = new Bench();
+    const rr = (key: string) => [rule("GROUP_ROUND_ROBIN", 100, key)];
+    for (const id of ["A1", "A2", "A3", "A4"]) b.add(id, rr("a"));
+    expect(b.lease(3)).toEqual(["A1", "A2", "A3"]); // rounds 1-3 served
+    b.add("B1", rr("b"));
+    b.add("B2", rr("b"));
+    // B's first task ranks in round 4 beside A4, its second in round 5: B cannot jump
+    // ahead of A4 for rounds A already waited through.
+    const order = b.lease(3);
+    expect(order).toHaveLength(3);
+    expect(order[2]).toBe("B2");
+  });
+});
+
 describe("a chain of two rules", () => {
   const team = (key: string, max = 2, strategy: Strategy = "GROUP_ROUND_ROBIN") => rule(strategy, max, key, "t#0");
   const user = (key: string, max = 1, strategy: Strategy = "GROUP_ROUND_ROBIN") => rule(strategy, max, key, "t#1");
@@ -396,7 +413,7 @@ describe("a chain of two rules", () => {
 
   it("the queue's per-key limit is one more slot of the chain", () => {
     const b = new Bench();
-    b.core.setKeyLimit(1);
+    b.core.setKeyLimit(1, b.now);
     b.add("a", [team("T", 5)], { concurrencyKey: "K" });
     b.add("b", [team("T", 5)], { concurrencyKey: "K" });
     b.add("c", [team("T", 5)], { concurrencyKey: "J" });
@@ -430,7 +447,7 @@ describe("a chain of two rules", () => {
 
   it("the same with the queue's per-key limit as the first slot of the chain", () => {
     const b = new Bench();
-    b.core.setKeyLimit(1);
+    b.core.setKeyLimit(1, b.now);
     b.add("Z", [user("a")], { concurrencyKey: "J" });
     b.add("A", [user("x")], { concurrencyKey: "K" });
     expect(b.lease()).toEqual(["Z", "A"]);
@@ -455,7 +472,7 @@ describe("dynamic limits (a key's limit is its newest task's maxRuns)", () => {
     b.takeReadyChanged();
     b.add("C", [rule("GROUP_ROUND_ROBIN", 3)]);
     expect(b.takeReadyChanged()).toBe(true);
-    expect(b.core.hasDispatchable(b.now)).toBe(true);
+    expect(b.core.pruneAndHasDispatchable(b.now)).toBe(true);
     expect(b.lease()).toEqual(["B", "C"]);
     expect(b.core.inflightOfRule("t#0", "k")).toBe(3);
     expect(b.core.stats().held).toBe(0);
@@ -597,19 +614,15 @@ describe("GROUP_ROUND_ROBIN fairness", () => {
     expect(order).toEqual(["k3", "k1", "k2", "k4"]);
   });
 
-  // Bug: startLease sets `servicePoint = max(servicePoint, e.seq)` for every dispatched
-  // task, but only GRR tasks carry round-robin ranks in `seq`; other tasks (no GRR rule,
-  // a retried task re-promoted with nextSeq++) carry FIFO seqs from `nextSeq`, which runs
-  // ahead of the ranks (insert even consumes two numbers per pending task). Dispatching
-  // one such task jumps the service point past the whole backlog of a GRR key, so a new
-  // key is ranked behind all of it and starves while the deep key keeps refilling its
-  // slots. The control test below (no plain task) serves L at the first turn.
-  it("after a task without a GRR rule is dispatched, a deep backlog starves a new key", () => {
-    // Actual order: ["D4", "D5", "D6", "D7", "D8", "D9"]: L waits for the deep key's whole backlog.
+  // Regression: the round-robin service point advances from GRR ranks only. It once
+  // advanced to the `seq` of every dispatched task, and tasks without a GRR rule carry
+  // FIFO seqs that run ahead of the ranks, so one plain task jumped the service point past
+  // a deep key's whole backlog and a new key starved behind it (order D4..D9, no L).
+  it("dispatching a task without a GRR rule does not move a new key behind a deep backlog", () => {
     expect(starvation(true).slice(0, 2)).toContain("L");
   });
 
-  it("(control for the bug above) without the plain task, L is served within a turn", () => {
+  it("(control for the test above) without the plain task, L is served within a turn", () => {
     expect(starvation(false).slice(0, 2)).toContain("L");
   });
 
@@ -667,7 +680,7 @@ describe("a shared rule across two queues (one node-wide ledger)", () => {
 
     q1.done("a");
     expect(ledger.inflightOf(SLOT)).toBe(0);
-    expect(q2.core.hasDispatchable(q2.now)).toBe(false); // nothing until the wake runs
+    expect(q2.core.pruneAndHasDispatchable(q2.now)).toBe(false); // nothing until the wake runs
     await flushWakes();
     expect(wakes).toEqual(["q2:@lim/k"]);
     q2.sync();
@@ -745,10 +758,10 @@ describe("a shared rule across two queues (one node-wide ledger)", () => {
     expect(q2.lease()).toEqual(["b2"]);
   });
 
-  // Bug: load() sets every slot's limit from the loaded rows, and for a shared slot that
-  // writes the node-wide ledger. Reactivating q1 resets the shared key's limit to q1's
-  // newest row (an older task), overriding the limit set by q2's newer task.
-  it("reloading one queue overrides the node-wide limit set by the other queue's newer task", () => {
+  // Regression: load() once set every slot's limit from the loaded rows, and for a shared
+  // slot that wrote the node-wide ledger, so reactivating q1 reset the shared key's limit
+  // to q1's newest row (an older task) and q2's b2 could not run.
+  it("reloading one queue keeps the node-wide limit set by the other queue's newer task", () => {
     const { q1, q2 } = twoQueues();
     q1.add("a1", shared(1));
     expect(q1.lease()).toEqual(["a1"]);
@@ -756,8 +769,7 @@ describe("a shared rule across two queues (one node-wide ledger)", () => {
     q2.add("b2", shared(3));
     expect(q2.lease(1)).toEqual(["b1"]);
     q1.reload();
-    // Actual: [] (the limit is 1 again, from q1's row a1); without the reload: ["b2"].
-    expect(q2.lease()).toEqual(["b2"]);
+    expect(q2.lease()).toEqual(["b2"]); // (once: [], the limit 1 again from q1's row a1)
   });
 });
 
@@ -829,15 +841,14 @@ describe("passivation (reload from the stored rows)", () => {
     expect(b.lease()).toEqual(["C"]);
   });
 
-  // The four bugs below share one cause: the dynamic limits live only in memory, and
-  // load() recomputes them as "the maxRuns of the slot's last row in seq order". That is
-  // not the newest task's when the newest task has finished, when it is scheduled (seq 0
-  // until promoted), when an older task was retried (re-promoted with a fresh, larger
-  // seq), or when the seq is a round-robin rank of another rule of the chain (ranks of
-  // different keys interleave, so seq order is not arrival order). Each test passes
-  // without the reload.
+  // Regressions: a key's limit is its newest task's, and a reload keeps it (limits are
+  // stored). load() once recomputed them as "the maxRuns of the slot's last row in seq
+  // order", which is not the newest task's when the newest task has finished, when it is
+  // scheduled (seq 0 until promoted), when an older task was retried (re-promoted with a
+  // fresh, larger seq), or when the seq is a round-robin rank of another rule of the chain
+  // (ranks of different keys interleave). The "once:" comments say what that gave.
 
-  it("the limit set by the newest task is lost on reload once that task has finished", () => {
+  it("a reload keeps the limit set by the newest task after that task has finished", () => {
     const b = new Bench();
     b.add("A", [rule("GROUP_ROUND_ROBIN", 1)]);
     b.add("B", [rule("GROUP_ROUND_ROBIN", 1)]);
@@ -846,21 +857,19 @@ describe("passivation (reload from the stored rows)", () => {
     expect(b.lease(1)).toEqual(["C"]);
     b.done("C"); // limit 2, one in flight (A): B may run
     b.reload();
-    // Actual: [] (the reloaded limit is 1, from B's row).
-    expect(b.lease()).toEqual(["B"]);
+    expect(b.lease()).toEqual(["B"]); // once: [] (the reloaded limit 1, from B's row)
   });
 
-  it("a scheduled newest task's limit is overridden on reload by older rows (it has seq 0)", () => {
+  it("a reload keeps a scheduled newest task's limit (although it has seq 0)", () => {
     const b = new Bench();
     b.add("A", [rule("GROUP_ROUND_ROBIN", 1)]);
     b.add("B", [rule("GROUP_ROUND_ROBIN", 1)]);
     expect(b.add("S", [rule("GROUP_ROUND_ROBIN", 2)], { processAtMs: b.now + 60_000 })).toBe("scheduled");
     b.reload();
-    // Actual: ["A"] (limit 1).
-    expect(b.lease()).toEqual(["A", "B"]);
+    expect(b.lease()).toEqual(["A", "B"]); // once: ["A"] (limit 1)
   });
 
-  it("a retried older task's limit overrides a newer task's on reload (its seq is fresh)", () => {
+  it("a reload keeps a newer task's limit over a retried older task's (whose seq is fresh)", () => {
     const b = new Bench();
     b.add("A", [rule("GROUP_ROUND_ROBIN", 1)]);
     expect(b.lease()).toEqual(["A"]);
@@ -870,11 +879,10 @@ describe("passivation (reload from the stored rows)", () => {
     b.tick(LEASE_TTL_MS); // A's backoff (≤ 1 s) is over: A is pending again, with the largest seq
     expect(b.state("A")).toBe("pending");
     b.reload();
-    // Actual: one task (limit 1, from A's row); without the reload, two.
-    expect(b.lease()).toHaveLength(2);
+    expect(b.lease()).toHaveLength(2); // once: one (limit 1, from A's row)
   });
 
-  it("in a chain, the second rule's limit comes from the highest round-robin rank, not the newest task", () => {
+  it("in a chain, a reload takes the second rule's limit from the newest task, not the highest round-robin rank", () => {
     const b = new Bench();
     const chain = (g: string, max: number) => [rule("GROUP_ROUND_ROBIN", 5, g, "t#0"), rule("GROUP_ROUND_ROBIN", max, "c", "t#1")];
     b.add("X1", chain("X", 1));
@@ -882,15 +890,14 @@ describe("passivation (reload from the stored rows)", () => {
     b.add("X3", chain("X", 1));
     b.add("Y1", chain("Y", 3)); // newest task of key c: limit 3 (rank 1 in group Y)
     b.reload();
-    // Actual: ["X1"] (limit 1, from X3, whose rank 3 is the highest).
-    expect(b.lease()).toHaveLength(3);
+    expect(b.lease()).toHaveLength(3); // once: ["X1"] (limit 1, from X3, whose rank 3 is the highest)
   });
 
-  // Bug (same cause, for victims): the core picks "oldest" by its per-slot member order,
-  // which is arrival order in a live core but seq order after load(). With round-robin
-  // ranks from another rule of the chain (or a retried task), the two differ, so the same
-  // arrival cancels different tasks before and after a passivation.
-  it("CANCEL_IN_PROGRESS cancels different tasks after a reload (seq order is not arrival order)", () => {
+  // Regression (same cause, for victims): "oldest" is arrival order, before and after a
+  // reload. load() once rebuilt the per-slot member order in seq order, which differs
+  // from arrival order with round-robin ranks from another rule of the chain (or a
+  // retried task), so the same arrival cancelled different tasks after a passivation.
+  it("CANCEL_IN_PROGRESS cancels the same, oldest-arrived tasks after a reload (seq order is not arrival order)", () => {
     const b = new Bench();
     const chain = (g: string, max: number) => [rule("GROUP_ROUND_ROBIN", 5, g, "t#0"), rule("CANCEL_IN_PROGRESS", max, "c", "t#1")];
     b.add("X1", chain("X", 3));
@@ -898,7 +905,6 @@ describe("passivation (reload from the stored rows)", () => {
     b.add("Y1", chain("Y", 3)); // arrival order X1, X2, Y1; seq order X1, Y1, X2
     b.reload();
     b.add("N", chain("Z", 2)); // keep the newest 2 (N and Y1): cancel the two oldest
-    // Actual: ["X1", "Y1"] (without the reload: ["X1", "X2"]).
-    expect(b.strategyCancels).toEqual(["X1", "X2"]);
+    expect(b.strategyCancels).toEqual(["X1", "X2"]); // once: ["X1", "Y1"]
   });
 });

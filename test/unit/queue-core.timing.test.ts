@@ -43,7 +43,7 @@ describe("QueueCore: expiry before dispatch (expiresAtMs)", () => {
     expect(tr.state).toBe("archived");
     expect(tr.outcome?.lastError).toMatch(/expired/);
     expect(core.has(t.id)).toBe(false);
-    expect(core.hasDispatchable(time.nowMs)).toBe(false);
+    expect(core.pruneAndHasDispatchable(time.nowMs)).toBe(false);
   });
 
   it("tick archives a scheduled task whose expiry comes before its processAt", () => {

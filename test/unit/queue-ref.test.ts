@@ -30,7 +30,7 @@ beforeEach(() => {
   db = new Database({ path: join(dir, "conveyor.db"), synchronous: "normal" });
   store = new TaskStore(db, { deadRetentionMs: 60_000 });
   host = new GrainHost({
-    store, clock: systemClock, random: seededRandom(1), newLeaseId: () => `lease-${++leaseIds}`,
+    store, clock: systemClock, random: seededRandom(1), newId: () => `lease-${++leaseIds}`,
     core: { leaseTtlMs: 30_000, groupDefaults: { maxSize: 10, maxDelayMs: 1_000, graceMs: 100 }, groupSweepIntervalMs: 1_000 },
     idleMs: 60_000, logger: pino({ level: "silent" }),
     hooks: { onEvents: () => {} },

@@ -1,28 +1,78 @@
+import type { GroupConfig } from "./group-aggregator.js";
 import type { NewTask, TaskIndexEntry } from "./task.js";
+import type { RateLimitSpec } from "./token-bucket.js";
 
 /**
- * What the pure core asks the shell to persist, in order. Applying every effect of a
- * turn in one transaction makes storage match the core's memory exactly.
+ * What the pure core asks the shell to persist, in order: one named transition per
+ * change of durable state. Applying every effect of a turn in one transaction makes
+ * storage match the core's memory exactly.
+ *
+ * Why named: each kind maps to exactly one prepared statement in the store
+ * (storage/task-store.ts), so the store never guesses a statement from a value's shape,
+ * and a new reason to write a row is a new name, not a silent reuse of another's
+ * statement. Why self-contained: every value a statement writes is in the effect, computed
+ * by the core (instants included); nothing is read from a clock while applying. This is
+ * the record format a replica will apply.
+ *
+ * A task transition carries the entry as the core left it (`entry`, a copy) and the
+ * outcome fields that only that transition writes.
  */
-export type Effect =
-  /** Store a new task (state from `entry`). */
-  | { kind: "insert"; task: NewTask; entry: TaskIndexEntry; createdAtMs: number }
-  /** Persist an entry's new state and its lease columns, with optional outcome fields. */
-  | { kind: "transition"; entry: TaskIndexEntry; outcome?: TransitionOutcome }
-  /** Remove a task row. */
-  | { kind: "delete"; id: string }
-  /** Persist the queue's paused flag. */
-  | { kind: "paused"; paused: boolean }
-  /** Persist (or, undefined, forget) a rule key's dynamic limit. */
-  | { kind: "slotLimit"; slot: string; limit: number | undefined };
+export type Effect = TaskTransition | QueueSettingEffect;
 
-export interface TransitionOutcome {
-  lastError?: string;
-  lastFailedAtMs?: number;
-  finishedAtMs?: number;
-  result?: Uint8Array;
-  cancelReason?: string;
+export type TaskTransition =
+  /** Store a new task (its state is `entry.state`). */
+  | { kind: "insert"; task: NewTask; entry: TaskIndexEntry; createdAtMs: number }
+  /** pending → active: a lease was handed out (the store reads the delivered row back). */
+  | { kind: "activate"; entry: TaskIndexEntry }
+  /** active → completed: the handler succeeded. */
+  | { kind: "complete"; entry: TaskIndexEntry; outcome: { finishedAtMs: number; result: Uint8Array } }
+  /** active → retry: a failed or timed-out attempt backs off until `entry.readyAtMs`. */
+  | { kind: "retry"; entry: TaskIndexEntry; outcome: FailureOutcome }
+  /** active → pending at its old place: the lease lapsed (the worker stopped heartbeating). */
+  | { kind: "requeue"; entry: TaskIndexEntry; outcome: FailureOutcome }
+  /** active → pending at its old place, no retry spent: the worker gave the task back. */
+  | { kind: "release"; entry: TaskIndexEntry }
+  /** scheduled/retry → pending: its time came, or an operator ran it now. */
+  | { kind: "promote"; entry: TaskIndexEntry }
+  /** aggregating → pending: its group fired; `entry.batchId` names the batch. */
+  | { kind: "fireGroup"; entry: TaskIndexEntry }
+  /** archived/cancelled → pending with a fresh set of retries (an operator's retry). */
+  | { kind: "revive"; entry: TaskIndexEntry }
+  /** any unfinished state → archived (dead-lettered): retries exhausted, expired, refused, or by an operator. */
+  | { kind: "archive"; entry: TaskIndexEntry; outcome: ArchiveOutcome }
+  /** any unfinished state → cancelled (an operator or a concurrency strategy). */
+  | { kind: "cancel"; entry: TaskIndexEntry; outcome: { finishedAtMs: number; cancelReason: string } }
+  /** Remove a waiting task's row (an operator's delete). */
+  | { kind: "delete"; id: string };
+
+export interface FailureOutcome {
+  lastError: string;
+  lastFailedAtMs: number;
 }
+
+export interface ArchiveOutcome {
+  lastError: string;
+  /** Absent when no attempt failed (an operator archived a waiting task). */
+  lastFailedAtMs?: number;
+  finishedAtMs: number;
+}
+
+/** The transitions that end a task (it leaves the core's memory). */
+export type FinishTransition = Extract<TaskTransition, { kind: "complete" | "archive" | "cancel" }>;
+
+/** Queue settings, each written only through the grain (one writer per setting). */
+export type QueueSettingEffect =
+  /** The queue's paused flag (`atMs` creates the queue's row if it has none). */
+  | { kind: "setPaused"; paused: boolean; atMs: number }
+  /** The per-key concurrency limit; undefined clears it. */
+  | { kind: "setKeyLimit"; limit: number | undefined; atMs: number }
+  /** The rate-limit override; undefined goes back to the server default. */
+  | { kind: "setRateLimit"; spec: RateLimitSpec | undefined; atMs: number }
+  /** A group override (group "" = the queue default). */
+  | { kind: "setGroupConfig"; group: string; config: GroupConfig; atMs: number }
+  | { kind: "deleteGroupConfig"; group: string }
+  /** A rule key's dynamic limit (its newest task's value); undefined forgets it. */
+  | { kind: "setSlotLimit"; slot: string; limit: number | undefined };
 
 /** Lifecycle events for logs and metrics (the core does not log). */
 export type CoreEvent =

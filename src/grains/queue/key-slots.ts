@@ -80,7 +80,7 @@ export class KeySlots {
 
   /**
    * @param isLive tells whether a held item still refers to a waiting task.
-   * @param shared the node's ledger for shared rules; `onHoldShared` registers interest.
+   * @param shared the node's ledger for shared rules; `watch` registers this queue's interest when a task is held on a shared slot.
    */
   constructor(
     private readonly isLive: (item: ReadyItem) => boolean,

@@ -18,8 +18,9 @@ export interface QueueSettings {
 
 /**
  * The grain's view of durable storage (implemented by src/storage). Writes are
- * synchronous and join the current group-commit transaction; `committed()` resolves
- * once everything written so far is on disk, and callers reply only after it.
+ * synchronous and join the current group-commit transaction; the server awaits the
+ * database's `committed()` (not part of this port: no grain waits for a commit) and
+ * replies only after it.
  */
 export interface QueueStore {
   /** Unfinished tasks of a queue, in arrival order (group members and rule members in order). */
@@ -38,5 +39,4 @@ export interface QueueStore {
   apply(queue: string, effects: readonly Effect[]): ReadonlyMap<string, TaskRecord>;
   /** Deletes a finished task row; false when there was none. */
   deleteTask(id: string): boolean;
-  committed(): Promise<void>;
 }

@@ -11,8 +11,8 @@
  * What lives here:
  * - `entries`: one index entry per unfinished task (never the payload);
  * - `ready`: pending tasks in dispatch order (priority, then seq), lazily cleaned;
- * - `due`: timers for scheduled/retry promotion, pre-dispatch expiry and deadlines;
- * - `leases`, `leaseExpiry` and `attemptEnds`: deliveries held by workers, when they lapse
+ * - `due` (DueTimers): timers for scheduled/retry promotion, pre-dispatch expiry and deadlines;
+ * - `leases` (LeaseTable): deliveries held by workers, when they lapse
  *   without heartbeats, and when their attempt ends (timeout or deadline): a lease ends
  *   at the earlier of the two, whatever the worker does;
  * - `slots`: per-key in-flight counts and held tasks (per-key concurrency limit);
@@ -26,14 +26,16 @@ import { ConveyorError } from "../../base/errors.js";
 import { quote } from "../../base/limits.js";
 import type { Random } from "../../base/random.js";
 import { retryDelayMs } from "./backoff.js";
-import type { CoreEvent, Effect, TransitionOutcome } from "./effects.js";
-import { Heap } from "./heap.js";
+import type { CoreEvent, Effect, FinishTransition } from "./effects.js";
+import { DispatchRanks } from "./dispatch-ranks.js";
+import { DueTimers, WAITING, type DueItem } from "./due-timers.js";
+import { LeaseTable, earliest, type Lease } from "./lease-table.js";
 import { KeySlots, QUEUE_RULE, isSharedSlot, slotOf, type ReadyItem, type SlotLedger } from "./key-slots.js";
-import type { Strategy, TaskRule } from "./rules.js";
+import { cancelledAtArrival, type Strategy, type TaskRule } from "./rules.js";
 import { TokenBucket, type RateLimitSpec } from "./token-bucket.js";
 import { GroupAggregator, type GroupConfig } from "./group-aggregator.js";
 import { NO_BATCHES, ReadyQueues, type LeaseCaps } from "./ready-queues.js";
-import type { CancelReason, NewTask, Outcome, TaskIndexEntry, TaskRecord, TaskState } from "./task.js";
+import { indexEntry, type CancelReason, type NewTask, type Outcome, type TaskIndexEntry, type TaskRecord, type TaskState } from "./task.js";
 
 export interface CoreConfig {
   /** How long a lease lives without a heartbeat. */
@@ -48,8 +50,8 @@ export interface CoreConfig {
 
 export interface CoreDeps {
   random: Random;
-  /** A fresh, unique id: lease ids (fencing tokens for settle and heartbeat) and batch ids. */
-  newLeaseId: () => string;
+  /** A fresh, unique id, for lease ids (fencing tokens for settle and heartbeat) and batch ids. */
+  newId: () => string;
   /** The node's ledger of shared (named) rules; `watch` asks to be woken when a slot frees. */
   sharedSlots?: SlotLedger & { watch(slot: string): void };
 }
@@ -110,24 +112,10 @@ export interface LeaseStatusView {
   leaseExpiresAtMs: number;
 }
 
-interface LeaseState {
-  id: string;
-  taskIds: Set<string>;
-  expiresAtMs: number;
-  /** When the attempt ends (the delivery's effective deadline); 0 = no limit. */
-  endsAtMs: number;
-}
 
-type DueKind = "ready" | "expire" | "deadline";
-interface DueItem {
-  atMs: number;
-  /** Insertion order: tasks due at the same instant are promoted FIFO. */
-  order: number;
-  id: string;
-  kind: DueKind;
-}
-
-const WAITING: ReadonlySet<TaskState> = new Set(["pending", "scheduled", "retry", "aggregating"]);
+/** How a task ends: a finishing transition, before the entry is attached. */
+type Ending = FinishTransition extends infer T ? (T extends unknown ? Omit<T, "entry"> : never) : never;
+const FINAL_STATE = { complete: "completed", archive: "archived", cancel: "cancelled" } as const;
 
 export class QueueCore {
   private readonly entries = new Map<string, TaskIndexEntry>();
@@ -138,23 +126,14 @@ export class QueueCore {
   /** Per-group threshold overrides; the key "" is the queue-wide default. */
   private readonly groupConfigs = new Map<string, GroupConfig>();
   private sweepAtMs: number | undefined;
-  private readonly due = new Heap<DueItem>((a, b) => (a.atMs !== b.atMs ? a.atMs < b.atMs : a.order < b.order));
-  private dueOrder = 0;
-  private readonly leases = new Map<string, LeaseState>();
-  private readonly leaseExpiry = new Heap<{ atMs: number; leaseId: string }>((a, b) => a.atMs < b.atMs);
-  /** Attempt ends of leases, lazily deleted (a settled lease leaves its entry behind). */
-  private readonly attemptEnds = new Heap<{ atMs: number; leaseId: string }>((a, b) => a.atMs < b.atMs);
-  /** Leases whose every task was cancelled: heartbeats report the cancel until they lapse. */
-  private readonly revoked = new Map<string, { reason: string; untilMs: number }>();
+  private readonly due = new DueTimers();
+  private readonly leases = new LeaseTable();
   private readonly unique = new Map<string, { taskId: string; untilMs: number }>();
   private readonly slots: KeySlots;
   /** Unfinished tasks under each strategy rule's slot, in arrival order. */
   private readonly ruleMembers = new Map<string, Set<string>>();
-  /** Round-robin ranks: the last rank given per slot, and the rank being served. */
-  private readonly lastRank = new Map<string, number>();
-  private servicePoint = 0;
+  private readonly ranks = new DispatchRanks();
   private bucket: TokenBucket | undefined;
-  private nextSeq = 1;
   private pausedFlag = false;
   private effects: Effect[] = [];
   private events: CoreEvent[] = [];
@@ -179,14 +158,14 @@ export class QueueCore {
   load(rows: readonly TaskIndexEntry[], options: LoadOptions, nowMs: number): void {
     this.pausedFlag = options.paused;
     this.slots.setRuleLimit(QUEUE_RULE, options.keyLimit);
-    this.setRateLimit(options.rateLimit, nowMs);
+    this.useRateLimit(options.rateLimit, nowMs);
     for (const [group, config] of options.groupConfigs ?? []) this.groupConfigs.set(group, config);
     // Dynamic limits are durable (a key's newest task may have finished already).
     for (const [slot, limit] of options.slotLimits ?? []) this.slots.setSlotLimit(slot, limit);
     for (const row of rows) {
       const e = { ...row };
       this.entries.set(e.id, e);
-      this.nextSeq = Math.max(this.nextSeq, e.seq + 1);
+      this.ranks.observeLoaded(e);
       if (e.uniqueKey && (e.uniqueUntilMs === 0 || e.uniqueUntilMs > nowMs)) {
         this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
       }
@@ -198,7 +177,7 @@ export class QueueCore {
     // New keys join the round being served: the oldest waiting task's rank.
     let oldest = Infinity;
     for (const e of this.entries.values()) if (e.state === "pending" && e.rules.length > 0) oldest = Math.min(oldest, e.seq);
-    this.servicePoint = oldest === Infinity ? 0 : oldest - 1;
+    this.ranks.startServingAt(oldest === Infinity ? undefined : oldest);
     this.readyChanged = true;
   }
 
@@ -207,18 +186,7 @@ export class QueueCore {
     // The attempt's end is durable. A row written before it was (0 with a timeout or a
     // deadline) gets its timeout from now: the benefit of the doubt, once.
     if (e.attemptEndsAtMs === 0) e.attemptEndsAtMs = effectiveDeadline(e, nowMs);
-    let lease = this.leases.get(e.leaseId);
-    if (!lease) {
-      lease = { id: e.leaseId, taskIds: new Set(), expiresAtMs: e.leaseExpiresAtMs, endsAtMs: 0 };
-      this.leases.set(lease.id, lease);
-      this.leaseExpiry.push({ atMs: lease.expiresAtMs, leaseId: lease.id });
-    }
-    lease.taskIds.add(e.id);
-    const endsAtMs = earliest(lease.endsAtMs, e.attemptEndsAtMs);
-    if (endsAtMs !== lease.endsAtMs) {
-      lease.endsAtMs = endsAtMs;
-      this.attemptEnds.push({ atMs: endsAtMs, leaseId: lease.id });
-    }
+    this.leases.adopt(e.leaseId, e.id, e.leaseExpiresAtMs, e.attemptEndsAtMs);
     this.acquireSlots(e);
   }
 
@@ -252,7 +220,7 @@ export class QueueCore {
       const stored = known.get(t.id);
       if (stored && stored.queue === this.queue) return { ok: true, id: t.id, state: stored.state, existed: true };
       if (stored) {
-        return fail(new ConveyorError("ALREADY_EXISTS", "TASK_ID_CONFLICT",
+        return refused(new ConveyorError("ALREADY_EXISTS", "TASK_ID_CONFLICT",
           `task_id ${quote(t.id)} is already used by a task in queue ${quote(stored.queue)}`, "task.task_id"));
       }
       if (ids.has(t.id)) return { ok: true, id: t.id, state: initialState(t, nowMs), existed: true };
@@ -260,7 +228,7 @@ export class QueueCore {
     if (t.uniqueKey) {
       const holder = this.uniqueHolder(t.uniqueKey, nowMs);
       if (holder || keys.has(t.uniqueKey)) {
-        return fail(new ConveyorError("ALREADY_EXISTS", "UNIQUE_KEY_CONFLICT",
+        return refused(new ConveyorError("ALREADY_EXISTS", "UNIQUE_KEY_CONFLICT",
           `unique_key ${quote(t.uniqueKey)} is held by unfinished task ${quote(holder ?? "in this batch")}`,
           "task.unique_key"));
       }
@@ -269,7 +237,7 @@ export class QueueCore {
     if (t.group) {
       const bound = this.groups.typeOf(t.group) ?? groupTypes.get(t.group);
       if (bound !== undefined && bound !== t.type) {
-        return fail(new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD",
+        return refused(new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD",
           `task.type: group ${quote(t.group)} of queue ${quote(this.queue)} holds tasks of type ${quote(bound)}; a group is single-type, got ${quote(t.type)}`,
           "task.type"));
       }
@@ -293,21 +261,18 @@ export class QueueCore {
   /** Stores a new task and applies its rules' strategies; returns its resulting state. */
   private insert(t: NewTask, nowMs: number): TaskState {
     const state = initialState(t, nowMs);
-    const e: TaskIndexEntry = {
-      id: t.id, state, type: t.type, priority: t.priority, seq: state === "aggregating" ? this.nextSeq++ : 0,
-      concurrencyKey: t.concurrencyKey, readyAtMs: Math.max(t.processAtMs, nowMs), timeoutMs: t.timeoutMs,
-      deadlineAtMs: t.deadlineAtMs, expiresAtMs: t.expiresAtMs, uniqueKey: t.uniqueKey,
-      uniqueUntilMs: t.uniqueKey && t.uniqueTtlMs > 0 ? nowMs + t.uniqueTtlMs : 0,
-      retried: 0, maxRetry: t.maxRetry, backoffBaseMs: t.backoffBaseMs, backoffMaxMs: t.backoffMaxMs,
-      leaseId: "", leaseExpiresAtMs: 0, attemptEndsAtMs: 0, group: t.group, batchId: "", rules: t.rules,
-    };
-    if (state === "pending") e.seq = this.rankOf(e);
+    const e = indexEntry(t, {
+      state, seq: state === "aggregating" ? this.ranks.nextSequence() : 0, readyAtMs: Math.max(t.processAtMs, nowMs),
+      expiresAtMs: t.expiresAtMs, uniqueUntilMs: t.uniqueKey && t.uniqueTtlMs > 0 ? nowMs + t.uniqueTtlMs : 0,
+      payloadBytes: t.payload.byteLength,
+    });
+    if (state === "pending") e.seq = this.ranks.rankOf(e);
     this.entries.set(e.id, e);
     if (e.uniqueKey) this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
     this.effects.push({ kind: "insert", task: t, entry: { ...e }, createdAtMs: nowMs });
     if (t.ruleError) {
       // A rule expression failed: the task fails with that error, never silently keyless.
-      this.finish(e, "archived", { lastError: t.ruleError, lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+      this.finish(e, { kind: "archive", outcome: { lastError: t.ruleError, lastFailedAtMs: nowMs, finishedAtMs: nowMs } });
       return e.state;
     }
     this.joinRules(e);
@@ -344,7 +309,7 @@ export class QueueCore {
       let members = this.ruleMembers.get(slot);
       if (!members) this.ruleMembers.set(slot, (members = new Set()));
       members.add(e.id);
-      if (e.state === "pending" && r.strategy === "GROUP_ROUND_ROBIN") this.lastRank.set(slot, Math.max(this.lastRank.get(slot) ?? 0, e.seq));
+      if (e.state === "pending" && r.strategy === "GROUP_ROUND_ROBIN") this.ranks.noteRanked(slot, e.seq);
     }
   }
 
@@ -355,30 +320,15 @@ export class QueueCore {
       members?.delete(e.id);
       if (members?.size === 0) {
         this.ruleMembers.delete(slot);
-        this.lastRank.delete(slot);
+        this.ranks.forgetKey(slot);
         // No unfinished task has this key: its next task sets the limit afresh. (Shared
         // keys may have tasks in other queues; their limits stay.)
         if (!isSharedSlot(slot)) {
           this.slots.setSlotLimit(slot, undefined);
-          this.effects.push({ kind: "slotLimit", slot, limit: undefined });
+          this.effects.push({ kind: "setSlotLimit", slot, limit: undefined });
         }
       }
     }
-  }
-
-  /**
-   * The dispatch rank of a new pending task. Under a GROUP_ROUND_ROBIN rule, keys take
-   * turns: a key's n-th waiting task ranks n turns after the round being served, so a
-   * key with a deep backlog cannot starve a key with one task waiting. Otherwise, FIFO.
-   */
-  private rankOf(e: TaskIndexEntry): number {
-    const seq = this.nextSeq++;
-    const grr = e.rules.find((r) => r.strategy === "GROUP_ROUND_ROBIN");
-    if (!grr) return seq;
-    const slot = slotOf(grr.ruleId, grr.key);
-    const rank = Math.max((this.lastRank.get(slot) ?? 0) + 1, this.servicePoint + 1);
-    this.lastRank.set(slot, rank);
-    return rank;
   }
 
   /**
@@ -392,39 +342,13 @@ export class QueueCore {
       const slot = slotOf(r.ruleId, r.key);
       if (this.slots.limitOf(slot) !== r.maxRuns) {
         for (const freed of this.slots.setSlotLimit(slot, r.maxRuns)) this.pushReady(freed);
-        this.effects.push({ kind: "slotLimit", slot, limit: r.maxRuns });
+        this.effects.push({ kind: "setSlotLimit", slot, limit: r.maxRuns });
       }
       if (r.strategy === "GROUP_ROUND_ROBIN") continue; // waits its turn; nothing to decide at arrival
       const members = [...(this.ruleMembers.get(slot) ?? [])].map((id) => this.entries.get(id)!).filter((m) => m.id !== e.id);
       const running = members.filter((m) => m.state === "active");
       const queued = members.filter((m) => m.state === "pending");
-      switch (r.strategy) {
-        case "CANCEL_NEWEST":
-          if (running.length + queued.length >= r.maxRuns) this.cancelByRule(e, r.strategy, nowMs);
-          break;
-        case "CANCEL_IN_PROGRESS": {
-          // Keep the newest max: cancel the oldest (running first, they are older) to make room.
-          const live = [...running, ...queued];
-          for (let i = 0; live.length - i + 1 > r.maxRuns && i < live.length; i++) this.cancelByRule(live[i]!, r.strategy, nowMs);
-          break;
-        }
-        case "CANCEL_QUEUED_EXCEPT_NEWEST":
-        case "CANCEL_QUEUED_EXCEPT_OLDEST": {
-          // Waiting tasks beyond the free slots are "queued"; keep max of them.
-          const waiting = [...queued, e];
-          const free = Math.max(0, r.maxRuns - running.length);
-          const backlog = waiting.slice(free);
-          const excess = backlog.length - r.maxRuns;
-          if (excess <= 0) break;
-          const doomed = r.strategy === "CANCEL_QUEUED_EXCEPT_NEWEST" ? backlog.slice(0, excess) : backlog.slice(backlog.length - excess);
-          for (const d of doomed) this.cancelByRule(d, r.strategy, nowMs);
-          break;
-        }
-        default: {
-          const never: never = r.strategy;
-          throw new Error(`unknown strategy ${String(never)}`);
-        }
-      }
+      for (const doomed of cancelledAtArrival(r.strategy, r.maxRuns, e, running, queued)) this.cancelByRule(doomed, r.strategy, nowMs);
     }
   }
 
@@ -446,19 +370,14 @@ export class QueueCore {
     if (e.state === "pending") {
       this.enqueueReady(e);
     } else if (e.state === "scheduled" || e.state === "retry") {
-      this.pushDue(e.readyAtMs, e.id, "ready");
+      this.due.push(e.readyAtMs, e.id, "ready");
     }
     this.armExpiry(e);
   }
 
   /** Arms the pre-dispatch expiry and deadline timers of a waiting task. */
   private armExpiry(e: TaskIndexEntry): void {
-    if (e.expiresAtMs > 0) this.pushDue(e.expiresAtMs, e.id, "expire");
-    if (e.deadlineAtMs > 0) this.pushDue(e.deadlineAtMs, e.id, "deadline");
-  }
-
-  private pushDue(atMs: number, id: string, kind: DueKind): void {
-    this.due.push({ atMs, order: this.dueOrder++, id, kind });
+    this.due.armExpiry(e);
   }
 
   // ---- workers ------------------------------------------------------------------------
@@ -467,11 +386,16 @@ export class QueueCore {
    * Hands out up to `max` deliveries, highest priority first, FIFO within a priority.
    * A fired batch is one delivery, and only for a caller with a batch handler for its type.
    */
-  lease(max: number, nowMs: number, caps: LeaseCaps = NO_BATCHES): DeliveryPlan[] {
+  /**
+   * Up to `max` deliveries, in dispatch order. The answer stops growing once its payloads
+   * add up to `maxBytes` (the first delivery is always taken, however large).
+   */
+  lease(max: number, nowMs: number, caps: LeaseCaps = NO_BATCHES, maxBytes = Infinity): DeliveryPlan[] {
     const plans: DeliveryPlan[] = [];
     if (this.pausedFlag) return plans;
     let throttled = false;
-    while (plans.length < max) {
+    let bytes = 0;
+    while (plans.length < max && bytes < maxBytes) {
       const popped = this.ready.pop(caps);
       if (!popped) break;
       const item = popped.item;
@@ -484,7 +408,9 @@ export class QueueCore {
           break;
         }
         this.batches.delete(item.id);
+        for (const m of members) this.ranks.served(m);
         plans.push(this.startLease(members, nowMs));
+        for (const m of members) bytes += m.payloadBytes;
         continue;
       }
       const e = this.liveReady(item);
@@ -504,7 +430,9 @@ export class QueueCore {
         this.events.push({ kind: "rate_limited" });
         break;
       }
+      this.ranks.served(e);
       plans.push(this.startLease([e], nowMs));
+      bytes += e.payloadBytes;
     }
     if (throttled) this.events.push({ kind: "throttled" });
     if (plans.length > 0) this.events.push({ kind: "dispatched", count: plans.length });
@@ -512,16 +440,14 @@ export class QueueCore {
   }
 
   private startLease(batch: TaskIndexEntry[], nowMs: number): DeliveryPlan {
-    const leaseId = this.deps.newLeaseId();
+    const leaseId = this.deps.newId();
     const expiresAtMs = nowMs + this.config.leaseTtlMs;
     // The attempt ends at the earliest member's effective deadline: a batch is one call.
     let deadlineAtMs = 0;
     for (const e of batch) deadlineAtMs = earliest(deadlineAtMs, effectiveDeadline(e, nowMs));
-    const lease: LeaseState = { id: leaseId, taskIds: new Set(), expiresAtMs, endsAtMs: deadlineAtMs };
+    const lease = this.leases.open(leaseId, expiresAtMs, deadlineAtMs);
     for (const e of batch) {
       this.acquireSlots(e);
-      // Only round-robin ranks mark the round being served (other seqs are FIFO numbers).
-      if (e.rules.some((r) => r.strategy === "GROUP_ROUND_ROBIN")) this.servicePoint = Math.max(this.servicePoint, e.seq);
       e.state = "active";
       e.expiresAtMs = 0; // the pre-dispatch TTL no longer applies once the task has run
 
@@ -529,13 +455,7 @@ export class QueueCore {
       e.leaseExpiresAtMs = expiresAtMs;
       e.attemptEndsAtMs = deadlineAtMs;
       lease.taskIds.add(e.id);
-      this.effects.push({ kind: "transition", entry: { ...e } });
-    }
-    this.leases.set(leaseId, lease);
-    this.leaseExpiry.push({ atMs: expiresAtMs, leaseId });
-    if (deadlineAtMs > 0) {
-      this.compactAttemptEnds();
-      this.attemptEnds.push({ atMs: deadlineAtMs, leaseId });
+      this.effects.push({ kind: "activate", entry: { ...e } });
     }
     const first = batch[0]!;
     return {
@@ -547,11 +467,11 @@ export class QueueCore {
   /** Archives a waiting task whose expiry or deadline has passed; true if it did. */
   private expireIfOverdue(e: TaskIndexEntry, nowMs: number): boolean {
     if (e.expiresAtMs > 0 && e.expiresAtMs <= nowMs) {
-      this.finish(e, "archived", { lastError: "expired before dispatch", lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+      this.finish(e, { kind: "archive", outcome: { lastError: "expired before dispatch", lastFailedAtMs: nowMs, finishedAtMs: nowMs } });
       return true;
     }
     if (e.deadlineAtMs > 0 && e.deadlineAtMs <= nowMs) {
-      this.finish(e, "archived", { lastError: "deadline exceeded before dispatch", lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+      this.finish(e, { kind: "archive", outcome: { lastError: "deadline exceeded before dispatch", lastFailedAtMs: nowMs, finishedAtMs: nowMs } });
       return true;
     }
     return false;
@@ -565,7 +485,7 @@ export class QueueCore {
         lease.expiresAtMs = nowMs + this.config.leaseTtlMs;
         return { leaseId, held: true, cancelRequested: false, cancelReason: "", leaseExpiresAtMs: lease.expiresAtMs };
       }
-      const revoked = this.revoked.get(leaseId);
+      const revoked = this.leases.revocation(leaseId);
       return { leaseId, held: false, cancelRequested: !!revoked, cancelReason: revoked?.reason ?? "", leaseExpiresAtMs: 0 };
     });
   }
@@ -579,7 +499,7 @@ export class QueueCore {
     const lease = this.liveLease(s.leaseId, nowMs);
     const e = this.entries.get(s.taskId);
     if (!lease || !lease.taskIds.has(s.taskId) || !e || e.state !== "active" || e.leaseId !== s.leaseId) {
-      const why = this.revoked.has(s.leaseId) ? "the task was cancelled" : "its attempt timed out, it expired, was settled or never existed";
+      const why = this.leases.revocation(s.leaseId) ? "the task was cancelled" : "its attempt timed out, it expired, was settled or never existed";
       return new ConveyorError("FAILED_PRECONDITION", "LEASE_NOT_HELD",
         `lease ${quote(s.leaseId)} does not hold task ${quote(s.taskId)}: ${why}`, "settlements.lease_id");
     }
@@ -588,18 +508,18 @@ export class QueueCore {
     if (e.batchId !== "" && (s.outcome === "retry" || s.outcome === "released")) e.batchId = e.id;
     switch (s.outcome) {
       case "success":
-        this.finish(e, "completed", { finishedAtMs: nowMs, result: s.result ?? new Uint8Array() });
+        this.finish(e, { kind: "complete", outcome: { finishedAtMs: nowMs, result: s.result ?? new Uint8Array() } });
         break;
       case "retry":
-        this.fail(e, s.error || "handler failed", nowMs, "backoff");
+        this.failAttempt(e, s.error || "handler failed", nowMs, "backoff");
         break;
       case "skip_retry":
-        this.finish(e, "archived", { lastError: s.error || "skip retry", lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+        this.finish(e, { kind: "archive", outcome: { lastError: s.error || "skip retry", lastFailedAtMs: nowMs, finishedAtMs: nowMs } });
         break;
       case "released":
         this.makePending(e, e.seq);
         this.armExpiry(e);
-        this.persist(e);
+        this.effects.push({ kind: "release", entry: { ...e } });
         break;
       default: {
         const never: never = s.outcome;
@@ -610,9 +530,8 @@ export class QueueCore {
   }
 
   /** Removes an active task from its lease and frees its key slot. */
-  private detachFromLease(lease: LeaseState, e: TaskIndexEntry): void {
-    lease.taskIds.delete(e.id);
-    if (lease.taskIds.size === 0) this.leases.delete(lease.id);
+  private detachFromLease(lease: Lease, e: TaskIndexEntry): void {
+    this.leases.detach(lease, e.id);
     e.leaseId = "";
     e.leaseExpiresAtMs = 0;
     e.attemptEndsAtMs = 0;
@@ -623,13 +542,13 @@ export class QueueCore {
    * A failed attempt. With retries left: "backoff" waits in `retry`, "immediate" (a
    * lapsed lease) returns to pending at its old place. Without: archived.
    */
-  private fail(e: TaskIndexEntry, error: string, nowMs: number, mode: "backoff" | "immediate"): void {
+  private failAttempt(e: TaskIndexEntry, error: string, nowMs: number, mode: "backoff" | "immediate"): void {
     if (e.deadlineAtMs > 0 && e.deadlineAtMs <= nowMs) {
-      this.finish(e, "archived", { lastError: `${error} (deadline exceeded: not retried)`, lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+      this.finish(e, { kind: "archive", outcome: { lastError: `${error} (deadline exceeded: not retried)`, lastFailedAtMs: nowMs, finishedAtMs: nowMs } });
       return;
     }
     if (e.retried >= e.maxRetry) {
-      this.finish(e, "archived", { lastError: error, lastFailedAtMs: nowMs, finishedAtMs: nowMs });
+      this.finish(e, { kind: "archive", outcome: { lastError: error, lastFailedAtMs: nowMs, finishedAtMs: nowMs } });
       return;
     }
     e.retried += 1;
@@ -638,10 +557,10 @@ export class QueueCore {
     } else {
       e.state = "retry";
       e.readyAtMs = nowMs + retryDelayMs(e.retried, e.backoffBaseMs, e.backoffMaxMs, this.deps.random);
-      this.pushDue(e.readyAtMs, e.id, "ready");
+      this.due.push(e.readyAtMs, e.id, "ready");
     }
     this.armExpiry(e);
-    this.persist(e, { lastError: error, lastFailedAtMs: nowMs });
+    this.effects.push({ kind: mode === "immediate" ? "requeue" : "retry", entry: { ...e }, outcome: { lastError: error, lastFailedAtMs: nowMs } });
   }
 
   private makePending(e: TaskIndexEntry, seq: number): void {
@@ -702,24 +621,30 @@ export class QueueCore {
     this.readyChanged = true;
   }
 
-  /** Moves a task to a finished state and out of memory. */
-  private finish(e: TaskIndexEntry, state: "completed" | "archived" | "cancelled", outcome: TransitionOutcome): void {
+  /**
+   * The one unlink path: takes an unfinished task out of memory (its group or batch, its
+   * rules, the index, its unique key) and, if it was waiting, hands a slot it may have
+   * been promised to the next held task. An active task has already left its lease.
+   */
+  private forget(e: TaskIndexEntry): void {
+    const waiting = e.state !== "active";
     this.unlinkWaiting(e);
     this.leaveRules(e);
-    if (e.state !== "active") this.wakeSlots(e);
+    this.entries.delete(e.id);
+    if (e.uniqueKey && this.unique.get(e.uniqueKey)?.taskId === e.id) this.unique.delete(e.uniqueKey);
+    if (waiting) this.wakeSlots(e);
+  }
+
+  /** Moves a task to a finished state and out of memory. */
+  private finish(e: TaskIndexEntry, end: Ending): void {
+    const state = FINAL_STATE[end.kind];
+    this.forget(e);
     e.state = state;
     e.leaseId = "";
     e.leaseExpiresAtMs = 0;
     e.attemptEndsAtMs = 0;
-    this.entries.delete(e.id);
-    if (e.uniqueKey && this.unique.get(e.uniqueKey)?.taskId === e.id) this.unique.delete(e.uniqueKey);
-    this.persist(e, outcome);
-    const kind = state === "completed" ? "completed" : state === "archived" ? "archived" : "cancelled";
-    this.events.push({ kind: "settled", outcome: kind, count: 1 });
-  }
-
-  private persist(e: TaskIndexEntry, outcome?: TransitionOutcome): void {
-    this.effects.push(outcome ? { kind: "transition", entry: { ...e }, outcome } : { kind: "transition", entry: { ...e } });
+    this.effects.push({ ...end, entry: { ...e } } as FinishTransition);
+    this.events.push({ kind: "settled", outcome: state, count: 1 });
   }
 
   // ---- time ----------------------------------------------------------------------------
@@ -728,24 +653,14 @@ export class QueueCore {
   tick(nowMs: number): void {
     // A refilled token may make waiting work dispatchable again.
     if (this.bucket && this.ready.size > 0 && this.bucket.hasToken(nowMs)) this.readyChanged = true;
-    for (let top = this.due.peek(); top && top.atMs <= nowMs; top = this.due.peek()) {
-      this.due.pop();
-      this.fireDue(top, nowMs);
-    }
+    for (let top = this.due.popDue(nowMs); top; top = this.due.popDue(nowMs)) this.fireDue(top, nowMs);
     this.compactDue();
-    for (let top = this.attemptEnds.peek(); top && top.atMs <= nowMs; top = this.attemptEnds.peek()) {
-      this.attemptEnds.pop();
-      const lease = this.leases.get(top.leaseId);
-      if (lease && lease.endsAtMs === top.atMs) this.endLease(lease, nowMs);
-    }
-    for (let top = this.leaseExpiry.peek(); top && top.atMs <= nowMs; top = this.leaseExpiry.peek()) {
-      this.leaseExpiry.pop();
-      const lease = this.leases.get(top.leaseId);
-      if (!lease) continue;
+    for (let lease = this.leases.popEndedAttempt(nowMs); lease; lease = this.leases.popEndedAttempt(nowMs)) this.endLease(lease, nowMs);
+    for (let lease = this.leases.popExpiryDue(nowMs); lease; lease = this.leases.popExpiryDue(nowMs)) {
       // A heartbeat moved the expiry: re-arm at the new time (lazy deletion).
-      if (!this.endLease(lease, nowMs)) this.leaseExpiry.push({ atMs: lease.expiresAtMs, leaseId: lease.id });
+      if (!this.endLease(lease, nowMs)) this.leases.rearmExpiry(lease);
     }
-    for (const [leaseId, r] of this.revoked) if (r.untilMs <= nowMs) this.revoked.delete(leaseId);
+    this.leases.forgetRevocations(nowMs);
     if (this.sweepAtMs !== undefined && this.sweepAtMs <= nowMs) this.sweepGroups(nowMs);
   }
 
@@ -753,13 +668,13 @@ export class QueueCore {
   private sweepGroups(nowMs: number): void {
     const fires = this.groups.sweep(nowMs, (g) => this.groupConfigOf(g), (id) => this.entries.get(id)?.readyAtMs ?? nowMs);
     for (const fire of fires) {
-      const batchId = this.deps.newLeaseId();
+      const batchId = this.deps.newId();
       for (const id of fire.memberIds) {
         const e = this.entries.get(id)!;
         e.state = "pending";
         e.batchId = batchId;
         this.enqueueReady(e);
-        this.persist(e);
+        this.effects.push({ kind: "fireGroup", entry: { ...e } });
       }
       this.events.push({ kind: "group_fired", size: fire.memberIds.length });
     }
@@ -771,10 +686,19 @@ export class QueueCore {
     return this.groupConfigs.get(group) ?? this.groupConfigs.get("") ?? this.config.groupDefaults;
   }
 
-  /** Sets or clears a group override ("" = the queue default); applies at the next sweep. */
-  setGroupConfig(group: string, config: GroupConfig | undefined): void {
-    if (config) this.groupConfigs.set(group, config);
-    else this.groupConfigs.delete(group);
+  /**
+   * Sets or (undefined) clears a group override ("" = the queue default); applies at the
+   * next sweep. False when there was nothing to clear.
+   */
+  setGroupConfig(group: string, config: GroupConfig | undefined, nowMs: number): boolean {
+    if (config) {
+      this.groupConfigs.set(group, config);
+      this.effects.push({ kind: "setGroupConfig", group, config, atMs: nowMs });
+      return true;
+    }
+    if (!this.groupConfigs.delete(group)) return false;
+    this.effects.push({ kind: "deleteGroupConfig", group });
+    return true;
   }
 
   /** Live groups and fired batches that wait for a worker. */
@@ -801,19 +725,9 @@ export class QueueCore {
     return first + Math.ceil((atMs - first) / interval) * interval;
   }
 
-  /**
-   * Timers of tasks that finished early (a far deadline, say) stay in the heap until
-   * their time; when they outnumber the live ones, drop them in one pass so memory
-   * follows the unfinished tasks, not every task ever enqueued.
-   */
+  /** Timers of tasks that moved on stay until their time; drop them when they pile up. */
   private compactDue(): void {
-    if (this.due.size < 1024 || this.due.size < 4 * this.entries.size) return;
-    this.due.retain((d) => {
-      const e = this.entries.get(d.id);
-      if (!e) return false;
-      if (d.kind === "ready") return (e.state === "scheduled" || e.state === "retry") && e.readyAtMs === d.atMs;
-      return WAITING.has(e.state) && (d.kind === "expire" ? e.expiresAtMs : e.deadlineAtMs) === d.atMs;
-    });
+    this.due.compact(this.entries.size, (id) => this.entries.get(id));
   }
 
   private fireDue(item: DueItem, nowMs: number): void {
@@ -821,8 +735,8 @@ export class QueueCore {
     if (!e) return;
     if (item.kind === "ready") {
       if ((e.state === "scheduled" || e.state === "retry") && e.readyAtMs === item.atMs) {
-        this.makePending(e, this.rankOf(e));
-        this.persist(e);
+        this.makePending(e, this.ranks.rankOf(e));
+        this.effects.push({ kind: "promote", entry: { ...e } });
       }
     } else if (WAITING.has(e.state)) {
       this.expireIfOverdue(e, nowMs);
@@ -834,7 +748,7 @@ export class QueueCore {
    * when neither has. A lapse keeps the task's place (the worker probably died); a
    * timed-out attempt is the handler's failure and backs off like a RETRY.
    */
-  private endLease(lease: LeaseState, nowMs: number): boolean {
+  private endLease(lease: Lease, nowMs: number): boolean {
     const timedOut = lease.endsAtMs > 0 && lease.endsAtMs <= nowMs;
     const lapsed = lease.expiresAtMs <= nowMs;
     if (timedOut && (!lapsed || lease.endsAtMs <= lease.expiresAtMs)) this.timeOutLease(lease, nowMs);
@@ -848,7 +762,7 @@ export class QueueCore {
    * ends here even if the grain's timer has not fired yet: a settle or a heartbeat that
    * arrives after the attempt's end is refused, like one after its lease was reclaimed.
    */
-  private liveLease(leaseId: string, nowMs: number): LeaseState | undefined {
+  private liveLease(leaseId: string, nowMs: number): Lease | undefined {
     const lease = this.leases.get(leaseId);
     if (lease && lease.endsAtMs > 0 && lease.endsAtMs <= nowMs) {
       this.endLease(lease, nowMs);
@@ -863,39 +777,33 @@ export class QueueCore {
    * (backoff, or archived when retries are exhausted or the deadline has passed). A
    * batch member comes back on its own, as a batch of one, like a retried member.
    */
-  private timeOutLease(lease: LeaseState, nowMs: number): void {
+  private timeOutLease(lease: Lease, nowMs: number): void {
     const members = [...lease.taskIds].map((id) => this.entries.get(id)).filter((e): e is TaskIndexEntry => !!e);
     const error = timeoutError(lease.endsAtMs, members);
     this.events.push({ kind: "attempt_timed_out", leaseId: lease.id, taskIds: [...lease.taskIds] });
     for (const e of members) {
       this.detachFromLease(lease, e);
       if (e.batchId !== "") e.batchId = e.id;
-      this.fail(e, error, nowMs, "backoff");
+      this.failAttempt(e, error, nowMs, "backoff");
     }
-    this.leases.delete(lease.id);
+    this.leases.close(lease.id);
   }
 
-  /** Drops attempt-end entries of leases that are gone when they outnumber the live ones. */
-  private compactAttemptEnds(): void {
-    if (this.attemptEnds.size < 1024 || this.attemptEnds.size < 4 * this.leases.size) return;
-    this.attemptEnds.retain((a) => this.leases.get(a.leaseId)?.endsAtMs === a.atMs);
-  }
-
-  private expireLease(lease: LeaseState, nowMs: number): void {
+  private expireLease(lease: Lease, nowMs: number): void {
     const ids = [...lease.taskIds];
     this.events.push({ kind: "lease_expired", leaseId: lease.id, taskIds: ids });
     for (const id of ids) {
       const e = this.entries.get(id);
       if (!e) continue;
       this.detachFromLease(lease, e);
-      this.fail(e, "lease expired: the worker stopped heartbeating", nowMs, "immediate");
+      this.failAttempt(e, "lease expired: the worker stopped heartbeating", nowMs, "immediate");
     }
-    this.leases.delete(lease.id);
+    this.leases.close(lease.id);
   }
 
   /** When `tick` next has work; undefined when nothing is timed. */
   nextWakeAtMs(): number | undefined {
-    const candidates = [this.due.peek()?.atMs, this.leaseExpiry.peek()?.atMs, this.attemptEnds.peek()?.atMs];
+    const candidates = [this.due.nextAtMs(), this.leases.nextAtMs()];
     // Rate-limited work wakes the grain when the next token arrives.
     if (this.bucket && this.ready.size > 0) candidates.push(this.bucket.nextTokenAtMs());
     candidates.push(this.sweepAtMs);
@@ -906,10 +814,10 @@ export class QueueCore {
 
   // ---- operators ---------------------------------------------------------------------
 
-  setPaused(paused: boolean): void {
+  setPaused(paused: boolean, nowMs: number): void {
     if (this.pausedFlag === paused) return;
     this.pausedFlag = paused;
-    this.effects.push({ kind: "paused", paused });
+    this.effects.push({ kind: "setPaused", paused, atMs: nowMs });
     if (!paused) this.readyChanged = true;
   }
 
@@ -918,12 +826,18 @@ export class QueueCore {
   }
 
   /** Changes the per-key limit live; lowering it keeps running tasks. */
-  setKeyLimit(limit: number | undefined): void {
+  setKeyLimit(limit: number | undefined, nowMs: number): void {
     for (const freed of this.slots.setRuleLimit(QUEUE_RULE, limit)) this.pushReady(freed);
+    this.effects.push({ kind: "setKeyLimit", limit, atMs: nowMs });
   }
 
   /** Changes the rate limit live (undefined: back to the server default). */
   setRateLimit(spec: RateLimitSpec | undefined, nowMs: number): void {
+    this.useRateLimit(spec, nowMs);
+    this.effects.push({ kind: "setRateLimit", spec, atMs: nowMs });
+  }
+
+  private useRateLimit(spec: RateLimitSpec | undefined, nowMs: number): void {
     const effective = spec ?? this.config.defaultRateLimit;
     this.bucket = effective ? new TokenBucket(effective, nowMs) : undefined;
     this.readyChanged = true;
@@ -941,10 +855,10 @@ export class QueueCore {
       const lease = this.leases.get(e.leaseId);
       if (lease) {
         this.detachFromLease(lease, e);
-        if (!this.leases.has(lease.id)) this.revoked.set(lease.id, { reason, untilMs: nowMs + this.config.leaseTtlMs });
+        if (!this.leases.has(lease.id)) this.leases.revoke(lease.id, reason, nowMs + this.config.leaseTtlMs);
       }
     }
-    this.finish(e, "cancelled", { finishedAtMs: nowMs, cancelReason: reason });
+    this.finish(e, { kind: "cancel", outcome: { finishedAtMs: nowMs, cancelReason: reason } });
     return null;
   }
 
@@ -953,8 +867,8 @@ export class QueueCore {
     const e = this.entries.get(id);
     if (!e) return notInMemory(id);
     if (e.state !== "scheduled" && e.state !== "retry") return wrongState(id, e.state, "run", "scheduled or retry");
-    this.makePending(e, this.rankOf(e));
-    this.persist(e);
+    this.makePending(e, this.ranks.rankOf(e));
+    this.effects.push({ kind: "promote", entry: { ...e } });
     return null;
   }
 
@@ -963,7 +877,7 @@ export class QueueCore {
     const e = this.entries.get(id);
     if (!e) return notInMemory(id);
     if (!WAITING.has(e.state)) return wrongState(id, e.state, "archive", "pending, scheduled or retry");
-    this.finish(e, "archived", { lastError: "archived by an operator", finishedAtMs: nowMs });
+    this.finish(e, { kind: "archive", outcome: { lastError: "archived by an operator", finishedAtMs: nowMs } });
     return null;
   }
 
@@ -972,11 +886,7 @@ export class QueueCore {
     const e = this.entries.get(id);
     if (!e) return notInMemory(id);
     if (e.state === "active") return wrongState(id, e.state, "delete", "not running (cancel it first)");
-    this.unlinkWaiting(e);
-    this.leaveRules(e);
-    this.entries.delete(id);
-    if (e.uniqueKey && this.unique.get(e.uniqueKey)?.taskId === id) this.unique.delete(e.uniqueKey);
-    this.wakeSlots(e);
+    this.forget(e);
     this.effects.push({ kind: "delete", id });
     return null;
   }
@@ -990,28 +900,28 @@ export class QueueCore {
       return new ConveyorError("ALREADY_EXISTS", "UNIQUE_KEY_CONFLICT",
         `unique_key ${quote(record.uniqueKey)} is held by another unfinished task`, "id");
     }
-    const e: TaskIndexEntry = {
-      id: record.id, state: "pending", type: record.type, priority: record.priority, seq: 0,
-      concurrencyKey: record.concurrencyKey, readyAtMs: nowMs, timeoutMs: record.timeoutMs,
-      deadlineAtMs: record.deadlineAtMs, expiresAtMs: 0, uniqueKey: record.uniqueKey,
-      uniqueUntilMs: record.uniqueUntilMs, retried: 0, maxRetry: record.maxRetry,
-      backoffBaseMs: record.backoffBaseMs, backoffMaxMs: record.backoffMaxMs, leaseId: "", leaseExpiresAtMs: 0, attemptEndsAtMs: 0,
+    const e = indexEntry(record, {
+      state: "pending", seq: 0, readyAtMs: nowMs, expiresAtMs: 0, uniqueUntilMs: record.uniqueUntilMs,
       // A group member comes back on its own, as a batch of one.
-      group: record.group, batchId: record.group ? record.id : "", rules: record.rules,
-    };
+      batchId: record.group ? record.id : "", payloadBytes: record.payload.byteLength,
+    });
     this.entries.set(e.id, e);
     if (e.uniqueKey) this.unique.set(e.uniqueKey, { taskId: e.id, untilMs: e.uniqueUntilMs });
     this.joinRules(e);
-    this.makePending(e, this.rankOf(e));
+    this.makePending(e, this.ranks.rankOf(e));
     this.armExpiry(e);
-    this.persist(e, { finishedAtMs: 0 });
+    this.effects.push({ kind: "revive", entry: { ...e } });
     return null;
   }
 
   // ---- views for the shell -----------------------------------------------------------
 
-  /** True when a lease call could get work now (held tasks do not count). */
-  hasDispatchable(nowMs: number, caps: LeaseCaps = NO_BATCHES): boolean {
+  /**
+   * True when a lease call could get work now (held tasks do not count). Not a pure
+   * query: dead heads of the ready queues (tasks that finished or moved) are dropped on
+   * the way, which is why the name says so.
+   */
+  pruneAndHasDispatchable(nowMs: number, caps: LeaseCaps = NO_BATCHES): boolean {
     if (this.pausedFlag) return false;
     if (this.bucket && !this.bucket.hasToken(nowMs)) return false;
     for (let top = this.ready.peek(caps); top; top = this.ready.peek(caps)) {
@@ -1020,6 +930,11 @@ export class QueueCore {
       this.ready.dropHead(top);
     }
     return false;
+  }
+
+  /** The payload size of an unfinished task (0 when the core does not hold it). */
+  payloadBytesOf(id: string): number {
+    return this.entries.get(id)?.payloadBytes ?? 0;
   }
 
   has(id: string): boolean {
@@ -1116,14 +1031,8 @@ function timeoutError(endsAtMs: number, members: readonly TaskIndexEntry[]): str
   return timeouts.length > 0 ? `timed out after ${Math.min(...timeouts)}ms` : "attempt timed out";
 }
 
-/** The earlier of two instants where 0 means "none". */
-function earliest(a: number, b: number): number {
-  if (a === 0) return b;
-  if (b === 0) return a;
-  return Math.min(a, b);
-}
 
-const fail = (error: ConveyorError): EnqueueOutcome => ({ ok: false, error });
+const refused = (error: ConveyorError): EnqueueOutcome => ({ ok: false, error });
 
 /** The core only holds unfinished tasks; the shell resolves what this means. */
 function notInMemory(id: string): ConveyorError {

@@ -74,8 +74,9 @@ export class QueueGrain {
     });
   }
 
-  lease(max: number, caps: LeaseCaps = NO_BATCHES): LeasedDelivery[] {
-    const plans = this.turn(() => this.core.lease(max, this.clock.nowMs(), caps));
+  /** See QueueCore.lease: up to `max` deliveries, stopping once they hold `maxBytes` of payload. */
+  lease(max: number, caps: LeaseCaps = NO_BATCHES, maxBytes = Infinity): LeasedDelivery[] {
+    const plans = this.turn(() => this.core.lease(max, this.clock.nowMs(), caps, maxBytes));
     return plans.map((plan) => ({
       ...plan, queue: this.queue, tasks: plan.taskIds.map((id) => this.activated.get(id) ?? this.mustGet(id)),
     }));
@@ -124,24 +125,32 @@ export class QueueGrain {
       `cannot retry task ${quote(id)}: it has not finished (only archived or cancelled tasks can be retried)`);
   }
 
+  /* Queue settings: the grain is their only writer; each persists through the turn. */
+
   setPaused(paused: boolean): void {
-    this.turn(() => this.core.setPaused(paused));
+    this.turn(() => this.core.setPaused(paused, this.clock.nowMs()));
   }
 
   setKeyLimit(limit: number | undefined): void {
-    this.turn(() => this.core.setKeyLimit(limit));
+    this.turn(() => this.core.setKeyLimit(limit, this.clock.nowMs()));
   }
 
   setRateLimit(spec: RateLimitSpec | undefined): void {
     this.turn(() => this.core.setRateLimit(spec, this.clock.nowMs()));
   }
 
-  hasDispatchable(caps: LeaseCaps = NO_BATCHES): boolean {
-    return this.core.hasDispatchable(this.clock.nowMs(), caps);
+  /** Payload sizes of unfinished tasks (0 for others): what settling them rewrites. */
+  payloadBytesOf(taskIds: readonly string[]): number[] {
+    return taskIds.map((id) => this.core.payloadBytesOf(id));
   }
 
-  setGroupConfig(group: string, config: GroupConfig | undefined): void {
-    this.turn(() => this.core.setGroupConfig(group, config));
+  hasDispatchable(caps: LeaseCaps = NO_BATCHES): boolean {
+    return this.core.pruneAndHasDispatchable(this.clock.nowMs(), caps);
+  }
+
+  /** Sets or (undefined) deletes a group override; false when there was none to delete. */
+  setGroupConfig(group: string, config: GroupConfig | undefined): boolean {
+    return this.turn(() => this.core.setGroupConfig(group, config, this.clock.nowMs()));
   }
 
   /** A shared slot freed elsewhere on the node. */

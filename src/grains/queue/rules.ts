@@ -50,3 +50,39 @@ export interface RuleStore {
   delete(type: string): boolean;
 }
 
+
+/**
+ * What a cancel strategy decides when `newcomer` arrives under a rule key: the tasks to
+ * cancel, in order (`newcomer` included when it is the one refused). Pure: `running` and
+ * `queued` are the key's other active and pending tasks, oldest first. GROUP_ROUND_ROBIN
+ * decides nothing at arrival (the task waits its turn).
+ */
+export function cancelledAtArrival<T>(strategy: Strategy, maxRuns: number, newcomer: T, running: readonly T[], queued: readonly T[]): T[] {
+  switch (strategy) {
+    case "GROUP_ROUND_ROBIN":
+      return [];
+    case "CANCEL_NEWEST":
+      return running.length + queued.length >= maxRuns ? [newcomer] : [];
+    case "CANCEL_IN_PROGRESS": {
+      // Keep the newest max: cancel the oldest (running first, they are older) to make room.
+      const live = [...running, ...queued];
+      const doomed: T[] = [];
+      for (let i = 0; live.length - i + 1 > maxRuns && i < live.length; i++) doomed.push(live[i]!);
+      return doomed;
+    }
+    case "CANCEL_QUEUED_EXCEPT_NEWEST":
+    case "CANCEL_QUEUED_EXCEPT_OLDEST": {
+      // Waiting tasks beyond the free slots are "queued"; keep max of them.
+      const waiting = [...queued, newcomer];
+      const free = Math.max(0, maxRuns - running.length);
+      const backlog = waiting.slice(free);
+      const excess = backlog.length - maxRuns;
+      if (excess <= 0) return [];
+      return strategy === "CANCEL_QUEUED_EXCEPT_NEWEST" ? backlog.slice(0, excess) : backlog.slice(backlog.length - excess);
+    }
+    default: {
+      const never: never = strategy;
+      throw new Error(`unknown strategy ${String(never)}`);
+    }
+  }
+}

@@ -135,4 +135,31 @@ export interface TaskIndexEntry {
   batchId: string;
   /** Concurrency rules evaluated for this task at enqueue. */
   rules: TaskRule[];
+  /** Size of the payload: a Lease answer stops growing at a byte budget. */
+  payloadBytes: number;
+}
+
+/** The fields an index entry copies from its task (a NewTask and a TaskRecord both have them). */
+export type EntryTaskFields = Pick<TaskIndexEntry, "id" | "type" | "priority" | "concurrencyKey" | "timeoutMs"
+  | "deadlineAtMs" | "uniqueKey" | "maxRetry" | "backoffBaseMs" | "backoffMaxMs" | "group" | "rules">;
+
+/** Where the task stands (and its payload's size, which the entry keeps instead of the payload); the attempt fields default to "never failed, not leased, no batch". */
+export type EntryPosition = Pick<TaskIndexEntry, "state" | "seq" | "readyAtMs" | "expiresAtMs" | "uniqueUntilMs" | "payloadBytes">
+  & Partial<Pick<TaskIndexEntry, "retried" | "leaseId" | "leaseExpiresAtMs" | "attemptEndsAtMs" | "batchId">>;
+
+/**
+ * The one constructor of an index entry: admission (a NewTask), revival (a TaskRecord)
+ * and activation (a stored row) all build entries here, so a new field is added once.
+ * Only the entry's own fields are copied (never a payload).
+ */
+export function indexEntry(task: EntryTaskFields, at: EntryPosition): TaskIndexEntry {
+  return {
+    id: task.id, state: at.state, type: task.type, priority: task.priority, seq: at.seq,
+    concurrencyKey: task.concurrencyKey, readyAtMs: at.readyAtMs, timeoutMs: task.timeoutMs,
+    deadlineAtMs: task.deadlineAtMs, expiresAtMs: at.expiresAtMs, uniqueKey: task.uniqueKey,
+    uniqueUntilMs: at.uniqueUntilMs, retried: at.retried ?? 0, maxRetry: task.maxRetry,
+    backoffBaseMs: task.backoffBaseMs, backoffMaxMs: task.backoffMaxMs, leaseId: at.leaseId ?? "",
+    leaseExpiresAtMs: at.leaseExpiresAtMs ?? 0, attemptEndsAtMs: at.attemptEndsAtMs ?? 0, group: task.group,
+    batchId: at.batchId ?? "", rules: task.rules, payloadBytes: at.payloadBytes,
+  };
 }

@@ -8,6 +8,7 @@
  * relocation) only drops it, and the next activation rebuilds it from storage.
  */
 import type { Logger } from "pino";
+import { nodeStopping } from "../../base/errors.js";
 import type { Clock } from "../../base/clock.js";
 import type { Random } from "../../base/random.js";
 import { QueueCore, type CoreConfig } from "../queue/queue-core.js";
@@ -21,7 +22,8 @@ export interface GrainHostOptions {
   store: QueueStore;
   clock: Clock;
   random: Random;
-  newLeaseId: () => string;
+  /** A fresh, unique id (lease and batch ids). */
+  newId: () => string;
   core: CoreConfig;
   /** Passivate a grain after this long without calls. */
   idleMs: number;
@@ -31,6 +33,9 @@ export interface GrainHostOptions {
   /** The node's shared-rule ledger. */
   sharedSlots: SharedSlotLedger;
 }
+
+/** The idle sweep runs every half grain_idle_timeout, but at most this often. */
+const IDLE_SWEEP_MIN_INTERVAL_MS = 10;
 
 /**
  * What the host needs from the parts built on top of it (the router, the lease broker),
@@ -78,13 +83,13 @@ export class GrainHost {
   get(queue: string): QueueGrain {
     const existing = this.grains.get(queue);
     if (existing) return existing;
-    if (this.stopped) throw new Error("grain host is stopped");
+    if (this.stopped) throw nodeStopping();
     this.reminders.get(queue)?.();
     this.reminders.delete(queue);
-    const { store, clock, random, newLeaseId, core, hooks } = this.options;
+    const { store, clock, random, newId, core, hooks } = this.options;
     const logger = this.loggerOf(queue);
     const sharedSlots = this.options.sharedSlots.forQueue(queue);
-    const grain = new QueueGrain(queue, new QueueCore(queue, core, { random, newLeaseId, sharedSlots }), store, clock, {
+    const grain = new QueueGrain(queue, new QueueCore(queue, core, { random, newId, sharedSlots }), store, clock, {
       onEvents: hooks.onEvents,
       onReady: (q) => this.links.onReady(q),
       onFailure: (q, error) => {
@@ -147,7 +152,7 @@ export class GrainHost {
 
   private scheduleSweep(): void {
     const { clock, idleMs } = this.options;
-    this.cancelSweep = clock.setTimer(Math.max(10, Math.floor(idleMs / 2)), () => {
+    this.cancelSweep = clock.setTimer(Math.max(IDLE_SWEEP_MIN_INTERVAL_MS, Math.floor(idleMs / 2)), () => {
       this.passivateIdle();
       if (!this.stopped) this.scheduleSweep();
     });

@@ -53,7 +53,16 @@ export interface LeaseBrokerOptions {
   clock: Clock;
   random: Random;
   waitersMax: number;
+  /** Deliveries in one answer, whatever a call asks for (it asks again for more); default unbounded. */
+  answerMaxDeliveries?: number;
+  /** Payload bytes in one answer: it stops growing once it holds this much (one delivery always goes). */
+  answerMaxBytes?: number;
 }
+
+/** A worker (id) not seen for this long is forgotten: it no longer counts for ListGroups. */
+const WORKER_FORGET_AFTER_MS = 60 * 60_000;
+/** The seen-workers map is pruned when it grows past twice its size after the last prune, and never below this. */
+const SEEN_PRUNE_MIN_WORKERS = 1024;
 
 export class LeaseBroker {
   private readonly waiters = new Map<string, Set<Waiter>>();
@@ -63,7 +72,7 @@ export class LeaseBroker {
   private readonly draining = new Map<string, number>();
   /** Workers seen in Lease calls: their queues, batch types and when they last called. */
   private readonly seen = new Map<string, { queues: ReadonlySet<string>; batchTypes: ReadonlySet<string>; atMs: number }>();
-  private seenPruneAt = 1024;
+  private seenPruneAt = SEEN_PRUNE_MIN_WORKERS;
 
   constructor(private readonly options: LeaseBrokerOptions) {}
 
@@ -80,7 +89,7 @@ export class LeaseBroker {
     this.seen.set(call.workerId, {
       queues: new Set(call.queues.map((q) => q.name)), batchTypes: call.caps.batchTypes, atMs: this.options.clock.nowMs(),
     });
-    const now = this.take(call.queues, call.max, call.caps);
+    const now = this.take(call.queues, this.answerMax(call), call.caps);
     if (now.length > 0 || call.waitMs <= 0 || call.signal?.aborted) return now;
     if (this.waiterCount >= this.options.waitersMax) {
       throw new ConveyorError("RESOURCE_EXHAUSTED", "WAITERS_FULL",
@@ -147,11 +156,11 @@ export class LeaseBroker {
     return false;
   }
 
-  /** Forgets workers not seen for an hour (worker ids change with every process). */
+  /** Forgets workers not seen for WORKER_FORGET_AFTER_MS (worker ids change with every process). */
   private pruneSeen(): void {
-    const sinceMs = this.options.clock.nowMs() - 3_600_000;
+    const sinceMs = this.options.clock.nowMs() - WORKER_FORGET_AFTER_MS;
     for (const [id, w] of this.seen) if (w.atMs < sinceMs) this.seen.delete(id);
-    this.seenPruneAt = Math.max(1024, 2 * this.seen.size);
+    this.seenPruneAt = Math.max(SEEN_PRUNE_MIN_WORKERS, 2 * this.seen.size);
   }
 
   /** True while parked calls wait on `queue` (its grain must stay in memory). */
@@ -174,16 +183,30 @@ export class LeaseBroker {
     const grain = this.options.grainOf(queue);
     for (const waiter of [...set]) {
       if (!grain.hasDispatchable(waiter.call.caps)) continue;
-      const deliveries = grain.lease(waiter.call.max, waiter.call.caps);
+      const deliveries = grain.lease(this.answerMax(waiter.call), waiter.call.caps, this.options.answerMaxBytes ?? Infinity);
       if (deliveries.length > 0) this.finish(waiter, deliveries);
     }
   }
 
+  private answerMax(call: LeaseCall): number {
+    return Math.min(call.max, this.options.answerMaxDeliveries ?? Infinity);
+  }
+
+  /**
+   * What the call's queues have now, in weighted order. Each queue gets the bytes left
+   * in the answer's budget, so the answer passes the budget at most once, by at most one
+   * delivery.
+   */
   private take(queues: readonly LeaseQueue[], max: number, caps: LeaseCaps): LeasedDelivery[] {
     const out: LeasedDelivery[] = [];
+    const budget = this.options.answerMaxBytes ?? Infinity;
+    let bytes = 0;
     for (const q of this.weightedOrder(queues)) {
-      if (out.length >= max) break;
-      out.push(...this.options.grainOf(q.name).lease(max - out.length, caps));
+      if (out.length >= max || bytes >= budget) break;
+      for (const d of this.options.grainOf(q.name).lease(max - out.length, caps, budget - bytes)) {
+        out.push(d);
+        for (const t of d.tasks) bytes += t.payload.byteLength;
+      }
     }
     return out;
   }

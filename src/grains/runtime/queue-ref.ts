@@ -40,12 +40,15 @@ export interface QueueRef {
   lease(max: number, caps?: LeaseCaps): Promise<LeasedDelivery[]>;
   heartbeat(leaseIds: readonly string[]): Promise<LeaseStatusView[]>;
   settle(items: readonly Settlement[]): Promise<(ConveyorError | null)[]>;
+  /** Payload sizes of unfinished tasks (0 for others): what settling them rewrites. A read. */
+  payloadBytesOf(taskIds: readonly string[]): Promise<number[]>;
   /** An action on one task of this queue; resolves with its row afterwards, rejects with the action's error. */
   act(id: string, action: TaskAction, reason?: CancelReason): Promise<TaskRecord | undefined>;
   setPaused(paused: boolean): Promise<void>;
   setKeyLimit(limit: number | undefined): Promise<void>;
   setRateLimit(spec: RateLimitSpec | undefined): Promise<void>;
-  setGroupConfig(group: string, config: GroupConfig | undefined): Promise<void>;
+  /** Resolves with whether something changed (false: deleting a config that was not there). */
+  setGroupConfig(group: string, config: GroupConfig | undefined): Promise<boolean>;
   /** The queue's groups (activates the grain: groups live in its memory). */
   listGroups(): Promise<GroupStatus[]>;
   /** Live counts when the grain is in memory; undefined otherwise (never activates it). */
@@ -67,7 +70,8 @@ export class LocalQueueRef implements QueueRef {
   constructor(
     readonly queue: string,
     private readonly grains: LocalGrains,
-    private readonly store: Pick<QueueStore, "committed" | "getTask">,
+    /** The store's rows, and its group commit (`committed`: not part of the grain's port). */
+    private readonly store: Pick<QueueStore, "getTask"> & { committed(): Promise<void> },
   ) {}
 
   private get grain(): QueueGrain {
@@ -112,6 +116,14 @@ export class LocalQueueRef implements QueueRef {
     return this.run(() => this.grain.settle(items));
   }
 
+  payloadBytesOf(taskIds: readonly string[]): Promise<number[]> {
+    try {
+      return Promise.resolve(this.grain.payloadBytesOf(taskIds));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
   async act(id: string, action: TaskAction, reason?: CancelReason): Promise<TaskRecord | undefined> {
     const error = this.grain.act(id, action, reason);
     if (error) throw error;
@@ -131,7 +143,7 @@ export class LocalQueueRef implements QueueRef {
     return this.run(() => this.grain.setRateLimit(spec));
   }
 
-  setGroupConfig(group: string, config: GroupConfig | undefined): Promise<void> {
+  setGroupConfig(group: string, config: GroupConfig | undefined): Promise<boolean> {
     return this.run(() => this.grain.setGroupConfig(group, config));
   }
 

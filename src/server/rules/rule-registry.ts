@@ -6,32 +6,64 @@
  * `additional_metadata` (the metadata map). Compiled programs are cached by source text.
  * An expression that fails at enqueue fails the task with the evaluation error; it is
  * never silently keyless.
+ *
+ * The work is bounded (cel-meter.ts, src/base/limits.ts): expressions are short, rules read
+ * payloads of at most RULE_INPUT_MAX_BYTES nesting at most RULE_INPUT_MAX_DEPTH deep,
+ * and one task's evaluation may spend RULE_EVAL_COST_MAX units. A task beyond a bound
+ * is refused at enqueue (INVALID_ARGUMENT naming its payload): it changes nothing.
  */
-import { celEnv, isCelError, parse, plan, type CelResult } from "@bufbuild/cel";
+import { celError, isCelError, type CelResult } from "@bufbuild/cel";
 import { ConveyorError, invalidField } from "../../base/errors.js";
-import { KEY_MAX_CHARS, RULE_EXPRESSION_MAX_CHARS, RULE_NAME_MAX_CHARS, RULES_PER_TYPE_MAX, quote } from "../../base/limits.js";
+import {
+  KEY_MAX_CHARS, REGISTER_RULES_MAX, RULE_EVAL_COST_MAX, RULE_EXPRESSION_MAX_CHARS, RULE_INPUT_MAX_BYTES, RULE_INPUT_MAX_DEPTH,
+  RULE_KEY_MAX_CHARS, RULE_NAME_MAX_CHARS, RULES_PER_TYPE_MAX, quote,
+} from "../../base/limits.js";
 import { checkLength } from "../validate.js";
 import { STRATEGIES, type RuleDef, type RuleSource, type RuleStore, type TaskRule, type TypeRules } from "../../grains/queue/rules.js";
+import { WorkSlicer } from "../work-slicer.js";
+import { compileMetered, jsonDepth, withBudget, type MeteredProgram } from "./cel-meter.js";
 
-type Program = (ctx: { input: unknown; additional_metadata: Record<string, string> }) => CelResult;
+type Program = MeteredProgram;
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]*$/;
+/** Compiled programs kept beyond those of the current rules (a cache, pruned past this). */
+const SPARE_PROGRAMS_MAX = 1024;
 
 export class RuleRegistry {
   private readonly types = new Map<string, TypeRules>();
-  private readonly programs = new Map<string, Program>();
-  private readonly env = celEnv();
+  /** Compiled programs (or why the source does not compile) by source text. */
+  private readonly programs = new Map<string, Program | Error>();
 
   constructor(private readonly store: RuleStore, private readonly nowMs: () => number) {}
 
   /** Loads the stored rules (at node start). */
   load(): void {
     for (const t of this.store.loadAll()) {
+      // A stored rule that no longer compiles (stored before a bound existed) fails its
+      // tasks with the reason, as any evaluation error does; the node still starts.
       for (const r of t.rules) {
         this.compile(r.expression);
         if (r.maxRunsExpression) this.compile(r.maxRunsExpression);
       }
       this.types.set(t.type, t);
+    }
+  }
+
+  /**
+   * Compiles the expressions of rules about to be registered, yielding to the event
+   * loop between slices of work (compiling one takes up to a few milliseconds), so that
+   * registering many rules never stalls other callers. Validation then finds them
+   * compiled. Sources that do not compile are remembered with their error.
+   */
+  async prepare(rules: readonly RuleDef[]): Promise<void> {
+    if (rules.length > REGISTER_RULES_MAX) return; // refused by the caller's validation; compile nothing
+    const slicer = new WorkSlicer();
+    for (const r of rules) {
+      for (const source of [r.expression, r.maxRunsExpression]) {
+        if (source === "" || source.length > RULE_EXPRESSION_MAX_CHARS || this.programs.has(source)) continue;
+        this.compile(source);
+        if (slicer.due()) await slicer.yield();
+      }
     }
   }
 
@@ -81,28 +113,52 @@ export class RuleRegistry {
     return this.store.delete(type);
   }
 
-  /** The rules of `type` evaluated for one task, or the error that fails it. */
-  evaluate(type: string, payload: Uint8Array, metadata: Record<string, string>): { rules: TaskRule[]; error: string } {
+  /**
+   * The rules of `type` evaluated for one task, or the error that fails it (the task is
+   * then stored archived). Throws INVALID_ARGUMENT naming `${field}.payload` when the
+   * task is beyond a bound on the work its rules may do: it is refused, nothing stored.
+   */
+  evaluate(type: string, payload: Uint8Array, metadata: Record<string, string>, field = "task"): { rules: TaskRule[]; error: string } {
     const entry = this.types.get(type);
     if (!entry || entry.rules.length === 0) return { rules: [], error: "" };
+    const payloadField = `${field}.payload`;
+    if (payload.byteLength > RULE_INPUT_MAX_BYTES) {
+      throw invalidField(payloadField, `is ${payload.byteLength} bytes; tasks of type ${JSON.stringify(type)} have concurrency rules, which read at most ${RULE_INPUT_MAX_BYTES} bytes of payload`);
+    }
+    const depth = jsonDepth(payload);
+    if (depth > RULE_INPUT_MAX_DEPTH) {
+      throw invalidField(payloadField, `nests ${depth} levels deep; the concurrency rules of type ${JSON.stringify(type)} read JSON nested at most ${RULE_INPUT_MAX_DEPTH} levels deep`);
+    }
     let input: unknown;
     try {
       input = payload.byteLength === 0 ? {} : JSON.parse(new TextDecoder().decode(payload));
     } catch {
       return { rules: [], error: `concurrency rules of type ${quote(type)} need a JSON payload: it does not parse as JSON` };
     }
-    const ctx = { input: input as never, additional_metadata: metadata };
+    const run = withBudget(RULE_EVAL_COST_MAX, () => this.evaluateRules(type, entry, { input, additional_metadata: metadata }, payloadField));
+    if (run.exceeded) {
+      throw invalidField(payloadField, `evaluating the concurrency rules of type ${JSON.stringify(type)} over this payload costs more than ${RULE_EVAL_COST_MAX} units, the limit per task; send a smaller payload (or simplify the rules)`);
+    }
+    if (run.value instanceof ConveyorError) throw run.value;
+    return run.value;
+  }
+
+  private evaluateRules(type: string, entry: TypeRules, ctx: Parameters<Program>[0], payloadField: string): { rules: TaskRule[]; error: string } | ConveyorError {
     const rules: TaskRule[] = [];
     for (const [i, r] of entry.rules.entries()) {
       const where = `concurrency rule ${i}${r.name ? ` (${r.name})` : ""} of type ${quote(type)}`;
-      const key = this.programs.get(r.expression)!(ctx);
+      const key = this.run(r.expression, ctx);
       if (isCelError(key)) return { rules: [], error: `${where}: key expression ${quote(r.expression)} failed: ${key.message}` };
       if (typeof key !== "string" && typeof key !== "number" && typeof key !== "bigint") {
         return { rules: [], error: `${where}: key expression ${quote(r.expression)} must give a string or a number` };
       }
+      const keyText = String(key);
+      if (keyText.length > RULE_KEY_MAX_CHARS) {
+        return invalidField(payloadField, `${where}: its key expression gives a key of ${keyText.length} characters over this payload; keys are at most ${RULE_KEY_MAX_CHARS}`);
+      }
       let maxRuns = r.maxRuns;
       if (r.maxRunsExpression) {
-        const v = this.programs.get(r.maxRunsExpression)!(ctx);
+        const v = this.run(r.maxRunsExpression, ctx);
         if (isCelError(v)) return { rules: [], error: `${where}: max runs expression ${quote(r.maxRunsExpression)} failed: ${v.message}` };
         const n = typeof v === "bigint" ? Number(v) : typeof v === "number" ? v : NaN;
         if (!Number.isInteger(n) || n < 1) {
@@ -110,9 +166,14 @@ export class RuleRegistry {
         }
         maxRuns = n;
       }
-      rules.push({ ruleId: r.name ? `@${r.name}` : `${type}#${i}`, key: String(key), maxRuns, strategy: r.strategy });
+      rules.push({ ruleId: r.name ? `@${r.name}` : `${type}#${i}`, key: keyText, maxRuns, strategy: r.strategy });
     }
     return { rules, error: "" };
+  }
+
+  private run(source: string, ctx: Parameters<Program>[0]): CelResult {
+    const program = this.compile(source);
+    return program instanceof Error ? celError(`does not compile: ${program.message}`) : program(ctx);
   }
 
   private validate(type: string, rules: RuleDef[], field: string, types: ReadonlyMap<string, TypeRules>): void {
@@ -156,19 +217,43 @@ export class RuleRegistry {
   }
 
   private compileOrThrow(source: string, field: string): void {
-    try {
-      this.compile(source);
-    } catch (e) {
-      throw invalidField(field, `does not compile: ${(e as Error).message}`);
+    if (source.length > RULE_EXPRESSION_MAX_CHARS) {
+      throw invalidField(field, `is ${source.length} characters; at most ${RULE_EXPRESSION_MAX_CHARS}`);
     }
+    const program = this.compile(source);
+    if (program instanceof Error) throw invalidField(field, `does not compile: ${program.message}`);
   }
 
-  private compile(source: string): Program {
+  /** The program of `source`, compiled once (a source that does not compile gives its error). */
+  private compile(source: string): Program | Error {
     let program = this.programs.get(source);
     if (!program) {
-      program = plan(this.env, parse(source)) as unknown as Program;
+      if (this.programs.size >= this.inUse().size + SPARE_PROGRAMS_MAX) this.prune();
+      try {
+        program = compileMetered(source);
+      } catch (e) {
+        program = e instanceof Error ? e : new Error(String(e));
+      }
       this.programs.set(source, program);
     }
     return program;
+  }
+
+  /** Sources of the current rules. */
+  private inUse(): Set<string> {
+    const sources = new Set<string>();
+    for (const t of this.types.values()) {
+      for (const r of t.rules) {
+        sources.add(r.expression);
+        if (r.maxRunsExpression) sources.add(r.maxRunsExpression);
+      }
+    }
+    return sources;
+  }
+
+  /** Forgets compiled programs no current rule uses (the cache stays bounded). */
+  private prune(): void {
+    const keep = this.inUse();
+    for (const source of this.programs.keys()) if (!keep.has(source)) this.programs.delete(source);
   }
 }

@@ -1,5 +1,12 @@
 import type { Migration } from "./index.js";
 
+/**
+ * A released migration: its SQL (comments included) stays as shipped. Its second comment
+ * is out of date; `task_type_rules.rules` actually holds
+ * `{"source": "worker" | "operator", "rules": [{name, expression, maxRuns, maxRunsExpression, strategy}]}`
+ * (every field present: `name` "" for a rule of one type, `maxRunsExpression` "" for a
+ * fixed limit; see storage/rule-store.ts and RuleDef in grains/queue/rules.ts).
+ */
 export const m004Rules: Migration = {
   version: 4,
   name: "concurrency_rules",
