@@ -71,15 +71,25 @@ export class ConveyorError extends Error {
     readonly reason: ErrorReason,
     message: string,
     field?: string,
-    /** What went wrong underneath (for the server log; never sent). */
-    options?: { cause?: unknown },
+    /**
+     * `cause`: what went wrong underneath (for the server log; never sent).
+     * `details`: machine-readable facts about the error (e.g. WRONG_OWNER's owner and
+     * ring version), sent as ErrorInfo metadata and rebuilt by clients.
+     */
+    options?: { cause?: unknown; details?: Readonly<Record<string, string>> },
   ) {
     // Well-formed Unicode: the message travels in a header that grpc-js URI-encodes, and
     // a lone surrogate (a quoted value, or a parser's message cutting an emoji in half)
     // made encodeURI throw and the whole node exit.
-    super(wellFormed(message), options);
+    super(wellFormed(message), options?.cause === undefined ? undefined : { cause: options.cause });
     if (field !== undefined) this.field = wellFormed(field);
+    if (options?.details && Object.keys(options.details).length > 0) {
+      this.details = Object.fromEntries(Object.entries(options.details).map(([k, v]) => [k, wellFormed(v)]));
+    }
   }
+
+  /** Machine-readable facts about the error, when it has any (never the field: see `field`). */
+  readonly details?: Readonly<Record<string, string>>;
 }
 
 /** `text` with every lone surrogate replaced by U+FFFD (String.prototype.toWellFormed, ES2024). */
@@ -101,6 +111,15 @@ export const nodeStopping = () =>
 
 export const grainDeactivated = (queue: string) =>
   new ConveyorError("UNAVAILABLE", "GRAIN_DEACTIVATED", `queue ${quote(queue)} was being reloaded; retry`);
+
+/**
+ * The queue is owned by another node. `details` name the owner and the ring version the
+ * answer was computed with, so a client or a forwarding node can tell a stale route from
+ * a real change without parsing the text.
+ */
+export const wrongOwner = (queue: string, owner: string, ringVersion: number) =>
+  new ConveyorError("UNAVAILABLE", "WRONG_OWNER", `queue ${quote(queue)} is owned by node ${owner}`, undefined,
+    { details: { owner, ringVersion: String(ringVersion) } });
 
 /**
  * The error a caller gets for writes whose commit failed: the storage layer's own

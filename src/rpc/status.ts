@@ -1,6 +1,7 @@
 /**
  * ConveyorError ↔ gRPC status. The server sends the code, the message, and a
- * google.rpc.Status with an ErrorInfo (stable reason, field) in the
+ * google.rpc.Status with an ErrorInfo (stable reason; metadata: the field at fault and
+ * the error's details, e.g. WRONG_OWNER's owner and ring version) in the
  * `grpc-status-details-bin` trailer; clients rebuild the same ConveyorError.
  */
 import * as grpc from "@grpc/grpc-js";
@@ -13,6 +14,10 @@ import { ItemErrorSchema, type ItemError } from "../gen/conveyor/v1/task_pb.js";
 
 const DOMAIN = "conveyor.dev";
 const DETAILS_KEY = "grpc-status-details-bin";
+/** ErrorInfo metadata key of the field at fault; every other key is one of the error's `details`. */
+const FIELD_KEY = "field";
+/** Each detail value travels in a header too; details are short facts (ids, versions). */
+const DETAIL_MAX_BYTES = 256;
 
 const CODE_TO_GRPC: Record<ErrorCode, grpc.status> = {
   INVALID_ARGUMENT: grpc.status.INVALID_ARGUMENT,
@@ -44,8 +49,10 @@ export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
     ? err
     : new ConveyorError("INTERNAL", "INTERNAL", "internal error; see the server log");
   const message = truncateText(e.message, STATUS_MESSAGE_MAX_BYTES);
-  const field = e.field ? truncateText(e.field, STATUS_MESSAGE_MAX_BYTES) : undefined;
-  const info = create(ErrorInfoSchema, { reason: e.reason, domain: DOMAIN, metadata: field ? { field } : {} });
+  const infoMetadata: Record<string, string> = {};
+  for (const [key, value] of Object.entries(e.details ?? {})) infoMetadata[key] = truncateText(value, DETAIL_MAX_BYTES);
+  if (e.field) infoMetadata[FIELD_KEY] = truncateText(e.field, STATUS_MESSAGE_MAX_BYTES);
+  const info = create(ErrorInfoSchema, { reason: e.reason, domain: DOMAIN, metadata: infoMetadata });
   const status = create(StatusSchema, { code: grpcCodeOf(e.code), message, details: [anyPack(ErrorInfoSchema, info)] });
   const metadata = new grpc.Metadata();
   metadata.set(DETAILS_KEY, Buffer.from(toBinary(StatusSchema, status)));
@@ -77,6 +84,7 @@ const TRANSPORT_CODES: ReadonlySet<number> = new Set([grpc.status.UNAVAILABLE, g
 export function fromServiceError(err: grpc.ServiceError): ConveyorError {
   let reason: ErrorReason = TRANSPORT_CODES.has(err.code) ? "UNREACHABLE" : "INTERNAL";
   let field: string | undefined;
+  let details: Record<string, string> | undefined;
   const raw = err.metadata?.get(DETAILS_KEY)[0];
   if (raw instanceof Buffer) {
     try {
@@ -85,7 +93,9 @@ export function fromServiceError(err: grpc.ServiceError): ConveyorError {
         const info = anyUnpack(detail, ErrorInfoSchema);
         if (info) {
           reason = info.reason as ErrorReason;
-          field = info.metadata.field;
+          const { [FIELD_KEY]: infoField, ...rest } = info.metadata;
+          field = infoField;
+          details = Object.keys(rest).length > 0 ? rest : undefined;
         }
       }
     } catch {
@@ -93,5 +103,5 @@ export function fromServiceError(err: grpc.ServiceError): ConveyorError {
     }
   }
   const message = err.details || err.message;
-  return new ConveyorError(errorCodeOf(err.code), reason, message, field);
+  return new ConveyorError(errorCodeOf(err.code), reason, message, field, details ? { details } : undefined);
 }

@@ -10,13 +10,34 @@ import { TaskState as WireState } from "../gen/conveyor/v1/task_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import type { QueueSummary } from "../storage/admin-queries.js";
 import { stateFromWire, taskToWire } from "./convert.js";
-import type { NodeContext } from "./node-context.js";
+import type { Router } from "../cluster/router.js";
+import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
+import type { AdminQueries } from "../storage/admin-queries.js";
+import type { NodeConfig } from "./config.js";
+import type { RuleRegistry } from "./rules/rule-registry.js";
+import type { TaskAccess } from "./task-access.js";
 import type { TaskAction } from "../grains/queue/queue-grain.js";
 import { checkDurationMs, checkLength, checkRate, checkPageToken, checkQueueName, checkTaskId } from "./validate.js";
 
 const PAGE_SIZE_DEFAULT = 50;
 
-export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
+/** What AdminService uses, and nothing else. */
+export interface AdminServiceDeps extends TaskAccess {
+  router: Pick<Router, "grainFor" | "ownerOf" | "ring" | "selfId">;
+  /** Operator reads: durable facts from storage (they never activate a grain). */
+  queries: Pick<AdminQueries, "listQueues" | "listTasks" | "queueSummary" | "queueSettings" | "listGroupConfigs">;
+  rules: Pick<RuleRegistry, "list" | "prepare" | "set" | "get" | "delete">;
+  broker: Pick<LeaseBroker, "canTakeBatches" | "parked">;
+  /** This node's grains in memory (a live view for GetClusterInfo, never a route). */
+  activeQueues: () => string[];
+  config: Pick<NodeConfig, "groupMaxSize" | "groupMaxDelayMs" | "groupGracePeriodMs" | "leaseWaitMaxMs"
+    | "rateLimitRatePerSec" | "rateLimitBurst">;
+  startedAtMs: number;
+  /** Resolves once every write so far is durable (the rule registry's writes). */
+  committed: () => Promise<void>;
+}
+
+export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminService> {
   const toQueueInfo = (q: QueueSummary): QueueInfo => create(QueueInfoSchema, {
     name: q.name, paused: q.paused, owner: ctx.router.ownerOf(q.name), concurrencyLimit: q.keyLimit ?? 0,
     counts: Object.fromEntries(Object.entries(q.counts).map(([k, v]) => [k, BigInt(v)])),
@@ -27,8 +48,8 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
   }
 
   /** A limit with the live counts of its grain, when the grain is in memory. */
-  function concurrencyLimit(queue: string, max: number) {
-    const stats = ctx.host.peek(queue)?.stats();
+  async function concurrencyLimit(queue: string, max: number) {
+    const stats = await ctx.router.grainFor(queue).stats();
     return { queue, max, inFlight: stats?.inflightKeyed ?? 0, held: stats?.held ?? 0 };
   }
 
@@ -42,8 +63,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
 
   async function setPaused(queue: string, paused: boolean) {
     checkQueueName(queue, "queue");
-    ctx.router.grainFor(queue).setPaused(paused);
-    await ctx.committed();
+    await ctx.router.grainFor(queue).setPaused(paused);
     return { queue: queueInfo(queue) };
   }
 
@@ -86,9 +106,8 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       const queue = checkQueueName(call.request.queue, "queue");
       const max = call.request.max;
       if (max < 1) throw invalidField("max", `must be at least 1, got ${max}`);
-      ctx.router.grainFor(queue).setKeyLimit(max);
-      await ctx.committed();
-      return { limit: concurrencyLimit(queue, max) };
+      await ctx.router.grainFor(queue).setKeyLimit(max);
+      return { limit: await concurrencyLimit(queue, max) };
     },
 
     async deleteQueueConcurrencyLimit(call) {
@@ -96,14 +115,13 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       if (ctx.queries.queueSettings().find((q) => q.name === queue)?.keyLimit === undefined) {
         throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no concurrency limit`);
       }
-      ctx.router.grainFor(queue).setKeyLimit(undefined);
-      await ctx.committed();
+      await ctx.router.grainFor(queue).setKeyLimit(undefined);
       return {};
     },
 
     async listConcurrencyLimits() {
       return {
-        limits: ctx.queries.queueSettings().filter((q) => q.keyLimit !== undefined).map((q) => concurrencyLimit(q.name, q.keyLimit!)),
+        limits: await Promise.all(ctx.queries.queueSettings().filter((q) => q.keyLimit !== undefined).map((q) => concurrencyLimit(q.name, q.keyLimit!))),
       };
     },
 
@@ -114,8 +132,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       if (call.request.burst > RATE_BURST_MAX) throw invalidField("burst", `must be at most ${RATE_BURST_MAX}, got ${call.request.burst}`);
       const burst = call.request.burst || Math.max(1, Math.ceil(ratePerSec));
       const spec = { ratePerSec, burst };
-      ctx.router.grainFor(queue).setRateLimit(spec);
-      await ctx.committed();
+      await ctx.router.grainFor(queue).setRateLimit(spec);
       return { limit: { queue, ...spec } };
     },
 
@@ -124,8 +141,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       if (ctx.queries.queueSettings().find((q) => q.name === queue)?.rateLimit === undefined) {
         throw new ConveyorError("NOT_FOUND", "LIMIT_NOT_FOUND", `queue ${quote(queue)} has no rate limit override`);
       }
-      ctx.router.grainFor(queue).setRateLimit(undefined);
-      await ctx.committed();
+      await ctx.router.grainFor(queue).setRateLimit(undefined);
       return {};
     },
 
@@ -141,8 +157,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
       const config = {
         maxSize: c.maxSize, maxDelayMs: checkDurationMs(c.maxDelayMs, "config.max_delay_ms"), graceMs: checkDurationMs(c.graceMs, "config.grace_ms"),
       };
-      ctx.router.grainFor(queue).setGroupConfig(c.group, config);
-      await ctx.committed();
+      await ctx.router.grainFor(queue).setGroupConfig(c.group, config);
       return { config: groupConfigToWire(queue, c.group, config) };
     },
 
@@ -157,24 +172,25 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
     async deleteGroupConfig(call) {
       const queue = checkQueueName(call.request.queue, "queue");
       const group = checkLength(call.request.group, "group", KEY_MAX_CHARS);
-      if (!ctx.router.grainFor(queue).setGroupConfig(group, undefined)) {
+      if (!(await ctx.router.grainFor(queue).setGroupConfig(group, undefined))) {
         const what = group === "" ? "queue-wide group default" : `override for group ${quote(group)}`;
         throw new ConveyorError("NOT_FOUND", "GROUP_CONFIG_NOT_FOUND", `queue ${quote(queue)} has no ${what}`);
       }
-      await ctx.committed();
       return {};
     },
 
     async listGroups(call) {
       const filter = checkLength(call.request.queue, "queue", QUEUE_NAME_MAX_CHARS);
       const withinMs = ctx.config.leaseWaitMaxMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS; // was + 10 s
-      const groups = [];
       // Groups live in grain memory: this reads the grains of queues that can have any
       // (aggregating members, or fired batches among their pending tasks), activating them.
-      for (const q of ctx.queries.listQueues()) {
-        if (filter && q.name !== filter) continue;
-        if (q.counts.aggregating === 0 && q.counts.pending === 0) continue;
-        for (const g of ctx.router.grainFor(q.name).listGroups()) {
+      const queues = ctx.queries.listQueues()
+        .filter((q) => (!filter || q.name === filter) && (q.counts.aggregating > 0 || q.counts.pending > 0));
+      const refs = queues.map((q) => ctx.router.grainFor(q.name));
+      const perQueue = await Promise.all(refs.map((ref) => ref.listGroups()));
+      const groups = [];
+      for (const [i, q] of queues.entries()) {
+        for (const g of perQueue[i]!) {
           groups.push({
             queue: q.name, group: g.group, type: g.type,
             state: g.state === "aggregating" ? GroupState.AGGREGATING : GroupState.READY,
@@ -212,7 +228,7 @@ export function adminService(ctx: NodeContext): UnaryImpl<typeof AdminService> {
 
     async getClusterInfo() {
       const ring = ctx.router.ring;
-      const queues = ctx.host.activeQueues().sort();
+      const queues = ctx.activeQueues().sort();
       return {
         nodeId: ctx.router.selfId, ringVersion: BigInt(ring.version),
         members: ring.members.map((id) => ({ nodeId: id, self: id === ctx.router.selfId })),

@@ -48,7 +48,7 @@ export interface NodeConfig {
 }
 
 /** The server-wide default rate limit, if one is configured. */
-export function defaultRateLimit(config: NodeConfig): { ratePerSec: number; burst: number } | undefined {
+export function defaultRateLimit(config: Pick<NodeConfig, "rateLimitRatePerSec" | "rateLimitBurst">): { ratePerSec: number; burst: number } | undefined {
   if (config.rateLimitRatePerSec <= 0) return undefined;
   return { ratePerSec: config.rateLimitRatePerSec, burst: config.rateLimitBurst || Math.max(1, Math.ceil(config.rateLimitRatePerSec)) };
 }

@@ -8,7 +8,7 @@
  *     http://127.0.0.1:8080/api/conveyor.v1.AdminService/ListQueues
  *
  * Errors answer with an HTTP status derived from the ConveyorError code and a body
- * `{ code, reason, message, field? }`; anything that is not a ConveyorError is INTERNAL,
+ * `{ code, reason, message, field?, details? }`; anything that is not a ConveyorError is INTERNAL,
  * reported through `onInternal` and never sent.
  */
 import { isUtf8 } from "node:buffer";
@@ -110,7 +110,10 @@ export function jsonApiRoute(bindings: readonly JsonApiBinding[], options: JsonA
         send(res, error.status, { code: error.code, reason: error.reason, message: error.message }, error.headers);
       } else if (error instanceof ConveyorError) {
         if (error.code === "INTERNAL") options.onInternal(methodName, error); // as the gRPC server does
-        send(res, httpStatusOf(error.code), { code: error.code, reason: error.reason, message: error.message, ...(error.field ? { field: error.field } : {}) });
+        send(res, httpStatusOf(error.code), {
+          code: error.code, reason: error.reason, message: error.message,
+          ...(error.field ? { field: error.field } : {}), ...(error.details ? { details: error.details } : {}),
+        });
       } else {
         options.onInternal(methodName, error);
         send(res, 500, { code: "INTERNAL", reason: "INTERNAL", message: "internal error; see the server log" });

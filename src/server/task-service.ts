@@ -9,7 +9,12 @@ import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
 import { EnqueueResultSchema, type TaskSpec } from "../gen/conveyor/v1/task_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import { stateToWire, taskToWire } from "./convert.js";
-import type { NodeContext } from "./node-context.js";
+import type { Clock } from "../base/clock.js";
+import type { Router } from "../cluster/router.js";
+import type { NodeMetrics } from "./metrics.js";
+import type { RuleRegistry } from "./rules/rule-registry.js";
+import type { TaskAccess } from "./task-access.js";
+import type { TaskDefaults } from "./validate.js";
 import { BATCH_MAX, checkTaskId, validateSpec } from "./validate.js";
 import { WorkSlicer, chunksBy } from "./work-slicer.js";
 import { ENQUEUE_TX_MAX_BYTES, WORK_SLICE_BYTES } from "../base/limits.js";
@@ -21,7 +26,18 @@ import { ENQUEUE_TX_MAX_BYTES, WORK_SLICE_BYTES } from "../base/limits.js";
  */
 const ADMIT_CHUNK = 100;
 
-export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
+/** What TaskService uses, and nothing else. */
+export interface TaskServiceDeps extends TaskAccess {
+  router: Pick<Router, "grainFor">;
+  /** Concurrency rules of task types, evaluated at enqueue. */
+  rules: Pick<RuleRegistry, "evaluate">;
+  metrics: Pick<NodeMetrics, "enqueued">;
+  taskDefaults: TaskDefaults;
+  clock: Pick<Clock, "nowMs">;
+  newTaskId: () => string;
+}
+
+export function taskService(ctx: TaskServiceDeps): UnaryImpl<typeof TaskService> {
   /** Validates a spec and evaluates its type's concurrency rules (group members have none). */
   const validate = (spec: TaskSpec | undefined, field: string): NewTask => {
     const task = validateSpec(spec, field, ctx.taskDefaults, ctx.clock.nowMs(), ctx.newTaskId);
@@ -50,9 +66,11 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
 
   /**
    * Admits tasks queue by queue, keeping request order: all of them in one grain turn
-   * when atomic, otherwise ADMIT_CHUNK per turn, yielding between slices of work.
+   * when atomic, otherwise ADMIT_CHUNK per turn, yielding between slices of work. Each
+   * turn's promise resolves after its commit; resolves once all of them have. A chunk
+   * whose commit failed fails exactly its items (non-atomic); an atomic call rejects.
    */
-  async function admit(tasks: Array<NewTask | ConveyorError>, atomic: boolean, slicer?: WorkSlicer): Promise<Array<EnqueueOutcome>> {
+  async function admit(tasks: Array<NewTask | ConveyorError>, atomic: boolean, slicer = new WorkSlicer()): Promise<EnqueueOutcome[]> {
     const out: EnqueueOutcome[] = new Array(tasks.length);
     const byQueue = new Map<string, number[]>();
     tasks.forEach((t, i) => {
@@ -64,49 +82,46 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
       list.push(i);
       byQueue.set(t.queue, list);
     });
-    // The items written since the last commit point: a failed commit fails exactly them.
-    let slice: number[] = [];
-    const failSlice = (error: unknown) => {
-      if (error === undefined) return;
-      const failure = asStorageFailure(error);
-      for (const i of slice) out[i] = { ok: false, error: failure };
-    };
+    // One promise per grain turn: each settles once that turn's commit has.
+    const turns: Promise<void>[] = [];
     for (const [queue, indexes] of byQueue) {
       const payloadBytes = (i: number) => (tasks[i] as NewTask).payload.byteLength;
       for (const part of atomic ? [indexes] : chunksBy(indexes, ADMIT_CHUNK, WORK_SLICE_BYTES, payloadBytes)) {
-        const outcomes = enqueueInQueue(queue, part.map((i) => tasks[i] as NewTask), atomic);
-        slicer?.wrote(part.reduce((n, i) => n + payloadBytes(i), 0));
-        outcomes.forEach((o, k) => (out[part[k]!] = o));
-        slice.push(...part);
-        const admitted = outcomes.filter((o) => o.ok && !o.existed).length;
-        if (admitted > 0) ctx.metrics.enqueued.inc({ queue }, admitted);
-        if (slicer?.due()) {
-          failSlice(await slicer.yield());
-          slice = [];
-        }
+        const turn = enqueueInQueue(queue, part.map((i) => tasks[i] as NewTask), atomic).then((outcomes) => {
+          outcomes.forEach((o, k) => (out[part[k]!] = o));
+          const admitted = outcomes.filter((o) => o.ok && !o.existed).length;
+          if (admitted > 0) ctx.metrics.enqueued.inc({ queue }, admitted);
+        }, (error: unknown) => {
+          if (atomic) throw error;
+          // This chunk's commit failed: exactly its items were not admitted.
+          const failure = asStorageFailure(error);
+          for (const i of part) out[i] = { ok: false, error: failure };
+        });
+        // Handled now, awaited below: no rejection goes unhandled while the loop yields.
+        turn.catch(() => {});
+        turns.push(turn);
+        slicer.wrote(part.reduce((n, i) => n + payloadBytes(i), 0));
+        if (slicer.due()) await slicer.yield();
       }
     }
-    if (slicer) failSlice(await slicer.finish());
+    await Promise.all(turns);
     return out;
   }
 
   /**
-   * One grain turn for a queue's tasks. The turn's writes are all or nothing, so when the
-   * data file refuses one task's values (STORAGE_REJECTED) a non-atomic call admits its
-   * tasks again one per turn: the refused task fails alone and its neighbours succeed.
-   * Any other storage failure (disk full, I/O) is every task's, and each gets it.
+   * One queue's tasks, through its ref (which admits a refused task alone, see QueueRef).
+   * A queue this node cannot route to fails its tasks of a non-atomic call, not the call;
+   * the promise rejects when the turn's commit fails.
    */
-  function enqueueInQueue(queue: string, items: NewTask[], atomic: boolean): EnqueueOutcome[] {
-    const grain = ctx.router.grainFor(queue);
+  function enqueueInQueue(queue: string, items: NewTask[], atomic: boolean): Promise<EnqueueOutcome[]> {
+    let ref;
     try {
-      return grain.enqueue(items, atomic);
+      ref = ctx.router.grainFor(queue);
     } catch (error) {
       if (atomic || !(error instanceof ConveyorError)) throw error;
-      if (items.length > 1 && error.reason === "STORAGE_REJECTED") {
-        return items.flatMap((item) => enqueueInQueue(queue, [item], false));
-      }
-      return items.map(() => ({ ok: false as const, error }));
+      return Promise.resolve(items.map(() => ({ ok: false as const, error })));
     }
+    return ref.enqueue(items, atomic);
   }
 
   const toResult = (o: Extract<EnqueueOutcome, { ok: true }>, queue: string) =>
@@ -121,15 +136,14 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
       const task = validate(call.request.task, "task");
       const [outcome] = await admit([task], false);
       if (!outcome!.ok) throw outcome!.error;
-      await ctx.committed();
       return { result: toResult(outcome!, task.queue) };
     },
 
     async enqueueBatch(call) {
       checkBatchSize(call.request.tasks.length);
-      const slicer = new WorkSlicer(ctx.committed);
+      const slicer = new WorkSlicer();
       const tasks = await validateAll(call.request.tasks, false, slicer);
-      // Sliced: admit waits for the commit of every slice it wrote (the last one too).
+      // Sliced: admit resolves once the commit of every slice it wrote has settled.
       const outcomes = await admit(tasks, false, slicer);
       return {
         items: outcomes.map((o, i) => o.ok
@@ -156,7 +170,6 @@ export function taskService(ctx: NodeContext): UnaryImpl<typeof TaskService> {
         const error = (outcomes[failed] as { error: ConveyorError }).error;
         throw new ConveyorError(error.code, error.reason, `tasks[${failed}]: ${error.message} (nothing was enqueued)`, error.field);
       }
-      await ctx.committed();
       return { results: outcomes.map((o) => toResult(o as Extract<EnqueueOutcome, { ok: true }>, queue)) };
     },
 

@@ -11,13 +11,7 @@ export class WorkSlicer {
   private startedAt = performance.now();
   private bytes = 0;
 
-  /**
-   * `committed` resolves once every write made so far is committed (the database's group
-   * commit). A sliced request's writes land in several transactions, one per slice: the
-   * slicer waits for each, so that a request never answers for a slice whose commit failed.
-   */
   constructor(
-    private readonly committed: () => Promise<void> = () => Promise.resolve(),
     private readonly sliceMs = WORK_SLICE_MS,
     private readonly sliceBytes = WORK_SLICE_BYTES,
   ) {}
@@ -33,23 +27,14 @@ export class WorkSlicer {
   }
 
   /**
-   * Lets the event loop run everything that is ready (the commit too), then starts a new
-   * slice. Resolves with the error of the commit that this slice's writes joined, or
-   * undefined when it succeeded (or there was nothing to commit): the caller fails the
-   * slice's items with it.
+   * Lets the event loop run everything that is ready (the group commit too), then starts
+   * a new slice. What a slice wrote is acknowledged by its writer's own promise (a
+   * QueueRef call resolves after its commit), not here.
    */
-  async yield(): Promise<unknown> {
-    const commit = this.committed().then(() => undefined, (error: unknown) => error ?? new Error("commit failed"));
+  async yield(): Promise<void> {
     await new Promise<void>((resolve) => setImmediate(resolve));
-    const error = await commit;
     this.startedAt = performance.now();
     this.bytes = 0;
-    return error;
-  }
-
-  /** The outcome of the last slice's commit (undefined: committed). */
-  finish(): Promise<unknown> {
-    return this.committed().then(() => undefined, (error: unknown) => error ?? new Error("commit failed"));
   }
 }
 

@@ -10,7 +10,10 @@ import { DeliverySchema, Outcome as WireOutcome, WorkerService } from "../gen/co
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import { taskToWire } from "./convert.js";
 import { ruleFromWire } from "./rules/rule-wire.js";
-import type { NodeContext } from "./node-context.js";
+import type { Router } from "../cluster/router.js";
+import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
+import type { NodeConfig } from "./config.js";
+import type { RuleRegistry } from "./rules/rule-registry.js";
 import { WorkSlicer, chunksBy } from "./work-slicer.js";
 import { BATCH_MAX, checkLength, checkQueueName } from "./validate.js";
 import {
@@ -45,17 +48,28 @@ function checkCount(n: number, max: number, field: string, what: string): void {
   if (n > max) throw invalidField(field, `at most ${max} ${what}, got ${n}`);
 }
 
-export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService> {
+/** What WorkerService uses, and nothing else. */
+export interface WorkerServiceDeps {
+  router: Pick<Router, "grainFor">;
+  broker: Pick<LeaseBroker, "lease" | "drain" | "undrain">;
+  /** Task types' rules, which workers register. */
+  rules: Pick<RuleRegistry, "prepare" | "registerAll">;
+  config: Pick<NodeConfig, "leaseWaitMaxMs" | "leaseTtlMs" | "heartbeatIntervalMs">;
+  /** Resolves once every write so far is durable (the rule registry's writes). */
+  committed: () => Promise<void>;
+}
+
+export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerService> {
   const toDelivery = (d: LeasedDelivery) => create(DeliverySchema, {
     leaseId: d.leaseId, queue: d.queue, leaseExpiresAtMs: BigInt(d.leaseExpiresAtMs),
     deadlineAtMs: BigInt(d.deadlineAtMs), tasks: d.tasks.map((t) => taskToWire(t)), batch: d.batch, group: d.group,
   });
 
   /** Deliveries whose caller went away go straight back to pending, no retry spent. */
-  function releaseOrphans(deliveries: readonly LeasedDelivery[]): void {
-    for (const d of deliveries) {
-      ctx.router.grainFor(d.queue).settle(d.taskIds.map((taskId) => ({ leaseId: d.leaseId, taskId, outcome: "released" as const })));
-    }
+  async function releaseOrphans(deliveries: readonly LeasedDelivery[]): Promise<void> {
+    const refs = deliveries.map((d) => ctx.router.grainFor(d.queue));
+    await Promise.all(deliveries.map((d, i) =>
+      refs[i]!.settle(d.taskIds.map((taskId) => ({ leaseId: d.leaseId, taskId, outcome: "released" as const })))));
   }
 
   return {
@@ -75,9 +89,8 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
       const deliveries = await ctx.broker.lease({
         workerId: req.workerId, queues, caps: { batchTypes: new Set(req.batchTypes) }, max: req.maxDeliveries, waitMs: Math.min(req.waitMs, ctx.config.leaseWaitMaxMs), signal: abort.signal,
       });
-      await ctx.committed();
       if (call.cancelled && deliveries.length > 0) {
-        releaseOrphans(deliveries);
+        await releaseOrphans(deliveries);
         return {};
       }
       return {
@@ -97,24 +110,30 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
         checkLength(l.leaseId, `leases[${i}].lease_id`, LEASE_ID_MAX_CHARS);
       });
       const statuses = new Array(leases.length);
-      // One grain turn per queue (activating a grain costs a query): yield between slices of work.
-      const slicer = new WorkSlicer(ctx.committed);
-      for (const [queue, indexes] of byQueue(leases)) {
-        const views = ctx.router.grainFor(queue).heartbeat(indexes.map((i) => leases[i]!.leaseId));
-        views.forEach((v, k) => {
-          statuses[indexes[k]!] = {
-            queue, leaseId: v.leaseId, held: v.held, cancelRequested: v.cancelRequested,
-            cancelReason: v.cancelReason, leaseExpiresAtMs: BigInt(v.leaseExpiresAtMs),
-          };
+      // Routed first (a queue owned elsewhere fails the call before any turn runs); then
+      // one grain turn per queue (activating a grain costs a query), yielding between
+      // slices of work. A heartbeat can end an attempt whose timeout passed (a write):
+      // each ref resolves after its commit, and a failed commit fails the call.
+      const groups = [...byQueue(leases)].map(([queue, indexes]) => ({ queue, indexes, ref: ctx.router.grainFor(queue) }));
+      const slicer = new WorkSlicer();
+      const turns: Promise<void>[] = [];
+      for (const { queue, indexes, ref } of groups) {
+        const turn = ref.heartbeat(indexes.map((i) => leases[i]!.leaseId)).then((views) => {
+          views.forEach((v, k) => {
+            statuses[indexes[k]!] = {
+              queue, leaseId: v.leaseId, held: v.held, cancelRequested: v.cancelRequested,
+              cancelReason: v.cancelReason, leaseExpiresAtMs: BigInt(v.leaseExpiresAtMs),
+            };
+          });
+        }, (error: unknown) => {
+          throw asStorageFailure(error);
         });
-        if (slicer.due()) {
-          const failed = await slicer.yield();
-          if (failed !== undefined) throw asStorageFailure(failed);
-        }
+        // Handled now, awaited below: no rejection goes unhandled while the loop yields.
+        turn.catch(() => {});
+        turns.push(turn);
+        if (slicer.due()) await slicer.yield();
       }
-      // A heartbeat can end an attempt whose timeout passed (a write): answer after it commits.
-      const failed = await slicer.finish();
-      if (failed !== undefined) throw asStorageFailure(failed);
+      await Promise.all(turns);
       return { leases: statuses };
     },
 
@@ -142,39 +161,30 @@ export function workerService(ctx: NodeContext): UnaryImpl<typeof WorkerService>
       const results = new Array(items.length);
       // Items are independent: applied SETTLE_CHUNK per grain turn (and at most a slice of
       // row bytes: settling rewrites each task's row, payload and result included),
-      // yielding between slices of work.
-      const slicer = new WorkSlicer(ctx.committed);
-      // The items applied since the last commit point: a failed commit fails exactly them.
-      let slice: number[] = [];
-      const failSlice = (error: unknown) => {
-        if (error === undefined) return;
-        const e = asStorageFailure(error);
-        for (const i of slice) {
-          results[i] = { taskId: items[i]!.taskId, error: toItemError(e) };
-        }
-      };
-      for (const [queue, indexes] of byQueue(items)) {
-        const grain = ctx.router.grainFor(queue);
-        const payloads = grain.payloadBytesOf(indexes.map((i) => settlements[i]!.taskId));
+      // yielding between slices of work. Each turn's promise resolves after its commit;
+      // a chunk whose commit failed gives exactly its items an item error.
+      const slicer = new WorkSlicer();
+      const turns: Promise<void>[] = [];
+      const groups = [...byQueue(items)].map(([queue, indexes]) => ({ indexes, ref: ctx.router.grainFor(queue) }));
+      for (const { indexes, ref } of groups) {
+        const payloads = await ref.payloadBytesOf(indexes.map((i) => settlements[i]!.taskId));
         const rowBytes = new Map(indexes.map((i, k) => [i, payloads[k]! + (settlements[i]!.result?.byteLength ?? 0) + (settlements[i]!.error?.length ?? 0)]));
         for (const part of chunksBy(indexes, SETTLE_CHUNK, WORK_SLICE_BYTES, (i) => rowBytes.get(i)!)) {
-          const errors = ctx.router.grainFor(queue).settle(part.map((i) => settlements[i]!));
-          slicer.wrote(part.reduce((n, i) => n + rowBytes.get(i)!, 0));
-          errors.forEach((e, k) => {
-            const i = part[k]!;
-            results[i] = {
-              taskId: items[i]!.taskId,
-              ...(e ? { error: toItemError(e) } : {}),
-            };
+          const turn = ref.settle(part.map((i) => settlements[i]!)).then((errors) => {
+            errors.forEach((e, k) => {
+              const i = part[k]!;
+              results[i] = { taskId: items[i]!.taskId, ...(e ? { error: toItemError(e) } : {}) };
+            });
+          }, (error: unknown) => {
+            const e = toItemError(asStorageFailure(error));
+            for (const i of part) results[i] = { taskId: items[i]!.taskId, error: e };
           });
-          slice.push(...part);
-          if (slicer.due()) {
-            failSlice(await slicer.yield());
-            slice = [];
-          }
+          turns.push(turn);
+          slicer.wrote(part.reduce((n, i) => n + rowBytes.get(i)!, 0));
+          if (slicer.due()) await slicer.yield();
         }
       }
-      failSlice(await slicer.finish());
+      await Promise.all(turns);
       return { results };
     },
 

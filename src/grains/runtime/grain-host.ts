@@ -28,9 +28,7 @@ export interface GrainHostOptions {
   /** Passivate a grain after this long without calls. */
   idleMs: number;
   logger: Logger;
-  hooks: Omit<GrainHooks, "onFailure">;
-  /** True while something outside (a parked lease call) needs the grain in memory. */
-  isPinned: (queue: string) => boolean;
+  hooks: Pick<GrainHooks, "onEvents">;
   onLifecycle?: (queue: string, event: "activated" | DeactivationReason) => void;
   /** The node's shared-rule ledger. */
   sharedSlots: SharedSlotLedger;
@@ -39,13 +37,42 @@ export interface GrainHostOptions {
 /** The idle sweep runs every half grain_idle_timeout, but at most this often. */
 const IDLE_SWEEP_MIN_INTERVAL_MS = 10;
 
+/**
+ * What the host needs from the parts built on top of it (the router, the lease broker),
+ * given once they exist: `link` closes the cycle explicitly instead of a late-bound
+ * variable. Until then, nothing is pinned, readiness goes nowhere, and a reminder
+ * activates the grain here.
+ */
+export interface GrainHostLinks {
+  /** Something may have become dispatchable in `queue` (after the turn's writes). */
+  onReady(queue: string): void;
+  /** True while something outside (a parked lease call) needs the grain in memory. */
+  isPinned(queue: string): boolean;
+  /**
+   * A passivated grain's reminder came due. The node sends it through its router (a
+   * queue placed on another node since is not this node's to wake).
+   */
+  onReminder(queue: string): void;
+}
+
 export class GrainHost {
   private readonly grains = new Map<string, QueueGrain>();
   private readonly reminders = new Map<string, () => void>();
   private cancelSweep: (() => void) | undefined;
   private stopped = false;
 
+  private links: GrainHostLinks = {
+    onReady: () => {},
+    isPinned: () => false,
+    onReminder: (queue) => void this.get(queue),
+  };
+
   constructor(private readonly options: GrainHostOptions) {}
+
+  /** Links the host to the parts built on it (see GrainHostLinks). */
+  link(links: GrainHostLinks): void {
+    this.links = links;
+  }
 
   /** Starts the idle sweep. */
   start(): void {
@@ -63,7 +90,8 @@ export class GrainHost {
     const logger = this.loggerOf(queue);
     const sharedSlots = this.options.sharedSlots.forQueue(queue);
     const grain = new QueueGrain(queue, new QueueCore(queue, core, { random, newId, sharedSlots }), store, clock, {
-      ...hooks,
+      onEvents: hooks.onEvents,
+      onReady: (q) => this.links.onReady(q),
       onFailure: (q, error) => {
         logger.error({ err: error }, "grain storage write failed; deactivating");
         this.deactivate(q, "failed");
@@ -118,7 +146,7 @@ export class GrainHost {
     const { clock } = this.options;
     this.reminders.set(queue, clock.setTimer(atMs - clock.nowMs(), () => {
       this.reminders.delete(queue);
-      if (!this.stopped) this.get(queue);
+      if (!this.stopped) this.links.onReminder(queue);
     }));
   }
 
@@ -133,7 +161,7 @@ export class GrainHost {
   private passivateIdle(): void {
     const cutoff = this.options.clock.nowMs() - this.options.idleMs;
     for (const [queue, grain] of this.grains) {
-      if (grain.lastUsedMs <= cutoff && !this.options.isPinned(queue)) this.deactivate(queue, "idle");
+      if (grain.lastUsedMs <= cutoff && !this.links.isPinned(queue)) this.deactivate(queue, "idle");
     }
   }
 }

@@ -40,7 +40,16 @@ interface Waiter {
 }
 
 export interface LeaseBrokerOptions {
+  /**
+   * The grain of a queue this node owns. The broker works on local grains directly (not
+   * through a QueueRef): a parked call is served synchronously in the microtask after the
+   * turn that made work dispatchable, and taking-then-parking must not yield, or a wake
+   * between the two would be lost. A Lease call for another node's queue is that node's
+   * broker's to serve.
+   */
   grainOf: (queue: string) => QueueGrain;
+  /** Resolves once every write so far is committed (the node's group commit). */
+  committed: () => Promise<void>;
   clock: Clock;
   random: Random;
   waitersMax: number;
@@ -67,7 +76,14 @@ export class LeaseBroker {
 
   constructor(private readonly options: LeaseBrokerOptions) {}
 
+  /** Leases for a call, waiting up to its bound; resolves after the leases are committed. */
   async lease(call: LeaseCall): Promise<LeasedDelivery[]> {
+    const deliveries = await this.leaseOrPark(call);
+    await this.options.committed();
+    return deliveries;
+  }
+
+  private async leaseOrPark(call: LeaseCall): Promise<LeasedDelivery[]> {
     if (this.isDraining(call.workerId)) return [];
     if (this.seen.size >= this.seenPruneAt) this.pruneSeen();
     this.seen.set(call.workerId, {

@@ -18,8 +18,16 @@ export class SharedSlotLedger {
   private readonly pending = new Map<string, Set<string>>();
   private flushScheduled = false;
 
-  /** @param wake called once per (queue, slot) after the turn that freed the slot. */
-  constructor(private readonly wake: (queue: string, slot: string) => void) {}
+  /**
+   * @param wake called once per (queue, slot) after the turn that freed the slot; the
+   * node links it after its router exists (`link`), tests may give it here.
+   */
+  constructor(private wake: (queue: string, slot: string) => void = () => {}) {}
+
+  /** Sets where wakes go (the node: the watching queue's ref, through the router). */
+  link(wake: (queue: string, slot: string) => void): void {
+    this.wake = wake;
+  }
 
   /** The ledger as seen by one queue's grain. */
   forQueue(queue: string): SlotLedger & { watch(slot: string): void } {

@@ -1,0 +1,22 @@
+/**
+ * Task reads and actions by id, shared by TaskService and AdminService: a read goes to
+ * storage (a durable fact, no grain activated), an action goes through the owning
+ * queue's ref and answers with the row after the owner's commit.
+ */
+import { taskNotFound } from "../base/errors.js";
+import type { Router } from "../cluster/router.js";
+import type { TaskAction } from "../grains/queue/queue-grain.js";
+import type { TaskRecord } from "../grains/queue/task.js";
+
+export interface TaskAccess {
+  getTaskOrThrow: (id: string) => TaskRecord;
+  /** Runs an action on a task through its queue's ref and returns the task afterwards (durable). */
+  actOnTask: (id: string, action: TaskAction) => Promise<TaskRecord | undefined>;
+}
+
+export function taskAccess(router: Pick<Router, "grainForTask">, store: { getTask(id: string): TaskRecord | undefined }): TaskAccess {
+  return {
+    getTaskOrThrow: (id) => store.getTask(id) ?? (() => { throw taskNotFound(id); })(),
+    actOnTask: (id, action) => router.grainForTask(id).act(id, action),
+  };
+}
