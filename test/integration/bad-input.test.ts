@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConveyorError, json, newTask, type EnqueueOptions } from "../../src/index.js";
 import { Outcome } from "../../src/gen/conveyor/v1/worker_service_pb.js";
 import { NodeProcess } from "../support/node-process.js";
-import { connect } from "../support/sdk.js";
+import { connect, rejection } from "../support/sdk.js";
 
 let node: NodeProcess;
 let sdk: ReturnType<typeof connect>;
@@ -21,12 +21,6 @@ afterAll(async () => {
   await node.stop();
   node.cleanup();
 });
-
-async function rejection(p: Promise<unknown>): Promise<ConveyorError> {
-  const e = await p.then(() => undefined, (err: unknown) => err);
-  expect(e).toBeInstanceOf(ConveyorError);
-  return e as ConveyorError;
-}
 
 async function totalTasks(): Promise<number> {
   const res = await sdk.admin.listQueues({});

@@ -20,7 +20,7 @@ import { Outcome } from "../../src/gen/conveyor/v1/worker_service_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { TaskSpecSchema } from "../../src/gen/conveyor/v1/task_pb.js";
 import { NodeProcess } from "../support/node-process.js";
-import { connect, deferred, runCli } from "../support/sdk.js";
+import { connect, deferred, rejection, runCli } from "../support/sdk.js";
 
 let node: NodeProcess;
 let sdk: ReturnType<typeof connect>;
@@ -39,12 +39,6 @@ afterAll(async () => {
 const INT64_MAX = 2n ** 63n - 1n;
 const DURATION_MAX = BigInt(DURATION_MAX_MS);
 const INSTANT_MAX = BigInt(INSTANT_MAX_MS);
-
-async function rejection(p: Promise<unknown>): Promise<ConveyorError> {
-  const e = await p.then(() => undefined, (err: unknown) => err);
-  expect(e).toBeInstanceOf(ConveyorError);
-  return e as ConveyorError;
-}
 
 /** Expects INVALID_ARGUMENT naming `field`, with a message matching `message`. */
 async function refused(p: Promise<unknown>, field: string, message: RegExp): Promise<ConveyorError> {

@@ -12,7 +12,7 @@ import BetterSqlite3 from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { ConveyorError, bytes, json, newTask } from "../../src/index.js";
 import { NodeProcess } from "../support/node-process.js";
-import { connect, runCli } from "../support/sdk.js";
+import { connect, rejection, runCli } from "../support/sdk.js";
 
 /** A node whose data file refuses every task of type "poison" (a trigger installed while it was stopped). */
 async function nodeWithPoisonTrigger(): Promise<NodeProcess> {
@@ -23,12 +23,6 @@ async function nodeWithPoisonTrigger(): Promise<NodeProcess> {
     BEGIN SELECT RAISE(ABORT, 'forced failure'); END`);
   db.close();
   return first.restart();
-}
-
-async function rejection(promise: Promise<unknown>): Promise<ConveyorError> {
-  const error = await promise.then(() => undefined, (e: unknown) => e);
-  expect(error).toBeInstanceOf(ConveyorError);
-  return error as ConveyorError;
 }
 
 describe("a write the data file refuses", () => {

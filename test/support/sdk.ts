@@ -2,7 +2,8 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { Client, Mux, Worker, type WorkerOptions } from "../../src/index.js";
+import { expect } from "vitest";
+import { Client, ConveyorError, Mux, Worker, type WorkerOptions } from "../../src/index.js";
 import { RpcChannel } from "../../src/rpc/client.js";
 import { AdminService } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import { WorkerService } from "../../src/gen/conveyor/v1/worker_service_pb.js";
@@ -68,4 +69,11 @@ export function deferred<T = void>() {
   let resolve!: (v: T) => void;
   const promise = new Promise<T>((r) => (resolve = r));
   return { promise, resolve };
+}
+
+/** The ConveyorError a call was refused with (the test fails when it succeeded or failed otherwise). */
+export async function rejection(call: Promise<unknown>): Promise<ConveyorError> {
+  const error = await call.then(() => undefined, (e: unknown) => e);
+  expect(error).toBeInstanceOf(ConveyorError);
+  return error as ConveyorError;
 }
