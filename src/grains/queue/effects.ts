@@ -77,7 +77,7 @@ export type QueueSettingEffect =
 /** Lifecycle events for logs and metrics (the core does not log). */
 export type CoreEvent =
   | { kind: "dispatched"; count: number }
-  | { kind: "settled"; outcome: "completed" | "retry" | "archived" | "released" | "cancelled"; count: number }
+  | { kind: "settled"; outcome: "completed" | "archived" | "cancelled"; count: number }
   | { kind: "lease_expired"; leaseId: string; taskIds: string[] }
   /** An attempt reached its timeout or deadline: its lease was revoked, its tasks failed. */
   | { kind: "attempt_timed_out"; leaseId: string; taskIds: string[] }

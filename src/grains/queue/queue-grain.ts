@@ -5,7 +5,8 @@
  * next deadline.
  *
  * Every method is synchronous: the core decides, the store writes into the open
- * group-commit transaction, and callers await `store.committed()` before they reply.
+ * group-commit transaction, and callers reach the grain through a `QueueRef`, which
+ * resolves only after that transaction commits.
  * Two calls can therefore never interleave inside a grain; the event loop is the
  * grain's mailbox.
  */
