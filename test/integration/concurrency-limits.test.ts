@@ -119,6 +119,28 @@ describe("per-key concurrency limits", () => {
     expect(worst).toBe(1);
   });
 
+  it("control for the mutex: without a limit, the same workload runs tasks of one key side by side", async () => {
+    // Shows the mutex test above can fail: the worker, its concurrency and the keys are
+    // the same; only the limit is missing. Handlers hold until two of a key overlap.
+    const queue = "mutex-control";
+    await enqueueKeyed(queue, "resource:1", 15);
+    await enqueueKeyed(queue, "resource:2", 15);
+    const active: Record<string, number> = {};
+    const overlapped = deferred();
+    const done = deferred();
+    let finished = 0;
+    sdk.worker(new Mux().handle("work", async (task) => {
+      const key = task.concurrencyKey;
+      active[key] = (active[key] ?? 0) + 1;
+      if (active[key] >= 2) overlapped.resolve();
+      await overlapped.promise;
+      active[key] -= 1;
+      if (++finished === 30) done.resolve();
+    }), { queues: [queue], concurrency: 10 });
+    await overlapped.promise;
+    await done.promise;
+  });
+
   it("a saturated key never blocks other keys, even at a higher priority", async () => {
     const queue = "hol";
     await sdk.admin.setQueueConcurrencyLimit({ queue, max: 1 });

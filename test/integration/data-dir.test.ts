@@ -145,6 +145,35 @@ describe("data directory", () => {
     }
   });
 
+  it("refuses a database migrated by a newer conveyord, changing nothing; the file starts again once its version is ours", async () => {
+    const { dir, ids } = await dirWithTasks(1);
+    try {
+      const db = new BetterSqlite3(join(dir, "conveyor.db"));
+      const ours = (db.prepare("SELECT MAX(version) AS v FROM schema_migrations").get() as { v: number }).v;
+      db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'from-the-future', 0)").run(ours + 1);
+      db.close();
+      const before = readFileSync(join(dir, "conveyor.db"));
+      const refused = await startRefused(dir);
+      expect(refused.code).not.toBe(0);
+      expect(refused.stderr).toContain(`its schema version ${ours + 1} is newer than this conveyord's (${ours}); upgrade conveyord`);
+      expect(readFileSync(join(dir, "conveyor.db")).equals(before)).toBe(true);
+
+      const downgrade = new BetterSqlite3(join(dir, "conveyor.db"));
+      downgrade.prepare("DELETE FROM schema_migrations WHERE version = ?").run(ours + 1);
+      downgrade.close();
+      const node = await NodeProcess.start({ dataDir: dir });
+      const sdk = connect(node);
+      try {
+        expect((await sdk.client.getTask(ids[0]!)).state).toBe("pending");
+      } finally {
+        await sdk.close();
+        await node.stop();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("adopts a directory from before identities (a database with tasks and no node.json)", async () => {
     const { dir, ids } = await dirWithTasks(3);
     try {
