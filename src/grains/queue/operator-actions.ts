@@ -16,7 +16,7 @@ import type { CoreMemory } from "./core-memory.js";
 import { WAITING } from "./due-timers.js";
 import type { RuleMembership } from "./rule-membership.js";
 import type { TaskExits } from "./task-exits.js";
-import { indexEntry, type CancelReason, type TaskIndexEntry, type TaskRecord, type TaskState } from "./task.js";
+import { indexEntry, type CancelReason, type TaskRecord, type TaskState } from "./task.js";
 import type { UniqueKeys } from "./unique-keys.js";
 import type { WaitingTasks } from "./waiting-tasks.js";
 
@@ -42,14 +42,8 @@ export class OperatorActions {
     const e = this.memory.entries.get(id);
     if (!e) return notInMemory(id);
     if (e.state !== "scheduled" && e.state !== "retry") return wrongState(id, e.state, "run", "scheduled or retry");
-    this.promote(e);
+    this.waiting.promote(e);
     return null;
-  }
-
-  /** A scheduled or retry task becomes pending now, at a fresh rank (also when its timer fires). */
-  promote(e: TaskIndexEntry): void {
-    this.waiting.makePending(e, this.memory.ranks.rankOf(e));
-    this.memory.persist({ kind: "promote", entry: { ...e } });
   }
 
   /** Dead-letters a waiting task. */

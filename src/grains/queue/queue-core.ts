@@ -211,7 +211,7 @@ export class QueueCore {
     const e = this.memory.entries.get(item.id);
     if (!e) return;
     if (item.kind === "ready") {
-      if ((e.state === "scheduled" || e.state === "retry") && e.readyAtMs === item.atMs) this.operator.promote(e);
+      if ((e.state === "scheduled" || e.state === "retry") && e.readyAtMs === item.atMs) this.waiting.promote(e);
     } else if (WAITING.has(e.state)) {
       this.exits.expireIfOverdue(e, nowMs);
     }

@@ -39,6 +39,12 @@ export class WaitingTasks {
     this.enqueueReady(e);
   }
 
+  /** A scheduled or retry task becomes pending now, at a fresh rank (its timer fired, or run now). */
+  promote(e: TaskIndexEntry): void {
+    this.makePending(e, this.memory.ranks.rankOf(e));
+    this.memory.persist({ kind: "promote", entry: { ...e } });
+  }
+
   /** Waits in `retry` until `readyAtMs`. */
   retryAt(e: TaskIndexEntry, readyAtMs: number): void {
     e.state = "retry";
