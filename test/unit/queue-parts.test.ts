@@ -64,6 +64,26 @@ describe("Heap", () => {
     expect(h.pop()).toBeUndefined();
     expect(h.size).toBe(0);
   });
+
+  it("compactIfStale drops stale items only once they are many and outnumber the live ones four to one", () => {
+    const filled = (n: number) => {
+      const h = new Heap<number>((a, b) => a < b);
+      for (let i = 0; i < n; i++) h.push(i);
+      return h;
+    };
+    const even = (x: number) => x % 2 === 0;
+    const small = filled(1_023);
+    small.compactIfStale(0, even);
+    expect(small.size).toBe(1_023); // too few to be worth a pass
+    const busy = filled(4_000);
+    busy.compactIfStale(1_001, even);
+    expect(busy.size).toBe(4_000); // fewer than four per live one
+    const stale = filled(4_000);
+    stale.compactIfStale(1_000, even);
+    expect(stale.size).toBe(2_000);
+    expect(stale.pop()).toBe(0);
+    expect(stale.pop()).toBe(2); // still a heap after the pass
+  });
 });
 
 describe("KeySlots", () => {

@@ -8,8 +8,8 @@
  * re-timed) leaves its timer behind, and the timer is ignored when it fires.
  *
  * Invariant: memory follows the unfinished tasks, not every task ever enqueued. When
- * timers outnumber the live tasks four to one (and there are at least 1024), `compact`
- * drops every timer that no longer matches its task, in one pass. Timers due at the same
+ * stale timers pile up (`Heap.compactIfStale` holds the thresholds), `compact` drops
+ * every timer that no longer matches its task, in one pass. Timers due at the same
  * instant fire in the order they were armed (FIFO promotion).
  */
 import { Heap } from "./heap.js";
@@ -27,9 +27,6 @@ export interface DueItem {
 
 /** States in which a task waits (not running, not finished). */
 export const WAITING: ReadonlySet<TaskState> = new Set(["pending", "scheduled", "retry", "aggregating"]);
-
-const COMPACT_MIN_TIMERS = 1024;
-const COMPACT_STALE_RATIO = 4;
 
 /** True when timer `d` still means something for its task `e` (what compaction keeps). */
 export function isCurrentTimer(d: DueItem, e: TaskIndexEntry): boolean {
@@ -69,8 +66,7 @@ export class DueTimers {
 
   /** Drops stale timers when they outnumber the `liveTasks`; `entryOf` finds a timer's task. */
   compact(liveTasks: number, entryOf: (id: string) => TaskIndexEntry | undefined): void {
-    if (this.heap.size < COMPACT_MIN_TIMERS || this.heap.size < COMPACT_STALE_RATIO * liveTasks) return;
-    this.heap.retain((d) => {
+    this.heap.compactIfStale(liveTasks, (d) => {
       const e = entryOf(d.id);
       return e !== undefined && isCurrentTimer(d, e);
     });

@@ -3,6 +3,11 @@
  * entries that no longer match their task are skipped when they reach the top, which
  * keeps every operation O(log n) without an index into the heap.
  */
+/** Below this many items a heap is never compacted: a pass would cost more than it frees. */
+const COMPACT_MIN_ITEMS = 1024;
+/** A heap is compacted once its items outnumber the live ones this many times. */
+const COMPACT_STALE_RATIO = 4;
+
 export class Heap<T> {
   private readonly items: T[] = [];
 
@@ -41,6 +46,16 @@ export class Heap<T> {
     this.items.length = 0;
     this.items.push(...kept);
     for (let i = (this.items.length >> 1) - 1; i >= 0; i--) this.siftDown(i);
+  }
+
+  /**
+   * Lazy deletion's memory bound: once the heap holds at least `COMPACT_MIN_ITEMS` items
+   * and `COMPACT_STALE_RATIO` times `liveCount`, keeps only the items `keep` accepts.
+   * Memory then follows what is live, not everything ever pushed.
+   */
+  compactIfStale(liveCount: number, keep: (item: T) => boolean): void {
+    if (this.items.length < COMPACT_MIN_ITEMS || this.items.length < COMPACT_STALE_RATIO * liveCount) return;
+    this.retain(keep);
   }
 
   pop(): T | undefined {

@@ -9,8 +9,8 @@
  *
  * Invariants: a lease in the table holds at least one task (the last detach removes
  * it); an attempt end in the heap is current only while it equals its lease's
- * `endsAtMs`; stale attempt ends are compacted when they outnumber the leases four to one
- * (and there are at least 1024). A revocation is remembered for one lease TTL, so the
+ * `endsAtMs`; stale attempt ends are compacted when they pile up against the leases
+ * (`Heap.compactIfStale` holds the thresholds). A revocation is remembered for one lease TTL, so the
  * worker learns from its next heartbeat that its task was cancelled.
  */
 import { Heap } from "./heap.js";
@@ -27,9 +27,6 @@ interface LeaseTimer {
   atMs: number;
   leaseId: string;
 }
-
-const COMPACT_MIN_TIMERS = 1024;
-const COMPACT_STALE_RATIO = 4;
 
 export class LeaseTable {
   private readonly leases = new Map<string, Lease>();
@@ -134,8 +131,7 @@ export class LeaseTable {
 
   /** Drops attempt-end entries of leases that are gone when they outnumber the live ones. */
   private compactAttemptEnds(): void {
-    if (this.attemptEnds.size < COMPACT_MIN_TIMERS || this.attemptEnds.size < COMPACT_STALE_RATIO * this.leases.size) return;
-    this.attemptEnds.retain((a) => this.leases.get(a.leaseId)?.endsAtMs === a.atMs);
+    this.attemptEnds.compactIfStale(this.leases.size, (a) => this.leases.get(a.leaseId)?.endsAtMs === a.atMs);
   }
 }
 

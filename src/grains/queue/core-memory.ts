@@ -1,0 +1,100 @@
+/**
+ * What the parts of one queue's core share: the index of unfinished tasks, the dispatch
+ * order, the due timers, the leases and the ranks, plus the output of the current turn
+ * (effects to persist, events to report, whether parked leases should wake).
+ *
+ * Why one object: the parts (rule membership, fired groups, task exits, leases,
+ * operator actions, admission) all read and write these, and handing each the whole
+ * `QueueCore` would make every part depend on every other. They depend on this instead,
+ * and on the parts built before them, so dependencies stay one-way.
+ *
+ * Invariant: `entries` holds exactly the unfinished tasks; everything else that names a
+ * task id is cleaned lazily against it (`liveReady`).
+ */
+import type { Random } from "../../base/random.js";
+import type { CoreEvent, Effect } from "./effects.js";
+import { DispatchRanks } from "./dispatch-ranks.js";
+import { DueTimers } from "./due-timers.js";
+import { LeaseTable } from "./lease-table.js";
+import type { ReadyItem, SlotLedger } from "./key-slots.js";
+import { ReadyQueues } from "./ready-queues.js";
+import type { GroupConfig } from "./group-aggregator.js";
+import type { RateLimitSpec } from "./token-bucket.js";
+import type { TaskIndexEntry } from "./task.js";
+
+export interface CoreConfig {
+  /** How long a lease lives without a heartbeat. */
+  leaseTtlMs: number;
+  /** The rate limit of queues without an override; undefined = unlimited. */
+  defaultRateLimit?: RateLimitSpec;
+  /** Group thresholds of groups without an override (server config). */
+  groupDefaults: GroupConfig;
+  /** How often the grain checks its groups for a fire. */
+  groupSweepIntervalMs: number;
+}
+
+export interface CoreDeps {
+  random: Random;
+  /** A fresh, unique id: lease ids (fencing tokens for settle and heartbeat) and batch ids. */
+  newId: () => string;
+  /** The node's ledger of shared (named) rules; `watch` asks to be woken when a slot frees. */
+  sharedSlots?: SlotLedger & { watch(slot: string): void };
+}
+
+export interface TurnOutput {
+  effects: Effect[];
+  events: CoreEvent[];
+  readyChanged: boolean;
+}
+
+export class CoreMemory {
+  readonly entries = new Map<string, TaskIndexEntry>();
+  readonly ready = new ReadyQueues();
+  readonly due = new DueTimers();
+  readonly leases = new LeaseTable();
+  readonly ranks = new DispatchRanks();
+  private output: TurnOutput = { effects: [], events: [], readyChanged: false };
+
+  constructor(
+    readonly queue: string,
+    readonly config: CoreConfig,
+    readonly deps: CoreDeps,
+  ) {}
+
+  persist(effect: Effect): void {
+    this.output.effects.push(effect);
+  }
+
+  report(event: CoreEvent): void {
+    this.output.events.push(event);
+  }
+
+  /** Something may have become dispatchable; the shell wakes parked leases. */
+  markReadyChanged(): void {
+    this.output.readyChanged = true;
+  }
+
+  /** A task handed back to the dispatch order (a freed or woken slot). */
+  pushReady(item: ReadyItem): void {
+    this.ready.pushTask(item);
+    this.output.readyChanged = true;
+  }
+
+  /** The pending entry a ready item still stands for; undefined when it moved on. */
+  liveReady(item: ReadyItem): TaskIndexEntry | undefined {
+    const e = this.entries.get(item.id);
+    return e && e.state === "pending" && e.seq === item.seq ? e : undefined;
+  }
+
+  /** Timers of tasks that moved on stay until their time; drop them when they pile up. */
+  compactTimers(): void {
+    this.due.compact(this.entries.size, (id) => this.entries.get(id));
+  }
+
+  /** Hands the shell what this turn must persist and report, and resets them. */
+  drain(): TurnOutput {
+    const out = this.output;
+    this.output = { effects: [], events: [], readyChanged: false };
+    return out;
+  }
+}
