@@ -241,11 +241,13 @@ describe("concurrency strategies", () => {
     const queue = "abort";
     const started = deferred();
     const aborted = deferred<string>();
-    sdk.worker(new Mux().handle("abortable", async (_t, { signal }) => {
+    const worker = sdk.worker(new Mux().handle("abortable", async (_t, { signal }) => {
       started.resolve();
       await new Promise((resolve) => signal.addEventListener("abort", resolve));
       aborted.resolve(String(signal.reason));
     }, { concurrency: [{ expression: "'all'", maxRuns: 1, limitStrategy: "CANCEL_IN_PROGRESS" }] }), { queues: [queue] });
+    // The rule exists once the worker has registered it; a task enqueued before that has no rule to cancel it.
+    await worker.registered;
     await enqueue(queue, "abortable", { n: 1 });
     await started.promise;
     await enqueue(queue, "abortable", { n: 2 });
