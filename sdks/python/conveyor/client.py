@@ -1,0 +1,141 @@
+"""The producer client: enqueue tasks, read and cancel them.
+
+Every call waits for the node to be reachable up to its timeout (``wait_for_ready``), so a
+producer rides out a node restart instead of failing at once; failures raise
+:class:`~conveyor.errors.ConveyorError` with the server's code, reason and field.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Optional, Union
+
+import grpc
+
+from ._channel import sync_channel
+from ._status import from_item_error, from_rpc_error
+from .errors import ConveyorError
+from .task import ConveyorValueError, Duration, NewTask, Task, TaskInfo, info_from_wire, task_from_wire, to_spec
+from .v1 import task_pb2, task_service_pb2, task_service_pb2_grpc
+
+__all__ = ["Client"]
+
+BATCH_MAX = 1000
+REQUEST_MAX_BYTES = 4 * 1024 * 1024
+#: A batch stays this far under the node's request size limit (framing, estimates).
+BATCH_MAX_BYTES = REQUEST_MAX_BYTES - 64 * 1024
+
+
+def _chunks(specs: Sequence[task_pb2.TaskSpec]) -> list[list[task_pb2.TaskSpec]]:
+    """Consecutive chunks of at most BATCH_MAX specs and BATCH_MAX_BYTES (a larger single
+    spec goes alone: the node judges it)."""
+    chunks: list[list[task_pb2.TaskSpec]] = []
+    chunk: list[task_pb2.TaskSpec] = []
+    size = 0
+    for spec in specs:
+        n = spec.ByteSize() + 16
+        if chunk and (len(chunk) >= BATCH_MAX or size + n > BATCH_MAX_BYTES):
+            chunks.append(chunk)
+            chunk, size = [], 0
+        chunk.append(spec)
+        size += n
+    if chunk:
+        chunks.append(chunk)
+    return chunks
+
+
+def _spec(task: NewTask) -> task_pb2.TaskSpec:
+    try:
+        return to_spec(task)
+    except ConveyorValueError as e:
+        raise ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD", str(e), f"task.{e.field}") from None
+    except (TypeError, ValueError) as e:
+        raise ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD", f"task: {e}", "task") from None
+
+
+class Client:
+    """A producer. ``Client()`` dials $CONVEYOR_SERVER or 127.0.0.1:7233; `timeout` is each
+    call's deadline (``timedelta`` or seconds, default 30 s). Use it as a context manager or
+    call :meth:`close`. Safe to share between threads."""
+
+    def __init__(self, address: Optional[str] = None, *, timeout: Duration = 30.0) -> None:
+        self._channel = sync_channel(address)
+        self._stub = task_service_pb2_grpc.TaskServiceStub(self._channel)
+        self._timeout = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def _call(self, method: Any, request: Any) -> Any:
+        try:
+            return method(request, timeout=self._timeout, wait_for_ready=True)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def enqueue(
+        self,
+        type: str,
+        payload: Any = None,
+        *,
+        queue: str = "",
+        priority: Optional[int] = None,
+        max_retry: Optional[int] = None,
+        timeout: Optional[Duration] = None,
+        deadline: Optional[datetime] = None,
+        process_at: Optional[datetime] = None,
+        process_in: Optional[Duration] = None,
+        unique_key: str = "",
+        unique_ttl: Optional[Duration] = None,
+        task_id: str = "",
+        retention: Optional[Duration] = None,
+        expires_in: Optional[Duration] = None,
+        expires_at: Optional[datetime] = None,
+        concurrency_key: str = "",
+        group: str = "",
+        metadata: Optional[Mapping[str, str]] = None,
+        content_type: Optional[str] = None,
+        backoff_base: Optional[Duration] = None,
+        backoff_max: Optional[Duration] = None,
+    ) -> TaskInfo:
+        """Enqueues one task; returns once it is durably stored. `payload`: ``bytes`` as they
+        are, ``None`` empty, anything else as JSON. See :class:`~conveyor.task.NewTask`."""
+        task = NewTask(
+            type=type, payload=payload, queue=queue, priority=priority, max_retry=max_retry, timeout=timeout,
+            deadline=deadline, process_at=process_at, process_in=process_in, unique_key=unique_key,
+            unique_ttl=unique_ttl, task_id=task_id, retention=retention, expires_in=expires_in, expires_at=expires_at,
+            concurrency_key=concurrency_key, group=group, metadata=dict(metadata or {}), content_type=content_type,
+            backoff_base=backoff_base, backoff_max=backoff_max,
+        )
+        res = self._call(self._stub.Enqueue, task_service_pb2.EnqueueRequest(task=_spec(task)))
+        return info_from_wire(res.result)
+
+    def enqueue_batch(self, tasks: Iterable[NewTask]) -> list[Union[TaskInfo, ConveyorError]]:
+        """Enqueues many tasks (in calls of up to 1000); each item succeeds or fails on its
+        own: the list holds a TaskInfo or a ConveyorError per task, in order."""
+        out: list[Union[TaskInfo, ConveyorError]] = []
+        for chunk in _chunks([_spec(t) for t in tasks]):
+            res = self._call(self._stub.EnqueueBatch, task_service_pb2.EnqueueBatchRequest(tasks=chunk))
+            for item in res.items:
+                out.append(info_from_wire(item.result) if item.WhichOneof("outcome") == "result" else from_item_error(item.error))
+        return out
+
+    def enqueue_tx(self, tasks: Iterable[NewTask]) -> list[TaskInfo]:
+        """Enqueues up to 1000 tasks of one queue all-or-nothing (any invalid task fails the call)."""
+        res = self._call(self._stub.EnqueueTx, task_service_pb2.EnqueueTxRequest(tasks=[_spec(t) for t in tasks]))
+        return [info_from_wire(r) for r in res.results]
+
+    def get_task(self, id: str) -> Task:
+        res = self._call(self._stub.GetTask, task_service_pb2.GetTaskRequest(id=id))
+        return task_from_wire(res.task)
+
+    def cancel_task(self, id: str) -> Task:
+        """Cancels a task that has not finished; a running task's handler is told through its
+        worker's next heartbeat."""
+        res = self._call(self._stub.CancelTask, task_service_pb2.CancelTaskRequest(id=id))
+        return task_from_wire(res.task)

@@ -1,0 +1,131 @@
+"""Fixtures: a real conveyord (node dist/src/main.js via bin/conveyord.js) on ephemeral ports
+with a temp data dir, and helpers that wait on conditions with a deadline (never sleep as
+synchronisation)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Optional, TypeVar
+
+import pytest
+
+SDK = Path(__file__).resolve().parent.parent
+REPO = SDK.parent.parent
+sys.path.insert(0, str(SDK))
+
+from conveyor import Client  # noqa: E402
+
+T = TypeVar("T")
+NODE = os.environ.get("CONVEYOR_NODE_BIN") or shutil.which("node") or "node"
+PYTHON = "/usr/bin/python3"
+
+
+def wait_for(what: str, probe: Callable[[], Optional[T]], timeout: float = 15.0) -> T:
+    """Polls `probe` until it returns something other than None (another process decides
+    when); fails naming what was awaited and the last error."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while True:
+        try:
+            value = probe()
+            if value is not None:
+                return value
+        except Exception as e:  # noqa: BLE001 - reported on timeout
+            last = e
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last error: {last!r}")
+        time.sleep(0.02)
+
+
+class NodeProcess:
+    """A conveyord child process; `address` is its gRPC host:port."""
+
+    def __init__(self, settings: dict[str, str]) -> None:
+        if not (REPO / "dist" / "src" / "main.js").exists():
+            raise RuntimeError("dist/ is missing: run `npm run build` first (npm test does)")
+        self.data_dir = tempfile.mkdtemp(prefix="conveyor-pytest-")
+        args = [NODE, str(REPO / "bin" / "conveyord.js"), "--data-dir", self.data_dir, "--listen", "127.0.0.1:0",
+                "--http", "127.0.0.1:0", "--log-level", "info"]
+        for k, v in settings.items():
+            args += ["--set", f"{k}={v}"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.logs: list[str] = []
+        self.stderr: list[str] = []
+        listening = threading.Event()
+        found: dict[str, str] = {}
+
+        def read_stdout() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:  # drained to the end, so the node never blocks on a full pipe
+                self.logs.append(line)
+                if not listening.is_set():
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue
+                    if entry.get("msg") == "conveyord listening":
+                        found.update(grpc=entry["grpc"], http=entry["http"])
+                        listening.set()
+            listening.set()
+
+        def read_stderr() -> None:
+            assert self.proc.stderr is not None
+            for line in self.proc.stderr:
+                self.stderr.append(line)
+
+        threading.Thread(target=read_stdout, daemon=True).start()
+        threading.Thread(target=read_stderr, daemon=True).start()
+        if not listening.wait(30) or "grpc" not in found:
+            self.proc.kill()
+            raise RuntimeError(f"conveyord did not start; stderr: {''.join(self.stderr)}")
+        self.address = found["grpc"]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def node() -> Iterator[NodeProcess]:
+    # A short lease (heartbeats every ~330 ms) makes redelivery after a crash and
+    # cancellation quick; groups are swept often.
+    n = NodeProcess({"lease_ttl": "1s", "group_sweep_interval": "50ms"})
+    try:
+        yield n
+    finally:
+        n.stop()
+
+
+@pytest.fixture()
+def client(node: NodeProcess) -> Iterator[Client]:
+    with Client(node.address, timeout=10) as c:
+        yield c
+
+
+@pytest.fixture()
+def queue() -> str:
+    """A queue of this test's own."""
+    return f"py-{uuid.uuid4().hex[:10]}"
+
+
+def wait_state(client: Client, task_id: str, state: str, timeout: float = 15.0):  # type: ignore[no-untyped-def]
+    def probe():  # type: ignore[no-untyped-def]
+        t = client.get_task(task_id)
+        return t if t.state == state else None
+
+    return wait_for(f"task {task_id} to be {state}", probe, timeout)
