@@ -11,3 +11,8 @@ __all__ = [
     "BatchError", "Client", "ConveyorError", "Duration", "NewTask", "SkipRetry", "Task", "TaskInfo",
     "encode_json", "is_skip_retry", "skip_retry",
 ]
+
+from .mux import ConcurrencyRule, Context, Mux  # noqa: E402
+from .worker import Worker  # noqa: E402
+
+__all__ += ["ConcurrencyRule", "Context", "Mux", "Worker"]

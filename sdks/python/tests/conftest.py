@@ -3,7 +3,10 @@ with a temp data dir, and helpers that wait on conditions with a deadline (never
 synchronisation)."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import queue as queue_mod
 import os
 import shutil
 import subprocess
@@ -14,7 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Optional, TypeVar
+from typing import Any, Optional, TypeVar
 
 import pytest
 
@@ -22,7 +25,7 @@ SDK = Path(__file__).resolve().parent.parent
 REPO = SDK.parent.parent
 sys.path.insert(0, str(SDK))
 
-from conveyor import Client  # noqa: E402
+from conveyor import Client, Worker  # noqa: E402
 
 T = TypeVar("T")
 NODE = os.environ.get("CONVEYOR_NODE_BIN") or shutil.which("node") or "node"
@@ -129,3 +132,75 @@ def wait_state(client: Client, task_id: str, state: str, timeout: float = 15.0):
         return t if t.state == state else None
 
     return wait_for(f"task {task_id} to be {state}", probe, timeout)
+
+
+class WorkerThread:
+    """Runs `worker` on an asyncio loop in a background thread, so tests stay synchronous."""
+
+    def __init__(self, *workers: Worker) -> None:
+        self.workers = workers
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        for w in workers:
+            asyncio.run_coroutine_threadsafe(w.start(), self.loop).result(30)
+
+    def stop(self, grace: float = 0.0) -> None:
+        for w in self.workers:
+            asyncio.run_coroutine_threadsafe(w.stop(grace=grace), self.loop).result(60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+@contextlib.contextmanager
+def running(*workers: Worker) -> Iterator[WorkerThread]:
+    wt = WorkerThread(*workers)
+    try:
+        yield wt
+    finally:
+        wt.stop()
+
+
+class Recorder:
+    """Thread-safe record of handler calls; tests wait on it with a deadline."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: list[Any] = []
+
+    def add(self, item: Any) -> None:
+        with self.lock:
+            self.calls.append(item)
+
+    def wait(self, n: int, timeout: float = 15.0) -> list[Any]:
+        return wait_for(f"{n} handler calls", lambda: list(self.calls) if len(self.calls) >= n else None, timeout)
+
+
+def spawn_lines(args: list[str]) -> tuple[subprocess.Popen[str], "queue_mod.Queue[str]"]:
+    """Starts a helper process whose stdout lines arrive on a queue (read by a thread)."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: "queue_mod.Queue[str]" = queue_mod.Queue()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line.rstrip("\n"))
+
+    threading.Thread(target=read, daemon=True).start()
+    return proc, lines
+
+
+def next_line(proc: subprocess.Popen[str], lines: "queue_mod.Queue[str]", prefix: str, timeout: float = 20.0) -> str:
+    """The helper's next stdout line starting with `prefix` (fails with its stderr on timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            err = proc.stderr.read() if proc.poll() is not None and proc.stderr else "(still running)"
+            raise AssertionError(f"no {prefix!r} line from {proc.args}; stderr: {err}")
+        try:
+            line = lines.get(timeout=min(left, 0.5))
+        except queue_mod.Empty:
+            continue
+        if line.startswith(prefix):
+            return line

@@ -1,0 +1,240 @@
+"""The worker against a real node: the TypeScript SDK's integration behaviours, in Python."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import grpc
+import pytest
+
+from conftest import NodeProcess, Recorder, running, wait_for, wait_state
+from conveyor import BatchError, Client, ConcurrencyRule, ConveyorError, Context, NewTask, SkipRetry, Task, Worker, skip_retry
+from conveyor.v1 import admin_service_pb2, admin_service_pb2_grpc
+
+
+def new_type(name: str) -> str:
+    """A task type of this test's own (rules registered for it cannot leak into other tests)."""
+    return f"{name}:{uuid.uuid4().hex[:8]}"
+
+
+def test_enqueue_and_complete_async_and_sync_handlers(node: NodeProcess, client: Client, queue: str) -> None:
+    worker = Worker(address=node.address, queues=[queue])
+    seen = Recorder()
+
+    @worker.task("py:async")
+    async def handle_async(task: Task, ctx: Context) -> dict[str, Any]:
+        seen.add(("async", task.id, ctx.lease_id, threading.current_thread() is threading.main_thread()))
+        return {"doubled": task.json()["n"] * 2}
+
+    @worker.task("py:sync")
+    def handle_sync(task: Task) -> bytes:
+        seen.add(("sync", task.id, "", threading.current_thread().name.startswith("conveyor:")))
+        return b"raw\x00result"
+
+    with running(worker):
+        a = client.enqueue("py:async", {"n": 21}, queue=queue)
+        s = client.enqueue("py:sync", None, queue=queue)
+        done_a = wait_state(client, a.id, "completed")
+        done_s = wait_state(client, s.id, "completed")
+    assert done_a.result_json() == {"doubled": 42} and done_a.retried == 0
+    assert done_s.result == b"raw\x00result"
+    calls = {c[0]: c for c in seen.calls}
+    assert calls["async"][2] != ""  # the context carries the lease
+    assert calls["sync"][3] is True  # plain functions run in the worker's threads, not on the loop
+
+
+def test_retry_then_archive(node: NodeProcess, client: Client, queue: str) -> None:
+    worker = Worker(address=node.address, queues=[queue])
+    attempts = Recorder()
+
+    @worker.task("py:flaky")
+    def always_fails(task: Task) -> None:
+        attempts.add(task.retried)
+        raise ValueError(f"boom {task.retried}")
+
+    with running(worker):
+        info = client.enqueue("py:flaky", {}, queue=queue, max_retry=2, backoff_base=0.01, backoff_max=0.05)
+        archived = wait_state(client, info.id, "archived")
+    assert attempts.calls == [0, 1, 2]  # the first attempt and two retries, then archived
+    assert archived.last_error == "boom 2" and archived.last_failed_at is not None
+
+
+def test_skip_retry_archives_at_once(node: NodeProcess, client: Client, queue: str) -> None:
+    worker = Worker(address=node.address, queues=[queue])
+    attempts = Recorder()
+
+    @worker.task("py:bad")
+    async def bad(task: Task) -> None:
+        attempts.add(task.id)
+        if task.json()["wrapped"]:
+            raise skip_retry(KeyError("no such user"))
+        raise SkipRetry("bad address")
+
+    with running(worker):
+        plain = client.enqueue("py:bad", {"wrapped": False}, queue=queue, max_retry=5, backoff_base=0.01)
+        wrapped = client.enqueue("py:bad", {"wrapped": True}, queue=queue, max_retry=5, backoff_base=0.01)
+        t1 = wait_state(client, plain.id, "archived")
+        t2 = wait_state(client, wrapped.id, "archived")
+    assert sorted(attempts.calls) == sorted([plain.id, wrapped.id])  # one attempt each
+    assert (t1.last_error, t1.retried) == ("bad address", 0)
+    assert t2.last_error == "'no such user'"
+
+
+def test_scheduled_task_runs_no_earlier_than_its_time(node: NodeProcess, client: Client, queue: str) -> None:
+    worker = Worker(address=node.address, queues=[queue])
+    ran = Recorder()
+    worker.mux.handle("py:later", lambda task: ran.add(time.time()))
+    with running(worker):
+        before = time.time()
+        info = client.enqueue("py:later", None, queue=queue, process_in=timedelta(seconds=1))
+        assert info.state == "scheduled"
+        ran.wait(1)
+        wait_state(client, info.id, "completed")
+    assert ran.calls[0] >= before + 0.95
+
+
+def test_unique_key_is_held_until_the_task_finishes(node: NodeProcess, client: Client, queue: str) -> None:
+    worker = Worker(address=node.address, queues=[queue])
+    release = threading.Event()
+    worker.mux.handle("py:unique", lambda task, ctx: release.wait(10))
+    with running(worker):
+        first = client.enqueue("py:unique", {}, queue=queue, unique_key="report:42")
+        wait_state(client, first.id, "active")
+        with pytest.raises(ConveyorError) as err:
+            client.enqueue("py:unique", {}, queue=queue, unique_key="report:42")
+        assert (err.value.code, err.value.reason) == ("ALREADY_EXISTS", "UNIQUE_KEY_CONFLICT")
+        release.set()
+        wait_state(client, first.id, "completed")
+        second = client.enqueue("py:unique", {}, queue=queue, unique_key="report:42")  # free again
+        wait_state(client, second.id, "completed")
+
+
+def _peak_per_key(node: NodeProcess, client: Client, queue: str, rules: list[ConcurrencyRule]) -> tuple[dict[str, int], set[str]]:
+    """Runs 3 users × 8 tasks on two workers (5 slots each); returns each user's peak of
+    tasks running at once and the workers that ran some."""
+    task_type = new_type("py:per-user")
+    lock = threading.Lock()
+    active: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    workers_used: set[str] = set()
+
+    def make_worker(name: str) -> Worker:
+        w = Worker(address=node.address, queues=[queue], concurrency=5, worker_id=f"{name}-{uuid.uuid4().hex[:6]}")
+
+        @w.task(task_type, concurrency=rules)
+        async def run(task: Task) -> None:
+            user = task.json()["user"]
+            with lock:
+                active[user] = active.get(user, 0) + 1
+                peak[user] = max(peak.get(user, 0), active[user])
+                workers_used.add(name)
+            await asyncio.sleep(0.1)  # the work; overlap is what is measured
+            with lock:
+                active[user] -= 1
+
+        return w
+
+    with running(make_worker("w1"), make_worker("w2")):
+        infos = client.enqueue_batch([NewTask(task_type, {"user": f"u{i % 3}"}, queue=queue) for i in range(24)])
+        for info in infos:
+            assert not isinstance(info, ConveyorError)
+            wait_state(client, info.id, "completed", timeout=30)
+    return peak, workers_used
+
+
+def test_per_key_limit_is_never_exceeded_with_two_workers(node: NodeProcess, client: Client, queue: str) -> None:
+    peak, used = _peak_per_key(node, client, queue, [ConcurrencyRule("input.user", max_runs=2)])
+    assert peak == {"u0": 2, "u1": 2, "u2": 2}  # reached, never exceeded
+    assert used == {"w1", "w2"}
+
+
+def test_per_key_limit_control_without_the_rule_overlaps_more(node: NodeProcess, client: Client, queue: str) -> None:
+    """The control: without the rule the same load runs more than 2 of a user at once, so
+    the test above would notice a rule that was not registered or not enforced."""
+    peak, _ = _peak_per_key(node, client, queue, [])
+    assert max(peak.values()) > 2
+
+
+def test_batch_handler_with_batch_error(node: NodeProcess, client: Client, queue: str) -> None:
+    with grpc.insecure_channel(node.address) as ch:
+        admin_service_pb2_grpc.AdminServiceStub(ch).SetGroupConfig(admin_service_pb2.SetGroupConfigRequest(
+            config=admin_service_pb2.GroupConfig(queue=queue, group="g", max_size=3, max_delay_ms=3_600_000,
+                                                 grace_ms=3_600_000)), timeout=10)
+    worker = Worker(address=node.address, queues=[queue])
+    batches = Recorder()
+
+    @worker.batch_task("py:digest")
+    async def digest(tasks: list[Task], ctx: Context) -> None:
+        batches.add([t.json()["n"] for t in tasks])
+        if len(batches.calls) == 1:
+            raise BatchError({tasks[0].id: SkipRetry("bad member"), tasks[1].id: RuntimeError("flaky member")})
+
+    with running(worker):
+        infos = client.enqueue_batch([NewTask("py:digest", {"n": n}, queue=queue, group="g", backoff_base=0.05)
+                                      for n in range(3)])
+        ids = [i.id for i in infos if not isinstance(i, ConveyorError)]
+        assert len(ids) == 3
+        bad = wait_state(client, ids[0], "archived")
+        wait_state(client, ids[2], "completed")
+        flaky = wait_state(client, ids[1], "completed")  # retried, and it came back alone
+    assert batches.calls == [[0, 1, 2], [1]]
+    assert bad.last_error == "bad member" and flaky.retried == 1 and flaky.last_error == "flaky member"
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+def test_cancel_reaches_a_running_handler(node: NodeProcess, client: Client, queue: str, kind: str) -> None:
+    worker = Worker(address=node.address, queues=[queue])
+    started = Recorder()
+    observed = Recorder()
+    if kind == "async":
+        @worker.task("py:long")
+        async def long_async(task: Task, ctx: Context) -> None:
+            started.add(task.id)
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                observed.add(("CancelledError", ctx.cancelled.is_set(), ctx.cancel_reason))
+                raise
+    else:
+        @worker.task("py:long")
+        def long_sync(task: Task, ctx: Context) -> None:
+            started.add(task.id)
+            if ctx.cancelled.wait(60):
+                observed.add(("event", True, ctx.cancel_reason))
+
+    with running(worker):
+        info = client.enqueue("py:long", None, queue=queue)
+        started.wait(1)
+        client.cancel_task(info.id)
+        what, flag, reason = observed.wait(1, timeout=10)[0]
+        assert wait_state(client, info.id, "cancelled").state == "cancelled"
+        assert worker.in_flight == 0  # the slot is free at once
+    assert what == ("CancelledError" if kind == "async" else "event") and flag
+    assert reason.startswith("task cancelled")
+
+
+def test_attempt_timeout_cancels_the_handler_and_retries(node: NodeProcess, client: Client, queue: str) -> None:
+    worker = Worker(address=node.address, queues=[queue])
+    observed = Recorder()
+
+    @worker.task("py:slow")
+    async def slow(task: Task, ctx: Context) -> str:
+        if task.retried > 0:
+            return "second time lucky"
+        assert ctx.deadline is not None
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            observed.add(ctx.cancel_reason)
+            raise
+        return "never"
+
+    with running(worker):
+        info = client.enqueue("py:slow", None, queue=queue, timeout=0.5, backoff_base=0.01)
+        done = wait_state(client, info.id, "completed")
+    assert observed.calls and observed.calls[0].startswith("attempt timed out")
+    assert done.retried == 1 and done.result == b"second time lucky"
