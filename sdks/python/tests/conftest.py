@@ -52,11 +52,11 @@ def wait_for(what: str, probe: Callable[[], Optional[T]], timeout: float = 15.0)
 class NodeProcess:
     """A conveyord child process; `address` is its gRPC host:port."""
 
-    def __init__(self, settings: dict[str, str]) -> None:
+    def __init__(self, settings: dict[str, str], data_dir: Optional[str] = None, port: str = "0") -> None:
         if not (REPO / "dist" / "src" / "main.js").exists():
             raise RuntimeError("dist/ is missing: run `npm run build` first (npm test does)")
-        self.data_dir = tempfile.mkdtemp(prefix="conveyor-pytest-")
-        args = [NODE, str(REPO / "bin" / "conveyord.js"), "--data-dir", self.data_dir, "--listen", "127.0.0.1:0",
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="conveyor-pytest-")
+        args = [NODE, str(REPO / "bin" / "conveyord.js"), "--data-dir", self.data_dir, "--listen", f"127.0.0.1:{port}",
                 "--http", "127.0.0.1:0", "--log-level", "info"]
         for k, v in settings.items():
             args += ["--set", f"{k}={v}"]
@@ -92,7 +92,7 @@ class NodeProcess:
             raise RuntimeError(f"conveyord did not start; stderr: {''.join(self.stderr)}")
         self.address = found["grpc"]
 
-    def stop(self) -> None:
+    def stop(self, keep_data: bool = False) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -100,7 +100,8 @@ class NodeProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        shutil.rmtree(self.data_dir, ignore_errors=True)
+        if not keep_data:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
