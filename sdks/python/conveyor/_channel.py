@@ -12,6 +12,8 @@ GRPC_MESSAGE_MAX_BYTES = 64 * 1024 * 1024
 
 # Keepalive notices a dead node in seconds, even on an idle channel; reconnect attempts are
 # capped at about a second so a restarted node is picked up quickly (as the TS SDK does).
+# (grpc.min_reconnect_backoff_ms is left alone: in gRPC core it is the minimum time a
+# connection attempt may take, not a backoff.)
 CHANNEL_OPTIONS: list[tuple[str, int]] = [
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
@@ -20,7 +22,6 @@ CHANNEL_OPTIONS: list[tuple[str, int]] = [
     ("grpc.max_receive_message_length", GRPC_MESSAGE_MAX_BYTES),
     ("grpc.max_send_message_length", GRPC_MESSAGE_MAX_BYTES),
     ("grpc.initial_reconnect_backoff_ms", 1_000),
-    ("grpc.min_reconnect_backoff_ms", 1_000),
     ("grpc.max_reconnect_backoff_ms", 1_000),
     ("grpc.enable_retries", 0),
 ]

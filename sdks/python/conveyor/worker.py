@@ -164,6 +164,7 @@ class Worker:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._flush_scheduled = False
         self._stopping = False
+        self._closed = False
         self._started = False
         self._heartbeat_s = 10.0
         self._heartbeat_handle: Optional[asyncio.TimerHandle] = None
@@ -271,6 +272,7 @@ class Worker:
         await self._flush_settles(draining=True)
         while self._settling:
             await asyncio.gather(*list(self._settling), return_exceptions=True)
+        self._closed = True
         if self._heartbeat_handle is not None:
             self._heartbeat_handle.cancel()
         assert self._channel is not None
@@ -569,7 +571,8 @@ class Worker:
     # -- heartbeats --------------------------------------------------------------------
 
     def _arm_heartbeat(self) -> None:
-        if self._heartbeat_handle is not None or self._heartbeating or not self._running or self._stopping:
+        # Heartbeats go on while a stop waits out its grace (the leases must stay held).
+        if self._heartbeat_handle is not None or self._heartbeating or not self._running or self._closed:
             return
 
         def fire() -> None:
