@@ -80,8 +80,15 @@ def _truncate(data: bytes, max_bytes: int) -> bytes:
     keep = max(0, max_bytes - 32)
     while keep > 0 and (data[keep] & 0xC0) == 0x80:  # back to a UTF-8 character start
         keep -= 1
-    dropped = len(data) - keep
-    return data[:keep] + f"…[truncated {dropped} bytes]".encode()
+    return data[:keep] + f"…[truncated {_format_bytes(len(data) - keep)}]".encode()
+
+
+def _format_bytes(n: int) -> str:
+    """"512 bytes", "12 KiB", "28.6 MiB" (src/base/limits.ts formatBytes)."""
+    if n < 1024:
+        return f"{n} bytes"
+    value, unit = (n / 1024, "KiB") if n < 1024 * 1024 else (n / (1024 * 1024), "MiB")
+    return f"{round(value, 1):g} {unit}"
 
 
 def _message(error: object) -> str:

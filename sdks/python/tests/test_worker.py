@@ -269,3 +269,51 @@ def test_stop_keeps_heartbeating_while_handlers_finish_within_the_grace(node: No
         wt.stop()
     done = wait_state(client, info.id, "completed")
     assert (done.retried, done.result) == (0, b"finished during the grace")
+
+
+def test_cancel_in_progress_rule_cancels_the_running_handler(node: NodeProcess, client: Client, queue: str) -> None:
+    task_type = new_type("py:latest-wins")
+    worker = Worker(address=node.address, queues=[queue], concurrency=4)
+    started = Recorder()
+    cancelled = Recorder()
+
+    @worker.task(task_type, concurrency=[ConcurrencyRule("input.doc", max_runs=1, strategy="CANCEL_IN_PROGRESS")])
+    async def render(task: Task, ctx: Context) -> str:
+        started.add(task.json()["v"])
+        if task.json()["v"] == 2:
+            return "rendered v2"
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.add(ctx.cancel_reason)
+            raise
+        return "never"
+
+    with running(worker):
+        first = client.enqueue(task_type, {"doc": "d1", "v": 1}, queue=queue)
+        started.wait(1)
+        second = client.enqueue(task_type, {"doc": "d1", "v": 2}, queue=queue)
+        assert cancelled.wait(1, timeout=10)[0].startswith("task cancelled")
+        done = wait_state(client, second.id, "completed")
+        gone = wait_state(client, first.id, "cancelled")
+    assert done.result == b"rendered v2" and started.calls == [1, 2] and gone.cancel_reason != ""
+
+
+def test_a_refused_registration_fails_start_with_the_field(node: NodeProcess, queue: str) -> None:
+    worker = Worker(address=node.address, queues=[queue])
+    worker.mux.handle(new_type("py:bad-rule"), lambda task: None, concurrency=[ConcurrencyRule("input.(", max_runs=1)])
+    with pytest.raises(ConveyorError) as err:
+        asyncio.run(worker.start())
+    assert (err.value.code, err.value.reason) == ("INVALID_ARGUMENT", "INVALID_FIELD")
+    assert err.value.field is not None and "expression" in err.value.field
+
+
+def test_a_worker_leases_from_every_queue_it_names(node: NodeProcess, client: Client, queue: str) -> None:
+    worker = Worker(address=node.address, queues={f"{queue}-a": 3, f"{queue}-b": 1})
+    seen = Recorder()
+    worker.mux.handle("py:multi", lambda task: seen.add(task.queue))
+    with running(worker):
+        ids = [client.enqueue("py:multi", None, queue=f"{queue}-{q}").id for q in "abab"]
+        for i in ids:
+            wait_state(client, i, "completed")
+    assert sorted(seen.calls) == sorted([f"{queue}-a", f"{queue}-b"] * 2)
