@@ -91,6 +91,18 @@ class NodeProcess:
             self.proc.kill()
             raise RuntimeError(f"conveyord did not start; stderr: {''.join(self.stderr)}")
         self.address = found["grpc"]
+        self.http_address = found["http"]
+
+    def rpc_counts(self) -> dict[str, int]:
+        """Calls handled so far per RPC method (the node's conveyor_rpc_duration_seconds_count)."""
+        import re
+        import urllib.request
+
+        text = urllib.request.urlopen(f"http://{self.http_address}/metrics", timeout=10).read().decode()
+        counts: dict[str, int] = {}
+        for method, n in re.findall(r'conveyor_rpc_duration_seconds_count\{method="([^"]+)"[^}]*\} (\d+)', text):
+            counts[method] = counts.get(method, 0) + int(n)
+        return counts
 
     def stop(self, keep_data: bool = False) -> None:
         if self.proc.poll() is None:
