@@ -41,7 +41,7 @@ import grpc.aio
 
 from ._channel import aio_channel
 from ._status import from_item_error, from_rpc_error
-from .errors import BatchError, ConveyorError, is_skip_retry
+from .errors import BatchError, is_skip_retry
 from .mux import BatchHandler, ConcurrencyRule, Context, Handler, Mux, encode_result, is_async, wants_context
 from .task import Duration, task_from_wire
 from .v1 import task_pb2, worker_service_pb2 as wpb, worker_service_pb2_grpc

@@ -30,6 +30,10 @@ from conveyor import Client, Worker  # noqa: E402
 T = TypeVar("T")
 NODE = os.environ.get("CONVEYOR_NODE_BIN") or shutil.which("node") or "node"
 PYTHON = "/usr/bin/python3"
+#: The session node's lease TTL: short, so a crashed worker's task comes back quickly, yet
+#: long enough that a loaded machine does not miss heartbeats (every third of it).
+LEASE_TTL = "2s"
+LEASE_TTL_S = 2.0
 
 
 def wait_for(what: str, probe: Callable[[], Optional[T]], timeout: float = 15.0) -> T:
@@ -118,9 +122,9 @@ class NodeProcess:
 
 @pytest.fixture(scope="session")
 def node() -> Iterator[NodeProcess]:
-    # A short lease (heartbeats every ~330 ms) makes redelivery after a crash and
+    # A short lease (heartbeats every ~670 ms) makes redelivery after a crash and
     # cancellation quick; groups are swept often.
-    n = NodeProcess({"lease_ttl": "1s", "group_sweep_interval": "50ms"})
+    n = NodeProcess({"lease_ttl": LEASE_TTL, "group_sweep_interval": "50ms"})
     try:
         yield n
     finally:

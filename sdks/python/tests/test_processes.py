@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NODE, PYTHON, REPO, SDK, NodeProcess, Recorder, next_line, running, spawn_lines, wait_for, wait_state
-from conveyor import Client, Context, Task, Worker, encode_json
+from conftest import LEASE_TTL_S, NODE, PYTHON, REPO, SDK, NodeProcess, Recorder, next_line, running, spawn_lines, wait_for, wait_state
+from conveyor import Client, Task, Worker, encode_json
 
 HERE = Path(__file__).resolve().parent
 
@@ -32,9 +32,9 @@ def test_sigkill_worker_task_is_redelivered_after_the_lease(node: NodeProcess, c
         info = client.enqueue("py:crash", {"k": 1}, queue=queue, backoff_base=0.01)
         assert next_line(proc, lines, "started").split() == ["started", info.id, "0"]  # type: ignore[arg-type]
         # A second worker polls the queue from now on: it gets the task only once the
-        # process's lease (1 s TTL, kept alive by its heartbeats) has lapsed after the kill.
+        # process's lease (kept alive by its heartbeats) has lapsed after the kill.
         with running(worker):
-            held_until = time.monotonic() + 1.5
+            held_until = time.monotonic() + 1.5 * LEASE_TTL_S
             wait_for("the lease to outlive its TTL", lambda: True if time.monotonic() > held_until else None)
             assert client.get_task(info.id).state == "active" and seen.calls == []
             proc.kill()

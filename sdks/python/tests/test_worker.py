@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 import pytest
 
-from conftest import NodeProcess, Recorder, WorkerThread, running, wait_for, wait_state
+from conftest import LEASE_TTL_S, NodeProcess, Recorder, WorkerThread, running, wait_for, wait_state
 from conveyor import BatchError, Client, ConcurrencyRule, ConveyorError, Context, NewTask, SkipRetry, Task, Worker, skip_retry
 from conveyor.v1 import admin_service_pb2, admin_service_pb2_grpc
 
@@ -242,7 +242,7 @@ def test_attempt_timeout_cancels_the_handler_and_retries(node: NodeProcess, clie
 
 def test_stop_keeps_heartbeating_while_handlers_finish_within_the_grace(node: NodeProcess, client: Client,
                                                                        queue: str) -> None:
-    """A grace longer than the lease TTL (1 s here): the handler that finishes inside it
+    """A grace longer than the lease TTL: the handler that finishes inside it
     completes its task under the same lease, no retry spent."""
     worker = Worker(address=node.address, queues=[queue])
     started = threading.Event()
@@ -259,7 +259,7 @@ def test_stop_keeps_heartbeating_while_handlers_finish_within_the_grace(node: No
         info = client.enqueue("py:finishing", None, queue=queue)
         assert started.wait(15)
         stopping = asyncio.run_coroutine_threadsafe(worker.stop(grace=10), wt.loop)
-        held_until = time.monotonic() + 2.5  # well past the 1 s lease TTL: only heartbeats keep it
+        held_until = time.monotonic() + 1.5 * LEASE_TTL_S  # past the lease TTL: only heartbeats keep it
         wait_for("the stop to outlive the lease TTL", lambda: True if time.monotonic() > held_until else None)
         assert not stopping.done()
         finish.set()
