@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from conftest import LEASE_TTL_S, NodeProcess, Recorder, WorkerThread, running, wait_for, wait_state
-from conveyor import BatchError, Client, ConcurrencyRule, ConveyorError, Context, NewTask, SkipRetry, Task, Worker, skip_retry
+from conveyor import BatchError, Client, ConcurrencyRule, ConveyorError, Context, Mux, NewTask, SkipRetry, Task, Worker, skip_retry
 from conveyor.v1 import admin_service_pb2, admin_service_pb2_grpc
 
 
@@ -309,9 +309,9 @@ def test_a_refused_registration_fails_start_with_the_field(node: NodeProcess, qu
 
 
 def test_a_worker_leases_from_every_queue_it_names(node: NodeProcess, client: Client, queue: str) -> None:
-    worker = Worker(address=node.address, queues={f"{queue}-a": 3, f"{queue}-b": 1})
     seen = Recorder()
-    worker.mux.handle("py:multi", lambda task: seen.add(task.queue))
+    mux = Mux().handle("py:multi", lambda task: seen.add(task.queue))  # handlers on a Mux of their own
+    worker = Worker(mux, address=node.address, queues={f"{queue}-a": 3, f"{queue}-b": 1})
     with running(worker):
         ids = [client.enqueue("py:multi", None, queue=f"{queue}-{q}").id for q in "abab"]
         for i in ids:
