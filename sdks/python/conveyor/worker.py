@@ -250,11 +250,14 @@ class Worker:
 
     async def stop(self, *, grace: Duration = 10.0) -> None:
         """Graceful stop: no new leases; running handlers get `grace` to finish, then the rest
-        are cancelled and released without spending a retry."""
-        if self._stopping or not self._started:
+        are cancelled and released without spending a retry. A second call waits for the first."""
+        if not self._started:
+            return
+        assert self._slot_freed is not None and self._drained is not None and self._stopped is not None
+        if self._stopping:
+            await self._stopped.wait()
             return
         self._stopping = True
-        assert self._slot_freed is not None and self._drained is not None and self._stopped is not None
         if self._lease_call is not None:
             self._lease_call.cancel()
         self._slot_freed.set()
