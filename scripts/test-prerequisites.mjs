@@ -3,11 +3,13 @@
  * Runs before `npm test`: makes sure the machine has what the suite needs beyond npm
  * packages, so `npm ci && npm test` works on a fresh Debian machine.
  *
- * Today that is Debian's Chromium for the dashboard's browser tests. When it is missing
+ * Today that is Debian's Chromium for the dashboard's browser tests, and Python 3 with
+ * grpcio, protobuf, protoc, grpc_python_plugin and pytest for the Python SDK (sdks/python,
+ * run by `npm run test:python` with /usr/bin/python3). When one is missing
  * and this process may install Debian packages (root, or password-less sudo), it installs
  * the packages listed in .ci/apt-packages with apt-get, without starting any system
  * service. Otherwise it stops the run with one line that says what to install and how.
- * Set CONVEYOR_SKIP_PREREQUISITES=1 to skip the check (the browser tests then fail).
+ * Set CONVEYOR_SKIP_PREREQUISITES=1 to skip the check (the browser and Python tests then fail).
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
@@ -16,7 +18,14 @@ import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 /** The file each Debian package must provide for the suite. */
-const NEEDS = { chromium: "/usr/bin/chromium" };
+const NEEDS = {
+  chromium: "/usr/bin/chromium",
+  "python3-grpcio": "/usr/lib/python3/dist-packages/grpc/__init__.py",
+  "python3-protobuf": "/usr/lib/python3/dist-packages/google/protobuf/__init__.py",
+  "python3-pytest": "/usr/lib/python3/dist-packages/pytest/__init__.py",
+  "protobuf-compiler": "/usr/bin/protoc",
+  "protobuf-compiler-grpc": "/usr/bin/grpc_python_plugin",
+};
 
 if (process.env.CONVEYOR_SKIP_PREREQUISITES === "1") process.exit(0);
 

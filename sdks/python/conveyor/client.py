@@ -1,0 +1,273 @@
+"""The producer client: enqueue tasks, read and cancel them.
+
+Every call waits for the node to be reachable up to its timeout (``wait_for_ready``), so a
+producer rides out a node restart instead of failing at once; failures raise
+:class:`~conveyor.errors.ConveyorError` with the server's code, reason and field.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Optional, Union
+
+import asyncio
+import re
+
+import grpc
+import grpc.aio
+
+from ._channel import aio_channel, sync_channel
+from ._status import from_item_error, from_rpc_error
+from .errors import ConveyorError
+from .task import ConveyorValueError, Duration, NewTask, Task, TaskInfo, info_from_wire, task_from_wire, to_spec
+from .v1 import task_pb2, task_service_pb2, task_service_pb2_grpc
+
+__all__ = ["AsyncClient", "Client"]
+
+BATCH_MAX = 1000
+REQUEST_MAX_BYTES = 4 * 1024 * 1024
+#: A batch stays this far under the node's request size limit (framing, estimates).
+BATCH_MAX_BYTES = REQUEST_MAX_BYTES - 64 * 1024
+
+
+def _chunks(specs: Sequence[task_pb2.TaskSpec]) -> list[list[task_pb2.TaskSpec]]:
+    """Consecutive chunks of at most BATCH_MAX specs and BATCH_MAX_BYTES (a larger single
+    spec goes alone: the node judges it)."""
+    chunks: list[list[task_pb2.TaskSpec]] = []
+    chunk: list[task_pb2.TaskSpec] = []
+    size = 0
+    for spec in specs:
+        n = spec.ByteSize() + 16
+        if chunk and (len(chunk) >= BATCH_MAX or size + n > BATCH_MAX_BYTES):
+            chunks.append(chunk)
+            chunk, size = [], 0
+        chunk.append(spec)
+        size += n
+    if chunk:
+        chunks.append(chunk)
+    return chunks
+
+
+def _spec(task: NewTask) -> task_pb2.TaskSpec:
+    try:
+        return to_spec(task)
+    except ConveyorValueError as e:
+        raise ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD", str(e), f"task.{e.field}") from None
+    except (TypeError, ValueError) as e:
+        raise ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD", f"task: {e}", "task") from None
+
+
+class Client:
+    """A producer. ``Client()`` dials $CONVEYOR_SERVER or 127.0.0.1:7233; `timeout` is each
+    call's deadline (``timedelta`` or seconds, default 30 s). Use it as a context manager or
+    call :meth:`close`. Safe to share between threads."""
+
+    def __init__(self, address: Optional[str] = None, *, timeout: Duration = 30.0) -> None:
+        self._channel = sync_channel(address)
+        self._stub = task_service_pb2_grpc.TaskServiceStub(self._channel)
+        self._timeout = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def _call(self, method: Any, request: Any) -> Any:
+        try:
+            return method(request, timeout=self._timeout, wait_for_ready=True)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def enqueue(
+        self,
+        type: str,
+        payload: Any = None,
+        *,
+        queue: str = "",
+        priority: Optional[int] = None,
+        max_retry: Optional[int] = None,
+        timeout: Optional[Duration] = None,
+        deadline: Optional[datetime] = None,
+        process_at: Optional[datetime] = None,
+        process_in: Optional[Duration] = None,
+        unique_key: str = "",
+        unique_ttl: Optional[Duration] = None,
+        task_id: str = "",
+        retention: Optional[Duration] = None,
+        expires_in: Optional[Duration] = None,
+        expires_at: Optional[datetime] = None,
+        concurrency_key: str = "",
+        group: str = "",
+        metadata: Optional[Mapping[str, str]] = None,
+        content_type: Optional[str] = None,
+        backoff_base: Optional[Duration] = None,
+        backoff_max: Optional[Duration] = None,
+    ) -> TaskInfo:
+        """Enqueues one task; returns once it is durably stored. `payload`: ``bytes`` as they
+        are, ``None`` empty, anything else as JSON. See :class:`~conveyor.task.NewTask`."""
+        task = NewTask(
+            type=type, payload=payload, queue=queue, priority=priority, max_retry=max_retry, timeout=timeout,
+            deadline=deadline, process_at=process_at, process_in=process_in, unique_key=unique_key,
+            unique_ttl=unique_ttl, task_id=task_id, retention=retention, expires_in=expires_in, expires_at=expires_at,
+            concurrency_key=concurrency_key, group=group, metadata=dict(metadata or {}), content_type=content_type,
+            backoff_base=backoff_base, backoff_max=backoff_max,
+        )
+        res = self._call(self._stub.Enqueue, task_service_pb2.EnqueueRequest(task=_spec(task)))
+        return info_from_wire(res.result)
+
+    def enqueue_task(self, task: NewTask) -> TaskInfo:
+        """Enqueues one prepared :class:`~conveyor.task.NewTask`."""
+        res = self._call(self._stub.Enqueue, task_service_pb2.EnqueueRequest(task=_spec(task)))
+        return info_from_wire(res.result)
+
+    def enqueue_batch(self, tasks: Iterable[NewTask]) -> list[Union[TaskInfo, ConveyorError]]:
+        """Enqueues many tasks (in calls of up to 1000); each item succeeds or fails on its
+        own: the list holds a TaskInfo or a ConveyorError per task, in order."""
+        out: list[Union[TaskInfo, ConveyorError]] = []
+        for chunk in _chunks([_spec(t) for t in tasks]):
+            res = self._call(self._stub.EnqueueBatch, task_service_pb2.EnqueueBatchRequest(tasks=chunk))
+            for item in res.items:
+                out.append(info_from_wire(item.result) if item.WhichOneof("outcome") == "result" else from_item_error(item.error))
+        return out
+
+    def enqueue_tx(self, tasks: Iterable[NewTask]) -> list[TaskInfo]:
+        """Enqueues up to 1000 tasks of one queue all-or-nothing (any invalid task fails the call)."""
+        res = self._call(self._stub.EnqueueTx, task_service_pb2.EnqueueTxRequest(tasks=[_spec(t) for t in tasks]))
+        return [info_from_wire(r) for r in res.results]
+
+    def get_task(self, id: str) -> Task:
+        res = self._call(self._stub.GetTask, task_service_pb2.GetTaskRequest(id=id))
+        return task_from_wire(res.task)
+
+    def cancel_task(self, id: str) -> Task:
+        """Cancels a task that has not finished; a running task's handler is told through its
+        worker's next heartbeat."""
+        res = self._call(self._stub.CancelTask, task_service_pb2.CancelTaskRequest(id=id))
+        return task_from_wire(res.task)
+
+
+_TASKS_PREFIX = re.compile(r"^tasks\[\d+\]")
+
+
+class AsyncClient:
+    """The producer client for asyncio code (e.g. an ``async def`` handler enqueueing
+    follow-up tasks). As in the TypeScript SDK, concurrent :meth:`enqueue` calls made in the
+    same event-loop iteration are coalesced into one EnqueueBatch call (a lone call goes out
+    as a plain Enqueue). Create and use it on one event loop; ``async with`` or
+    :meth:`close`."""
+
+    def __init__(self, address: Optional[str] = None, *, timeout: Duration = 30.0) -> None:
+        self._address = address
+        self._timeout = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+        self._channel: Optional[grpc.aio.Channel] = None
+        self._stub_: Any = None
+        self._pending: list[tuple[task_pb2.TaskSpec, asyncio.Future[TaskInfo]]] = []
+        self._flush_scheduled = False
+        self._sends: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def _stub(self) -> Any:
+        if self._stub_ is None:  # created on the running loop, which grpc.aio binds to
+            self._channel = aio_channel(self._address)
+            self._stub_ = task_service_pb2_grpc.TaskServiceStub(self._channel)
+        return self._stub_
+
+    async def close(self) -> None:
+        if self._sends:
+            await asyncio.gather(*list(self._sends), return_exceptions=True)
+        if self._channel is not None:
+            await self._channel.close()
+
+    async def _call(self, method: Any, request: Any) -> Any:
+        try:
+            return await method(request, timeout=self._timeout, wait_for_ready=True)
+        except grpc.aio.AioRpcError as e:
+            raise from_rpc_error(e) from None
+
+    async def enqueue(self, type: str, payload: Any = None, **options: Any) -> TaskInfo:
+        """Enqueues one task; returns once it is durably stored. Takes the same keyword
+        options as :meth:`Client.enqueue` (the fields of :class:`~conveyor.task.NewTask`)."""
+        return await self.enqueue_task(NewTask(type, payload, **options))
+
+    async def enqueue_task(self, task: NewTask) -> TaskInfo:
+        """Enqueues one prepared :class:`~conveyor.task.NewTask` (coalesced like :meth:`enqueue`)."""
+        spec = _spec(task)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[TaskInfo] = loop.create_future()
+        self._pending.append((spec, future))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)
+        return await future
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        pending, self._pending = self._pending, []
+        by_spec = {id(spec): (spec, fut) for spec, fut in pending}
+        for chunk in _chunks([spec for spec, _ in pending]):
+            items = [by_spec[id(spec)] for spec in chunk]
+            send = asyncio.ensure_future(self._send(items))
+            self._sends.add(send)
+            send.add_done_callback(self._sends.discard)
+
+    async def _send(self, items: list[tuple[task_pb2.TaskSpec, asyncio.Future[TaskInfo]]]) -> None:
+        try:
+            if len(items) == 1:
+                res = await self._call(self._stub.Enqueue, task_service_pb2.EnqueueRequest(task=items[0][0]))
+                results: list[Union[TaskInfo, ConveyorError]] = [info_from_wire(res.result)]
+            else:
+                batch = await self._call(self._stub.EnqueueBatch,
+                                         task_service_pb2.EnqueueBatchRequest(tasks=[spec for spec, _ in items]))
+                results = []
+                for item in batch.items:
+                    if item.WhichOneof("outcome") == "result":
+                        results.append(info_from_wire(item.result))
+                    else:
+                        # The batch names items as tasks[i]; a coalesced caller sent one task, so say "task".
+                        e = from_item_error(item.error)
+                        results.append(ConveyorError(e.code, e.reason, _TASKS_PREFIX.sub("task", e.message),
+                                                     _TASKS_PREFIX.sub("task", e.field) if e.field else None, e.details))
+        except ConveyorError as error:
+            for _, fut in items:
+                if not fut.done():
+                    fut.set_exception(error)
+            return
+        for (_, fut), result in zip(items, results):
+            if fut.done():
+                continue
+            if isinstance(result, ConveyorError):
+                fut.set_exception(result)
+            else:
+                fut.set_result(result)
+
+    async def enqueue_batch(self, tasks: Iterable[NewTask]) -> list[Union[TaskInfo, ConveyorError]]:
+        """As :meth:`Client.enqueue_batch`."""
+        out: list[Union[TaskInfo, ConveyorError]] = []
+        for chunk in _chunks([_spec(t) for t in tasks]):
+            res = await self._call(self._stub.EnqueueBatch, task_service_pb2.EnqueueBatchRequest(tasks=chunk))
+            for item in res.items:
+                out.append(info_from_wire(item.result) if item.WhichOneof("outcome") == "result" else from_item_error(item.error))
+        return out
+
+    async def enqueue_tx(self, tasks: Iterable[NewTask]) -> list[TaskInfo]:
+        """As :meth:`Client.enqueue_tx`."""
+        res = await self._call(self._stub.EnqueueTx, task_service_pb2.EnqueueTxRequest(tasks=[_spec(t) for t in tasks]))
+        return [info_from_wire(r) for r in res.results]
+
+    async def get_task(self, id: str) -> Task:
+        res = await self._call(self._stub.GetTask, task_service_pb2.GetTaskRequest(id=id))
+        return task_from_wire(res.task)
+
+    async def cancel_task(self, id: str) -> Task:
+        res = await self._call(self._stub.CancelTask, task_service_pb2.CancelTaskRequest(id=id))
+        return task_from_wire(res.task)

@@ -1,0 +1,418 @@
+from conveyor.v1 import task_pb2 as _task_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+GROUP_STATE_AGGREGATING: GroupState
+GROUP_STATE_READY: GroupState
+GROUP_STATE_UNSPECIFIED: GroupState
+
+class AdminServiceCancelTaskRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class AdminServiceCancelTaskResponse(_message.Message):
+    __slots__ = ["task"]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    task: _task_pb2.Task
+    def __init__(self, task: _Optional[_Union[_task_pb2.Task, _Mapping]] = ...) -> None: ...
+
+class AdminServiceGetTaskRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class AdminServiceGetTaskResponse(_message.Message):
+    __slots__ = ["task"]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    task: _task_pb2.Task
+    def __init__(self, task: _Optional[_Union[_task_pb2.Task, _Mapping]] = ...) -> None: ...
+
+class ArchiveTaskRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ArchiveTaskResponse(_message.Message):
+    __slots__ = ["task"]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    task: _task_pb2.Task
+    def __init__(self, task: _Optional[_Union[_task_pb2.Task, _Mapping]] = ...) -> None: ...
+
+class ClusterMember(_message.Message):
+    __slots__ = ["node_id", "self"]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    SELF_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    self: bool
+    def __init__(self, node_id: _Optional[str] = ..., self: bool = ...) -> None: ...
+
+class ConcurrencyLimit(_message.Message):
+    __slots__ = ["held", "in_flight", "max", "queue"]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    held: int
+    in_flight: int
+    max: int
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., max: _Optional[int] = ..., in_flight: _Optional[int] = ..., held: _Optional[int] = ...) -> None: ...
+
+class DeleteGroupConfigRequest(_message.Message):
+    __slots__ = ["group", "queue"]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
+
+class DeleteGroupConfigResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class DeleteQueueConcurrencyLimitRequest(_message.Message):
+    __slots__ = ["queue"]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class DeleteQueueConcurrencyLimitResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class DeleteQueueRateLimitRequest(_message.Message):
+    __slots__ = ["queue"]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class DeleteQueueRateLimitResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class DeleteStrategiesRequest(_message.Message):
+    __slots__ = ["type"]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    def __init__(self, type: _Optional[str] = ...) -> None: ...
+
+class DeleteStrategiesResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class DeleteTaskRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DeleteTaskResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class GetClusterInfoRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class GetClusterInfoResponse(_message.Message):
+    __slots__ = ["active_grains", "active_queues", "members", "node_id", "parked_leases", "ring_version", "started_at_ms"]
+    ACTIVE_GRAINS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_QUEUES_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    PARKED_LEASES_FIELD_NUMBER: _ClassVar[int]
+    RING_VERSION_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    active_grains: int
+    active_queues: _containers.RepeatedScalarFieldContainer[str]
+    members: _containers.RepeatedCompositeFieldContainer[ClusterMember]
+    node_id: str
+    parked_leases: int
+    ring_version: int
+    started_at_ms: int
+    def __init__(self, node_id: _Optional[str] = ..., ring_version: _Optional[int] = ..., members: _Optional[_Iterable[_Union[ClusterMember, _Mapping]]] = ..., active_grains: _Optional[int] = ..., active_queues: _Optional[_Iterable[str]] = ..., parked_leases: _Optional[int] = ..., started_at_ms: _Optional[int] = ...) -> None: ...
+
+class GroupConfig(_message.Message):
+    __slots__ = ["grace_ms", "group", "max_delay_ms", "max_size", "queue"]
+    GRACE_MS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SIZE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    grace_ms: int
+    group: str
+    max_delay_ms: int
+    max_size: int
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., group: _Optional[str] = ..., max_size: _Optional[int] = ..., max_delay_ms: _Optional[int] = ..., grace_ms: _Optional[int] = ...) -> None: ...
+
+class GroupInfo(_message.Message):
+    __slots__ = ["config", "first_member_at_ms", "group", "last_member_at_ms", "next_fire_at_ms", "queue", "size", "state", "type", "worker_available"]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    FIRST_MEMBER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    LAST_MEMBER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    WORKER_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    config: GroupConfig
+    first_member_at_ms: int
+    group: str
+    last_member_at_ms: int
+    next_fire_at_ms: int
+    queue: str
+    size: int
+    state: GroupState
+    type: str
+    worker_available: bool
+    def __init__(self, queue: _Optional[str] = ..., group: _Optional[str] = ..., type: _Optional[str] = ..., state: _Optional[_Union[GroupState, str]] = ..., size: _Optional[int] = ..., first_member_at_ms: _Optional[int] = ..., last_member_at_ms: _Optional[int] = ..., next_fire_at_ms: _Optional[int] = ..., worker_available: bool = ..., config: _Optional[_Union[GroupConfig, _Mapping]] = ...) -> None: ...
+
+class ListConcurrencyLimitsRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListConcurrencyLimitsResponse(_message.Message):
+    __slots__ = ["limits"]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    limits: _containers.RepeatedCompositeFieldContainer[ConcurrencyLimit]
+    def __init__(self, limits: _Optional[_Iterable[_Union[ConcurrencyLimit, _Mapping]]] = ...) -> None: ...
+
+class ListGroupConfigsRequest(_message.Message):
+    __slots__ = ["queue"]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class ListGroupConfigsResponse(_message.Message):
+    __slots__ = ["configs", "server_default"]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    configs: _containers.RepeatedCompositeFieldContainer[GroupConfig]
+    server_default: GroupConfig
+    def __init__(self, configs: _Optional[_Iterable[_Union[GroupConfig, _Mapping]]] = ..., server_default: _Optional[_Union[GroupConfig, _Mapping]] = ...) -> None: ...
+
+class ListGroupsRequest(_message.Message):
+    __slots__ = ["queue"]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class ListGroupsResponse(_message.Message):
+    __slots__ = ["groups"]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[GroupInfo]
+    def __init__(self, groups: _Optional[_Iterable[_Union[GroupInfo, _Mapping]]] = ...) -> None: ...
+
+class ListQueuesRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListQueuesResponse(_message.Message):
+    __slots__ = ["queues"]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedCompositeFieldContainer[QueueInfo]
+    def __init__(self, queues: _Optional[_Iterable[_Union[QueueInfo, _Mapping]]] = ...) -> None: ...
+
+class ListRateLimitsRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListRateLimitsResponse(_message.Message):
+    __slots__ = ["default_limit", "limits"]
+    DEFAULT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    default_limit: RateLimit
+    limits: _containers.RepeatedCompositeFieldContainer[RateLimit]
+    def __init__(self, limits: _Optional[_Iterable[_Union[RateLimit, _Mapping]]] = ..., default_limit: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
+
+class ListStrategiesRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListStrategiesResponse(_message.Message):
+    __slots__ = ["types"]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    types: _containers.RepeatedCompositeFieldContainer[_task_pb2.TaskTypeRules]
+    def __init__(self, types: _Optional[_Iterable[_Union[_task_pb2.TaskTypeRules, _Mapping]]] = ...) -> None: ...
+
+class ListTasksRequest(_message.Message):
+    __slots__ = ["page_size", "page_token", "queue", "state"]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    queue: str
+    state: _task_pb2.TaskState
+    def __init__(self, queue: _Optional[str] = ..., state: _Optional[_Union[_task_pb2.TaskState, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListTasksResponse(_message.Message):
+    __slots__ = ["next_page_token", "tasks"]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    next_page_token: str
+    tasks: _containers.RepeatedCompositeFieldContainer[_task_pb2.Task]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[_task_pb2.Task, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class PauseQueueRequest(_message.Message):
+    __slots__ = ["queue"]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class PauseQueueResponse(_message.Message):
+    __slots__ = ["queue"]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: QueueInfo
+    def __init__(self, queue: _Optional[_Union[QueueInfo, _Mapping]] = ...) -> None: ...
+
+class QueueInfo(_message.Message):
+    __slots__ = ["concurrency_limit", "counts", "name", "owner", "paused"]
+    CONCURRENCY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    concurrency_limit: int
+    counts: StateCounts
+    name: str
+    owner: str
+    paused: bool
+    def __init__(self, name: _Optional[str] = ..., paused: bool = ..., counts: _Optional[_Union[StateCounts, _Mapping]] = ..., owner: _Optional[str] = ..., concurrency_limit: _Optional[int] = ...) -> None: ...
+
+class RateLimit(_message.Message):
+    __slots__ = ["burst", "queue", "rate_per_sec"]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    RATE_PER_SEC_FIELD_NUMBER: _ClassVar[int]
+    burst: int
+    queue: str
+    rate_per_sec: float
+    def __init__(self, queue: _Optional[str] = ..., rate_per_sec: _Optional[float] = ..., burst: _Optional[int] = ...) -> None: ...
+
+class ResumeQueueRequest(_message.Message):
+    __slots__ = ["queue"]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class ResumeQueueResponse(_message.Message):
+    __slots__ = ["queue"]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: QueueInfo
+    def __init__(self, queue: _Optional[_Union[QueueInfo, _Mapping]] = ...) -> None: ...
+
+class RetryTaskRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class RetryTaskResponse(_message.Message):
+    __slots__ = ["task"]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    task: _task_pb2.Task
+    def __init__(self, task: _Optional[_Union[_task_pb2.Task, _Mapping]] = ...) -> None: ...
+
+class RunTaskRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class RunTaskResponse(_message.Message):
+    __slots__ = ["task"]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    task: _task_pb2.Task
+    def __init__(self, task: _Optional[_Union[_task_pb2.Task, _Mapping]] = ...) -> None: ...
+
+class SetGroupConfigRequest(_message.Message):
+    __slots__ = ["config"]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    config: GroupConfig
+    def __init__(self, config: _Optional[_Union[GroupConfig, _Mapping]] = ...) -> None: ...
+
+class SetGroupConfigResponse(_message.Message):
+    __slots__ = ["config"]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    config: GroupConfig
+    def __init__(self, config: _Optional[_Union[GroupConfig, _Mapping]] = ...) -> None: ...
+
+class SetQueueConcurrencyLimitRequest(_message.Message):
+    __slots__ = ["max", "queue"]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    max: int
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., max: _Optional[int] = ...) -> None: ...
+
+class SetQueueConcurrencyLimitResponse(_message.Message):
+    __slots__ = ["limit"]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: ConcurrencyLimit
+    def __init__(self, limit: _Optional[_Union[ConcurrencyLimit, _Mapping]] = ...) -> None: ...
+
+class SetQueueRateLimitRequest(_message.Message):
+    __slots__ = ["burst", "queue", "rate_per_sec"]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    RATE_PER_SEC_FIELD_NUMBER: _ClassVar[int]
+    burst: int
+    queue: str
+    rate_per_sec: float
+    def __init__(self, queue: _Optional[str] = ..., rate_per_sec: _Optional[float] = ..., burst: _Optional[int] = ...) -> None: ...
+
+class SetQueueRateLimitResponse(_message.Message):
+    __slots__ = ["limit"]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: RateLimit
+    def __init__(self, limit: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
+
+class SetStrategiesRequest(_message.Message):
+    __slots__ = ["rules", "type"]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    rules: _containers.RepeatedCompositeFieldContainer[_task_pb2.ConcurrencyRule]
+    type: str
+    def __init__(self, type: _Optional[str] = ..., rules: _Optional[_Iterable[_Union[_task_pb2.ConcurrencyRule, _Mapping]]] = ...) -> None: ...
+
+class SetStrategiesResponse(_message.Message):
+    __slots__ = ["rules"]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    rules: _task_pb2.TaskTypeRules
+    def __init__(self, rules: _Optional[_Union[_task_pb2.TaskTypeRules, _Mapping]] = ...) -> None: ...
+
+class StateCounts(_message.Message):
+    __slots__ = ["active", "aggregating", "archived", "cancelled", "completed", "pending", "retry", "scheduled"]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATING_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    active: int
+    aggregating: int
+    archived: int
+    cancelled: int
+    completed: int
+    pending: int
+    retry: int
+    scheduled: int
+    def __init__(self, scheduled: _Optional[int] = ..., pending: _Optional[int] = ..., aggregating: _Optional[int] = ..., active: _Optional[int] = ..., retry: _Optional[int] = ..., completed: _Optional[int] = ..., archived: _Optional[int] = ..., cancelled: _Optional[int] = ...) -> None: ...
+
+class GroupState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
