@@ -8,14 +8,13 @@ import { BATCH_MAX, REQUEST_MAX_BYTES } from "../base/limits.js";
 import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
 import type { EnqueueResult, TaskSpec } from "../gen/conveyor/v1/task_pb.js";
 import { fromItemError } from "../rpc/status.js";
-import { DEFAULT_ADDRESS, RpcChannel } from "../rpc/client.js";
+import type { RpcChannel } from "../rpc/client.js";
+import { connectTo, type ConnectionOptions } from "./connection.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
 import { stateName, toSpec, toTaskView, type EnqueueOptions, type NewTaskSpec, type TaskState, type TaskView } from "./task.js";
 
-export interface ClientOptions {
-  /** host:port; default $CONVEYOR_SERVER or 127.0.0.1:7233. */
-  address?: string;
-  /** Deadline of each RPC; default 30 s. */
+export interface ClientOptions extends ConnectionOptions {
+  /** Deadline of each RPC once connected; default 30 s. */
   timeoutMs?: number;
 }
 
@@ -67,21 +66,25 @@ export function chunkSpecs<T>(items: readonly T[], specOf: (item: T) => TaskSpec
   return chunks;
 }
 
-export const defaultAddress = () => process.env.CONVEYOR_SERVER || DEFAULT_ADDRESS;
-
 export class Client {
   private readonly channel: RpcChannel;
   private readonly tasks: UnaryClient<typeof TaskService>;
   private readonly timeoutMs: number;
+  private readonly connectTimeoutMs: number;
   private pending: Pending[] = [];
   private flushScheduled = false;
-  /** SDK calls ride out a node restart (up to their deadline) instead of failing at once. */
+  /**
+   * SDK calls ride out a short node restart instead of failing at once: each waits up to
+   * connectTimeoutMs for a connection, then has timeoutMs to be answered.
+   */
   private get callOptions() {
-    return { timeoutMs: this.timeoutMs, waitForReady: true };
+    return { timeoutMs: this.timeoutMs, waitForReady: true, connectTimeoutMs: this.connectTimeoutMs };
   }
 
   constructor(options: ClientOptions = {}) {
-    this.channel = new RpcChannel({ address: options.address ?? defaultAddress() });
+    const connection = connectTo(options, "Client");
+    this.channel = connection.channel;
+    this.connectTimeoutMs = connection.connectTimeoutMs;
     this.tasks = this.channel.service(TaskService);
     this.timeoutMs = options.timeoutMs ?? 30_000;
   }
