@@ -36,10 +36,9 @@ import type { UnaryClient } from "../rpc/service-definition.js";
 import { connectTo, type ConnectionOptions } from "./connection.js";
 import { stopOnSignals } from "./signals.js";
 import { BatchError, isSkipRetry } from "./errors.js";
-import { encodeResult, type ConcurrencyRuleSpec, type HandlerContext, type Mux } from "./mux.js";
+import { encodeResult, ruleToWire, type HandlerContext, type Mux } from "./mux.js";
 import { fromItemError } from "../rpc/status.js";
 import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
-import { strategyToWire } from "../rpc/wire-names.js";
 import { toTaskView } from "./task.js";
 
 /** Where a Worker writes what it does on its own (pino and console fit). */
@@ -518,15 +517,6 @@ function settlement(d: Delivery, taskId: string, outcome: WireOutcome, result: U
   return {
     $typeName: "conveyor.v1.Settlement", queue: d.queue, leaseId: d.leaseId, taskId, outcome,
     result: truncateBytes(result, RESULT_MAX_BYTES), error: truncateText(error, ERROR_MESSAGE_MAX_BYTES),
-  };
-}
-
-function ruleToWire(r: ConcurrencyRuleSpec) {
-  return {
-    name: r.name ?? "", expression: r.expression,
-    maxRuns: typeof r.maxRuns === "number" ? r.maxRuns : 0,
-    maxRunsExpression: typeof r.maxRuns === "string" ? r.maxRuns : "",
-    strategy: strategyToWire(r.limitStrategy),
   };
 }
 
