@@ -129,6 +129,8 @@ export const REQUEST_MAX_BYTES = 4 * 1024 * 1024;
 export const LEASE_QUEUES_MAX = 100;
 /** Batch task types one Lease call may name. */
 export const LEASE_BATCH_TYPES_MAX = 100;
+/** Task types a Lease call may restrict itself to (`types`): as many as a worker may register. */
+export const LEASE_TYPES_MAX = 1000;
 /** Deliveries in one Lease answer (a call may ask for up to 1000: it gets at most this many per answer). */
 export const LEASE_RESPONSE_DELIVERIES_MAX = 100;
 /**
