@@ -172,7 +172,10 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
     idleMs: config.grainIdleTimeoutMs, logger,
     hooks: {
       onEvents: (queue, events) => metrics.record(queue, events),
-      onTasksEnded: (_queue, ids) => void db.committed().then(wakeWaiters(ids), wakeWaiters(ids)),
+      // No waiter, nothing to do: a waiter that parks later reads the row itself first.
+      onTasksEnded: (_queue, ids) => {
+        if (waiters.size > 0) void db.committed().then(wakeWaiters(ids), wakeWaiters(ids));
+      },
     },
     onLifecycle: (queue, event) => metrics.grainLifecycle.inc({ queue, event }),
   });

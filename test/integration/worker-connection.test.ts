@@ -91,7 +91,7 @@ describe("reconnection after an outage", () => {
     await worker.waitFor("lost the node at");
     // Stand in for the node while it is down: count the connection attempts the worker
     // and the producer make, refusing each. With gRPC's default backoff (1 s growing by
-    // 1.6x to 120 s) sixteen attempts (two channels) take about 10 s; capped, about 4 s: an outage longer than
+    // 1.6x to 120 s) twenty-four attempts (two channels) take about 15 s; capped, about 5 s: an outage longer than
     // the old backoff tolerated (1.5 s to resume after 3 s).
     const attempts: number[] = [];
     const sockets = new Set<Socket>();
@@ -104,7 +104,7 @@ describe("reconnection after an outage", () => {
     const outageStartedAt = Date.now();
     // The producer enqueues during the outage: the call waits for the node.
     const during = client.enqueue(newTask("quick", json({})), { queue: "conn-outage" });
-    while (attempts.length < 16) await new Promise((resolve) => standIn.once("connection", resolve));
+    while (attempts.length < 24) await new Promise((resolve) => standIn.once("connection", resolve));
     await new Promise((resolve) => standIn.close(resolve));
     const outageMs = Date.now() - outageStartedAt;
     // The gaps between attempts stayed under the cap.
