@@ -36,6 +36,23 @@ describe("a worker whose node is unreachable", () => {
     expect(exit.atMs - signalledAt).toBeLessThan(2_000);
   });
 
+  it("keeps retrying, and runs tasks once a node appears at that address", async () => {
+    const port = await freePort();
+    const address = `127.0.0.1:${port}`;
+    const worker = track(WorkerProcess.start(address, "conn-later"));
+    await worker.waitFor(`waiting for the node at ${address}`);
+    const node = await NodeProcess.start({ grpcPort: port });
+    const client = new Client({ address });
+    cleanups.push(async () => {
+      client.close();
+      await node.stop();
+      node.cleanup();
+    });
+    const info = await client.enqueue(newTask("quick", json({})), { queue: "conn-later" });
+    await worker.waitFor(`ran ${info.id}`);
+    await worker.waitFor(`connected to the node at ${address}`);
+  });
+
   it("SIGINT too", async () => {
     const address = `127.0.0.1:${await freePort()}`;
     const worker = track(WorkerProcess.start(address, "conn-none"));
