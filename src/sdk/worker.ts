@@ -159,6 +159,8 @@ export class Worker {
       this.report(error, "register");
       this.log.warn(`registration refused by the node at ${this.address}: ${messageOf(error)}; stopping`);
       this.stopping = true;
+      // Nothing left to stop gracefully: the process's signals get their default back.
+      this.leaveSignals?.();
     });
     return this;
   }
