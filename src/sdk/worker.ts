@@ -104,6 +104,7 @@ export class Worker {
   /** Whether any Lease call was made (a worker that never reached its node has nothing to fence). */
   private everLeased = false;
   private closed = false;
+  private stopped: Promise<void> | undefined;
   private readonly rpc: UnaryClient<typeof WorkerService>;
   private readonly queues: Array<{ queue: string; weight: number }>;
   private readonly concurrency: number;
@@ -240,8 +241,12 @@ export class Worker {
    * unreachable they are given up after STOP_SETTLE_WAIT_MS (their leases lapse and the
    * node retries those tasks: at-least-once).
    */
-  async stop(options: { graceMs?: number } = {}): Promise<void> {
-    if (this.stopping) return;
+  stop(options: { graceMs?: number } = {}): Promise<void> {
+    // A second call (e.g. the user's own signal handler beside ours) waits for the same stop.
+    return (this.stopped ??= this.stopOnce(options));
+  }
+
+  private async stopOnce(options: { graceMs?: number }): Promise<void> {
     this.stopping = true;
     this.leaveSignals?.();
     this.leaseAbort.abort();
