@@ -28,6 +28,13 @@ describe("Worker signal handling", () => {
     await w.stop();
   });
 
+  it("a second stop() waits for the same stop (a user's own handler beside the default one)", async () => {
+    const w = new Worker({ mux: new Mux(), ...quiet }).start();
+    const first = w.stop();
+    expect(w.stop({ graceMs: 0 })).toBe(first);
+    await first;
+  });
+
   it("refuses a negative shutdownTimeoutMs, naming it", () => {
     expect(() => new Worker({ mux: new Mux(), ...quiet, shutdownTimeoutMs: -1 })).toThrow(/shutdownTimeoutMs must be a non-negative number/);
   });
