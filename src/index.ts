@@ -1,10 +1,15 @@
 /** The conveyor SDK: what `import { ... } from "conveyor"` gives you. */
-export { Client, type ClientOptions, type TaskInfo } from "./sdk/client.js";
-export { Worker, type WorkerOptions } from "./sdk/worker.js";
+export { Client, type ClientOptions, type TaskInfo, type TaskResult } from "./sdk/client.js";
+export { Worker, type WorkerOptions, type WorkerLogger } from "./sdk/worker.js";
+export type { ConnectionOptions } from "./sdk/connection.js";
+export {
+  Admin, type AdminOptions, type QueueInfo, type StateCounts, type TaskPage, type ConcurrencyLimitInfo, type RateLimitInfo,
+  type GroupConfigInfo, type GroupInfo, type TaskTypeRulesInfo, type ClusterInfo,
+} from "./sdk/admin.js";
 export {
   Mux, type Handler, type BatchHandler, type HandlerContext, type HandleOptions, type ConcurrencyRuleSpec, type ConcurrencyStrategy,
 } from "./sdk/mux.js";
-export { skipRetry, isSkipRetry, BatchError, ConveyorError } from "./sdk/errors.js";
+export { skipRetry, isSkipRetry, BatchError, ConveyorError, TaskFailedError, WaitTimeoutError } from "./sdk/errors.js";
 export {
   newTask, json, bytes,
   type NewTaskSpec, type Payload, type EnqueueOptions, type TaskView, type TaskState, type Duration,

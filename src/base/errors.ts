@@ -40,7 +40,10 @@ export type ErrorReason =
   | "LEASE_NOT_HELD"
   /** The operator action does not apply to the task's current state. */
   | "TASK_STATE_CONFLICT"
-  /** The node holds as many parked Lease calls as `lease_waiters_max` allows; retry later. */
+  /**
+   * The node holds as many parked Lease calls as `lease_waiters_max` allows, or as many
+   * WaitTask calls as its limit (TASK_WAITERS_MAX); retry later.
+   */
   | "WAITERS_FULL"
   /** Another node owns the queue. */
   | "WRONG_OWNER"

@@ -129,6 +129,8 @@ export const REQUEST_MAX_BYTES = 4 * 1024 * 1024;
 export const LEASE_QUEUES_MAX = 100;
 /** Batch task types one Lease call may name. */
 export const LEASE_BATCH_TYPES_MAX = 100;
+/** Task types a Lease call may restrict itself to (`types`): as many as a worker may register. */
+export const LEASE_TYPES_MAX = 1000;
 /** Deliveries in one Lease answer (a call may ask for up to 1000: it gets at most this many per answer). */
 export const LEASE_RESPONSE_DELIVERIES_MAX = 100;
 /**
@@ -183,6 +185,34 @@ export const WORK_SLICE_MS = 5;
  * writes them to the WAL, at ~25 ms per MiB on the measured VM.
  */
 export const WORK_SLICE_BYTES = 256 * 1024;
+
+// ---------------------------------------------------------------------------------
+// Connections and waits (SDK and node)
+
+/**
+ * The longest pause between two connection attempts to a node (gRPC's reconnect
+ * backoff, and the SDK's own retry loops). grpc-js grows its backoff to 120 s by
+ * default, so a long outage meant a long wait after the node came back; capped here, a
+ * producer or worker resumes within about this long of the node's return.
+ */
+export const RECONNECT_BACKOFF_MAX_MS = 500;
+/** The first pause after a failed connection attempt. */
+export const RECONNECT_BACKOFF_INITIAL_MS = 100;
+/** How long a Client call waits for an unreachable node before failing (Client `connectTimeoutMs`). */
+export const CONNECT_TIMEOUT_MS_DEFAULT = 10_000;
+/** How long a stopping Worker lets running handlers finish before releasing them (`shutdownTimeoutMs`). */
+export const SHUTDOWN_TIMEOUT_MS_DEFAULT = 10_000;
+/**
+ * How long a stopping Worker keeps trying to hand its last outcomes to an unreachable
+ * node before it gives up (those leases lapse and the node retries the tasks).
+ */
+export const STOP_SETTLE_WAIT_MS = 5_000;
+/** How often a Worker that cannot reach its node says so again in its log. */
+export const WAITING_LOG_INTERVAL_MS = 10_000;
+/** The longest wait one WaitTask call may ask for (the SDK loops for longer waits). */
+export const WAIT_TASK_MAX_MS = 5 * 60_000;
+/** WaitTask calls a node holds at once; beyond it a call is refused with WAITERS_FULL. */
+export const TASK_WAITERS_MAX = 10_000;
 
 // ---------------------------------------------------------------------------------
 // Messages

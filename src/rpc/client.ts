@@ -3,7 +3,8 @@ import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2
 import type { DescMethod } from "@bufbuild/protobuf";
 import { toGrpcDefinition, type CallOptions, type UnaryClient } from "./service-definition.js";
 import { fromServiceError } from "./status.js";
-import { GRPC_MESSAGE_MAX_BYTES } from "../base/limits.js";
+import { GRPC_MESSAGE_MAX_BYTES, RECONNECT_BACKOFF_INITIAL_MS, RECONNECT_BACKOFF_MAX_MS } from "../base/limits.js";
+import { ConveyorError } from "../base/errors.js";
 
 /**
  * Where a node listens for gRPC unless told otherwise (`listen`), and so where the SDK and
@@ -17,8 +18,14 @@ export interface ChannelConfig {
   credentials?: grpc.ChannelCredentials;
 }
 
-/** Client keepalive: notice a dead server in seconds, even on an idle channel. */
+/**
+ * Client keepalive: notice a dead server in seconds, even on an idle channel. Reconnect
+ * backoff capped: a node back after a long outage is found again within about
+ * RECONNECT_BACKOFF_MAX_MS (grpc-js would otherwise wait up to 120 s between attempts).
+ */
 const CHANNEL_OPTIONS: grpc.ChannelOptions = {
+  "grpc.initial_reconnect_backoff_ms": RECONNECT_BACKOFF_INITIAL_MS,
+  "grpc.max_reconnect_backoff_ms": RECONNECT_BACKOFF_MAX_MS,
   "grpc.keepalive_time_ms": 10_000,
   "grpc.keepalive_timeout_ms": 5_000,
   "grpc.keepalive_permit_without_calls": 1,
@@ -30,6 +37,34 @@ const CHANNEL_OPTIONS: grpc.ChannelOptions = {
 export class RpcChannel {
   private readonly clients: grpc.Client[] = [];
   constructor(private readonly config: ChannelConfig) {}
+
+  get address(): string {
+    return this.config.address;
+  }
+
+  /**
+   * Resolves true once the channel is connected, false when `timeoutMs` passes (or
+   * `signal` aborts) first. Starts connecting if the channel is idle.
+   */
+  waitReady(timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+    const client = this.clients[0];
+    if (!client) throw new Error("RpcChannel.waitReady: create a service client first");
+    if (signal?.aborted) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const onAbort = () => resolve(false);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      client.waitForReady(Date.now() + timeoutMs, (err) => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve(!err);
+      });
+    });
+  }
+
+  /** The error of a call that found no connection within `waitedMs`. */
+  unreachable(waitedMs: number): ConveyorError {
+    return new ConveyorError("UNAVAILABLE", "UNREACHABLE",
+      `node unreachable at ${this.config.address}: no connection within ${waitedMs} ms`);
+  }
 
   /** A promise-based client; errors reject as ConveyorError. */
   service<S extends GenService<GenServiceMethods>>(service: S): UnaryClient<S> {
@@ -43,7 +78,7 @@ export class RpcChannel {
     const typed: Record<string, unknown> = {};
     for (const m of service.methods as DescMethod[]) {
       const method = raw[m.localName]!.bind(raw);
-      typed[m.localName] = (request: unknown, options: CallOptions = {}) =>
+      const send = (request: unknown, options: CallOptions) =>
         new Promise((resolve, reject) => {
           const callOptions: grpc.CallOptions = options.timeoutMs ? { deadline: Date.now() + options.timeoutMs } : {};
           const metadata = new grpc.Metadata();
@@ -57,6 +92,14 @@ export class RpcChannel {
           });
           signal?.addEventListener("abort", onAbort, { once: true });
         });
+      typed[m.localName] = async (request: unknown, options: CallOptions = {}) => {
+        const wait = options.connectTimeoutMs;
+        if (options.waitForReady && wait !== undefined && !(await this.waitReady(wait, options.signal))) {
+          if (options.signal?.aborted) throw new ConveyorError("UNAVAILABLE", "UNREACHABLE", "call cancelled");
+          throw this.unreachable(wait);
+        }
+        return send(request, options);
+      };
     }
     return typed as UnaryClient<S>;
   }

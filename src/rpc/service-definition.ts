@@ -66,4 +66,10 @@ export interface CallOptions {
    * once with UNAVAILABLE: right for SDK calls across a node restart, wrong for a CLI.
    */
   waitForReady?: boolean;
+  /**
+   * With waitForReady: how long to wait for a connection before failing with
+   * UNREACHABLE "node unreachable at ADDR" (the call's own deadline then starts once
+   * connected). Without it the connection wait counts against the deadline.
+   */
+  connectTimeoutMs?: number;
 }

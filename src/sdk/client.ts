@@ -4,18 +4,20 @@
  * producer with many calls in flight pays one round trip per turn, not per task.
  */
 import { ConveyorError } from "../base/errors.js";
-import { BATCH_MAX, REQUEST_MAX_BYTES } from "../base/limits.js";
+import { BATCH_MAX, REQUEST_MAX_BYTES, WAIT_TASK_MAX_MS } from "../base/limits.js";
+import { parseDurationMs } from "../base/duration.js";
 import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
 import type { EnqueueResult, TaskSpec } from "../gen/conveyor/v1/task_pb.js";
 import { fromItemError } from "../rpc/status.js";
-import { DEFAULT_ADDRESS, RpcChannel } from "../rpc/client.js";
+import type { RpcChannel } from "../rpc/client.js";
+import { connectTo, type ConnectionOptions } from "./connection.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
-import { stateName, toSpec, toTaskView, type EnqueueOptions, type NewTaskSpec, type TaskState, type TaskView } from "./task.js";
+import { stateName, toSpec, toTaskView, type Duration, type EnqueueOptions, type NewTaskSpec, type TaskState, type TaskView } from "./task.js";
+import { Admin } from "./admin.js";
+import { TaskFailedError, WaitTimeoutError } from "./errors.js";
 
-export interface ClientOptions {
-  /** host:port; default $CONVEYOR_SERVER or 127.0.0.1:7233. */
-  address?: string;
-  /** Deadline of each RPC; default 30 s. */
+export interface ClientOptions extends ConnectionOptions {
+  /** Deadline of each RPC once connected; default 30 s. */
   timeoutMs?: number;
 }
 
@@ -27,6 +29,20 @@ export interface TaskInfo {
   /** True when `taskId` named an existing task: nothing new was stored. */
   existed: boolean;
 }
+
+/** A completed task, as `waitForResult` answers. */
+export interface TaskResult {
+  task: TaskView;
+  /** The handler's result bytes (empty when it returned nothing). */
+  result: Uint8Array;
+  /** The result as UTF-8 text. */
+  text(): string;
+  /** The result parsed as JSON (what a handler returning an object stored). */
+  json<T = unknown>(): T;
+}
+
+/** How much longer than the node's wait a WaitTask call may take to be answered. */
+const WAIT_CALL_MARGIN_MS = 10_000;
 
 interface Pending {
   spec: TaskSpec;
@@ -67,21 +83,26 @@ export function chunkSpecs<T>(items: readonly T[], specOf: (item: T) => TaskSpec
   return chunks;
 }
 
-export const defaultAddress = () => process.env.CONVEYOR_SERVER || DEFAULT_ADDRESS;
-
 export class Client {
   private readonly channel: RpcChannel;
   private readonly tasks: UnaryClient<typeof TaskService>;
   private readonly timeoutMs: number;
+  private readonly connectTimeoutMs: number;
   private pending: Pending[] = [];
+  private adminApi: Admin | undefined;
   private flushScheduled = false;
-  /** SDK calls ride out a node restart (up to their deadline) instead of failing at once. */
+  /**
+   * SDK calls ride out a short node restart instead of failing at once: each waits up to
+   * connectTimeoutMs for a connection, then has timeoutMs to be answered.
+   */
   private get callOptions() {
-    return { timeoutMs: this.timeoutMs, waitForReady: true };
+    return { timeoutMs: this.timeoutMs, waitForReady: true, connectTimeoutMs: this.connectTimeoutMs };
   }
 
   constructor(options: ClientOptions = {}) {
-    this.channel = new RpcChannel({ address: options.address ?? defaultAddress() });
+    const connection = connectTo(options, "Client");
+    this.channel = connection.channel;
+    this.connectTimeoutMs = connection.connectTimeoutMs;
     this.tasks = this.channel.service(TaskService);
     this.timeoutMs = options.timeoutMs ?? 30_000;
   }
@@ -133,6 +154,37 @@ export class Client {
     return toTaskView(res.task!);
   }
 
+  /**
+   * Waits for a task to finish, without polling: the node answers when the task ends.
+   * Resolves with the result when it completes; rejects with TaskFailedError when it
+   * is archived or cancelled, with WaitTimeoutError when `timeout` passes first (default:
+   * no limit), with NOT_FOUND for an unknown or deleted task. A finished task answers at once.
+   */
+  async waitForResult(id: string, options: { timeout?: Duration } = {}): Promise<TaskResult> {
+    const timeoutMs = options.timeout === undefined ? Infinity
+      : typeof options.timeout === "number" ? options.timeout : parseDurationMs(options.timeout);
+    if (!(timeoutMs > 0)) throw new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD", `waitForResult: timeout must be positive (got ${String(options.timeout)})`, "timeout");
+    const giveUpAt = Date.now() + timeoutMs;
+    for (;;) {
+      // One call waits at most WAIT_TASK_MAX_MS on the node; a longer wait calls again.
+      const waitMs = Math.max(1, Math.min(WAIT_TASK_MAX_MS, Math.ceil(giveUpAt - Date.now())));
+      const res = await this.tasks.waitTask({ id, timeoutMs: waitMs }, {
+        timeoutMs: waitMs + WAIT_CALL_MARGIN_MS, waitForReady: true, connectTimeoutMs: this.connectTimeoutMs,
+      });
+      const task = toTaskView(res.task!);
+      if (res.finished) {
+        if (task.state !== "completed") throw new TaskFailedError(task);
+        return resultOf(task);
+      }
+      if (Date.now() >= giveUpAt) throw new WaitTimeoutError(id, timeoutMs, task.state);
+    }
+  }
+
+  /** The admin/inspector API over this client's connection. */
+  get admin(): Admin {
+    return (this.adminApi ??= new Admin({}, { channel: this.channel, callOptions: this.callOptions }));
+  }
+
   close(): void {
     this.channel.close();
   }
@@ -166,6 +218,14 @@ export class Client {
       (error: unknown) => batch.forEach((p) => p.reject(error)),
     );
   }
+}
+
+function resultOf(task: TaskView): TaskResult {
+  return {
+    task, result: task.result,
+    text: () => new TextDecoder().decode(task.result),
+    json: <T>() => JSON.parse(new TextDecoder().decode(task.result)) as T,
+  };
 }
 
 function toInfo(r: EnqueueResult): TaskInfo {

@@ -1,4 +1,5 @@
-/** Control-flow errors for handlers. */
+/** Control-flow errors for handlers, and the errors of waiting for a task. */
+import type { TaskState, TaskView } from "./task.js";
 
 const SKIP_RETRY = Symbol.for("conveyor.skipRetry");
 
@@ -25,6 +26,26 @@ export class BatchError extends Error {
   constructor(errors: ReadonlyMap<string, unknown> | Record<string, unknown>, message = "some batch members failed") {
     super(message);
     this.errors = errors instanceof Map ? errors : new Map(Object.entries(errors));
+  }
+}
+
+/**
+ * `client.waitForResult`: the task ended without completing (archived after its
+ * retries, or cancelled). `task` is the task as it ended; its `lastError` says why.
+ */
+export class TaskFailedError extends Error {
+  override readonly name = "TaskFailedError";
+  constructor(readonly task: TaskView) {
+    super(`task ${task.id} ${task.state === "cancelled" ? `was cancelled${task.cancelReason ? ` (${task.cancelReason})` : ""}` : "was archived"}`
+      + (task.lastError ? `: ${task.lastError}` : ""));
+  }
+}
+
+/** `client.waitForResult`: the task had not finished when the wait's timeout passed. */
+export class WaitTimeoutError extends Error {
+  override readonly name = "WaitTimeoutError";
+  constructor(readonly taskId: string, readonly timeoutMs: number, readonly state: TaskState) {
+    super(`task ${taskId} did not finish within ${timeoutMs} ms (it is ${state})`);
   }
 }
 

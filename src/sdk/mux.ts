@@ -1,5 +1,5 @@
 /** Routes tasks to handlers by type. */
-import type { StrategyName } from "../rpc/wire-names.js";
+import { strategyToWire, type StrategyName } from "../rpc/wire-names.js";
 import type { TaskView } from "./task.js";
 
 export interface HandlerContext {
@@ -112,4 +112,14 @@ export function encodeResult(value: unknown): Uint8Array {
   if (value instanceof Uint8Array) return value;
   if (typeof value === "string") return new TextEncoder().encode(value);
   return new TextEncoder().encode(JSON.stringify(value));
+}
+
+/** A rule as the wire carries it (RegisterTaskTypes, SetStrategies). */
+export function ruleToWire(r: ConcurrencyRuleSpec) {
+  return {
+    name: r.name ?? "", expression: r.expression,
+    maxRuns: typeof r.maxRuns === "number" ? r.maxRuns : 0,
+    maxRunsExpression: typeof r.maxRuns === "string" ? r.maxRuns : "",
+    strategy: strategyToWire(r.limitStrategy),
+  };
 }

@@ -16,31 +16,55 @@
  *   whatever the handler returns later. It measures the end from the time the node had
  *   left when it leased the delivery, so clock skew cannot make it give up first.
  * - `stop()` stops leasing, waits up to `graceMs` for running handlers, then releases
- *   the rest (RELEASED: back to pending at once, no retry spent).
+ *   the rest (RELEASED: back to pending at once, no retry spent). By default SIGINT and
+ *   SIGTERM do that (signals.ts) and then exit the process.
+ * - While the node is unreachable the worker says so in its log, keeps retrying (the
+ *   channel's reconnect backoff is capped, rpc/client.ts) and still stops at once.
  */
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { ConveyorError } from "../base/errors.js";
 import {
-  BATCH_MAX, ERROR_MESSAGE_MAX_BYTES, HEARTBEAT_LEASES_MAX, LEASE_QUEUES_MAX, REQUEST_MAX_BYTES, RESULT_MAX_BYTES, SETTLEMENTS_MAX,
+  BATCH_MAX, ERROR_MESSAGE_MAX_BYTES, HEARTBEAT_LEASES_MAX, LEASE_QUEUES_MAX, RECONNECT_BACKOFF_INITIAL_MS, RECONNECT_BACKOFF_MAX_MS,
+  REQUEST_MAX_BYTES, RESULT_MAX_BYTES, SETTLEMENTS_MAX, SHUTDOWN_TIMEOUT_MS_DEFAULT, STOP_SETTLE_WAIT_MS, WAITING_LOG_INTERVAL_MS,
   truncateBytes, truncateText,
 } from "../base/limits.js";
 import { setLongTimeout } from "../base/long-timer.js";
 import { Outcome as WireOutcome, WorkerService, type Delivery, type Settlement } from "../gen/conveyor/v1/worker_service_pb.js";
-import { RpcChannel } from "../rpc/client.js";
+import type { RpcChannel } from "../rpc/client.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
-import { defaultAddress } from "./client.js";
+import { connectTo, type ConnectionOptions } from "./connection.js";
+import { stopOnSignals } from "./signals.js";
 import { BatchError, isSkipRetry } from "./errors.js";
-import { encodeResult, type ConcurrencyRuleSpec, type HandlerContext, type Mux } from "./mux.js";
+import { encodeResult, ruleToWire, type HandlerContext, type Mux } from "./mux.js";
 import { fromItemError } from "../rpc/status.js";
 import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
-import { strategyToWire } from "../rpc/wire-names.js";
 import { toTaskView } from "./task.js";
 
-export interface WorkerOptions {
+/** Where a Worker writes what it does on its own (pino and console fit). */
+export interface WorkerLogger {
+  info(message: string): void;
+  warn(message: string): void;
+}
+
+/** The default logger: one line per event on stderr. */
+const stderrLogger: WorkerLogger = {
+  info: (message) => process.stderr.write(`conveyor worker: ${message}\n`),
+  warn: (message) => process.stderr.write(`conveyor worker: ${message}\n`),
+};
+const silentLogger: WorkerLogger = { info: () => {}, warn: () => {} };
+
+export interface WorkerOptions extends Pick<ConnectionOptions, "address"> {
   mux: Mux;
-  /** host:port; default $CONVEYOR_SERVER or 127.0.0.1:7233. */
-  address?: string;
+  /**
+   * Stop gracefully on SIGINT and SIGTERM, then exit the process (a second signal exits
+   * at once); default true. Turn it off when embedding the worker: then call `stop()`.
+   */
+  handleSignals?: boolean;
+  /** On stop, how long running handlers may finish before they are released; default 10 s. */
+  shutdownTimeoutMs?: number;
+  /** Where the worker logs waiting for its node, reconnecting and stopping; default stderr, null for none. */
+  logger?: WorkerLogger | null;
   /** Queue names (weight 1 each) or a map of queue → weight. Default { default: 1 }. */
   queues?: readonly string[] | Record<string, number>;
   /** Deliveries run at once; default 10. */
@@ -59,14 +83,28 @@ interface Running {
   abandoned: boolean;
 }
 
-const RECONNECT_BASE_MS = 100;
 /** A Settle call stays this far under the node's request size limit. */
 const SETTLE_MAX_BYTES = REQUEST_MAX_BYTES - 64 * 1024;
-const RECONNECT_MAX_MS = 5_000;
+/**
+ * How long a settle keeps being retried while the node is unreachable: by then its lease
+ * has long lapsed at any sane lease_ttl and the node retries the task anyway.
+ */
+const SETTLE_RETRY_FOR_MS = 60_000;
+/** Retry pause: doubling from the initial pause up to the cap, jittered. */
+const backoff = (attempt: number) =>
+  jitter(Math.min(RECONNECT_BACKOFF_MAX_MS, RECONNECT_BACKOFF_INITIAL_MS * 2 ** Math.min(attempt, 10)));
 
 export class Worker {
   readonly workerId: string;
+  readonly address: string;
   private readonly channel: RpcChannel;
+  private readonly log: WorkerLogger;
+  private readonly shutdownTimeoutMs: number;
+  private leaveSignals: (() => void) | undefined;
+  /** Whether any Lease call was made (a worker that never reached its node has nothing to fence). */
+  private everLeased = false;
+  private closed = false;
+  private stopped: Promise<void> | undefined;
   private readonly rpc: UnaryClient<typeof WorkerService>;
   private readonly queues: Array<{ queue: string; weight: number }>;
   private readonly concurrency: number;
@@ -85,8 +123,15 @@ export class Worker {
 
   constructor(private readonly options: WorkerOptions) {
     this.workerId = options.workerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
-    this.channel = new RpcChannel({ address: options.address ?? defaultAddress() });
+    const connection = connectTo(options, "Worker");
+    this.channel = connection.channel;
+    this.address = connection.address;
     this.rpc = this.channel.service(WorkerService);
+    this.log = options.logger === null ? silentLogger : options.logger ?? stderrLogger;
+    this.shutdownTimeoutMs = options.shutdownTimeoutMs ?? SHUTDOWN_TIMEOUT_MS_DEFAULT;
+    if (!Number.isFinite(this.shutdownTimeoutMs) || this.shutdownTimeoutMs < 0) {
+      throw new Error(`Worker: shutdownTimeoutMs must be a non-negative number of milliseconds (got ${String(options.shutdownTimeoutMs)})`);
+    }
     const q = options.queues ?? ["default"];
     this.queues = Array.isArray(q)
       ? q.map((queue) => ({ queue, weight: 1 }))
@@ -107,29 +152,81 @@ export class Worker {
   /** Registers the handled types, then leases in the background. */
   start(): this {
     if (this.loop) throw new Error("Worker already started");
+    if (this.options.handleSignals ?? true) this.leaveSignals = stopOnSignals(this);
     this.registered = this.register();
     this.registered.catch(() => {}); // reported through onError; awaiting it is optional
     this.loop = this.registered.then(() => this.leaseLoop(), (error: unknown) => {
+      if (this.stopping) return;
       this.report(error, "register");
+      this.log.warn(`registration refused by the node at ${this.address}: ${messageOf(error)}; stopping`);
       this.stopping = true;
+      // Nothing left to stop gracefully: the process's signals get their default back.
+      this.leaveSignals?.();
     });
     return this;
   }
 
-  /** Declares every handled type with its rules (retried while the server is unreachable). */
+  /**
+   * Declares every handled type with its rules, first waiting for the node (as long as it
+   * takes, saying so in the log). Rejects if the worker is stopped before it registered.
+   */
   private async register(): Promise<void> {
     const mux = this.options.mux;
     const types = mux.types.map((type) => ({ type, concurrency: mux.rulesFor(type).map(ruleToWire) }));
     for (let attempt = 0; ; attempt++) {
+      await this.untilConnected();
+      if (this.stopping) throw new Error(`worker stopped before it reached the node at ${this.address}`);
       try {
-        await this.rpc.registerTaskTypes({ workerId: this.workerId, types }, { timeoutMs: 10_000 });
+        await this.rpc.registerTaskTypes({ workerId: this.workerId, types }, { timeoutMs: 10_000, signal: this.leaseAbort.signal });
         return;
       } catch (error) {
-        if (this.stopping || !(error instanceof ConveyorError) || error.code !== "UNAVAILABLE") throw error;
+        if (this.stopping) throw new Error(`worker stopped before it reached the node at ${this.address}`);
+        if (!(error instanceof ConveyorError) || error.code !== "UNAVAILABLE") throw error;
         this.report(error, "register");
-        await sleep(jitter(Math.min(RECONNECT_MAX_MS, RECONNECT_BASE_MS * 2 ** Math.min(attempt, 10))));
+        await this.pause(backoff(attempt));
       }
     }
+  }
+
+  /**
+   * Waits for a connection to the node, logging at once when there is none and again
+   * every WAITING_LOG_INTERVAL_MS. Returns early when the worker stops.
+   */
+  private async untilConnected(): Promise<void> {
+    const since = Date.now();
+    // The first wait is short so that a missing node is reported promptly.
+    let waitMs = 1_000;
+    while (!this.stopping) {
+      if (await this.channel.waitReady(waitMs, this.leaseAbort.signal)) {
+        if (waitMs !== 1_000) this.log.info(`connected to the node at ${this.address} after ${secondsSince(since)} s`);
+        return;
+      }
+      if (this.stopping) return;
+      this.log.warn(`waiting for the node at ${this.address} (unreachable for ${secondsSince(since)} s); retrying`);
+      waitMs = WAITING_LOG_INTERVAL_MS;
+    }
+  }
+
+  /** Sleeps `ms`, or less when the worker stops. */
+  private pause(ms: number): Promise<void> {
+    const signal = this.leaseAbort.signal;
+    if (signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener("abort", done, { once: true });
+    });
+  }
+
+  /** SIGINT/SIGTERM (signals.ts): a graceful stop with the configured shutdown timeout. */
+  async stopForSignal(signal: NodeJS.Signals): Promise<void> {
+    this.log.info(`${signal}: stopping (running tasks get up to ${this.shutdownTimeoutMs} ms to finish)`);
+    await this.stop();
+    this.log.info("stopped");
   }
 
   /** Handlers running now. */
@@ -138,18 +235,26 @@ export class Worker {
   }
 
   /**
-   * Graceful stop: no new leases; running handlers get `graceMs` to finish, then the
-   * rest are aborted and released without spending a retry.
+   * Graceful stop: no new leases; running handlers get `graceMs` (default the
+   * `shutdownTimeoutMs` option) to finish, then the rest are aborted and released
+   * without spending a retry. Outcomes go to the node before it resolves; if the node is
+   * unreachable they are given up after STOP_SETTLE_WAIT_MS (their leases lapse and the
+   * node retries those tasks: at-least-once).
    */
-  async stop(options: { graceMs?: number } = {}): Promise<void> {
-    if (this.stopping) return;
+  stop(options: { graceMs?: number } = {}): Promise<void> {
+    // A second call (e.g. the user's own signal handler beside ours) waits for the same stop.
+    return (this.stopped ??= this.stopOnce(options));
+  }
+
+  private async stopOnce(options: { graceMs?: number }): Promise<void> {
     this.stopping = true;
+    this.leaveSignals?.();
     this.leaseAbort.abort();
     this.slotFreed?.();
     await this.loop;
     if (this.running.size > 0) {
       await new Promise<void>((resolve) => {
-        const cancelGrace = setLongTimeout(resolve, options.graceMs ?? 10_000);
+        const cancelGrace = setLongTimeout(resolve, options.graceMs ?? this.shutdownTimeoutMs);
         this.drained = () => {
           cancelGrace();
           resolve();
@@ -164,17 +269,27 @@ export class Worker {
       }
       this.running.delete(leaseId);
     }
-    // Always sent, even with nothing to release: it also fences off a Lease call of
-    // ours that may still reach the server after this point.
-    await this.flushSettles(true);
-    while (this.settling > 0) await new Promise((resolve) => setImmediate(resolve));
+    // Always sent once the worker has leased, even with nothing to release: it also
+    // fences off a Lease call of ours that may still reach the server after this point.
+    if (this.everLeased || this.outbox.length > 0) {
+      const settled = (async () => {
+        await this.flushSettles(true);
+        while (this.settling > 0) await new Promise((resolve) => setImmediate(resolve));
+      })();
+      let cancelWait: (() => void) | undefined;
+      await Promise.race([settled, new Promise<void>((resolve) => (cancelWait = setLongTimeout(resolve, STOP_SETTLE_WAIT_MS)))]);
+      cancelWait?.();
+      if (this.settling > 0) this.log.warn(`the node at ${this.address} is unreachable: ${this.settling} settle call(s) given up; the node retries those tasks when their leases lapse`);
+    }
     this.cancelHeartbeat?.();
     this.cancelHeartbeat = undefined;
+    this.closed = true;
     this.channel.close();
   }
 
   private async leaseLoop(): Promise<void> {
     let failures = 0;
+    let lostAt = 0;
     while (!this.stopping) {
       const free = this.concurrency - this.running.size;
       if (free <= 0) {
@@ -184,16 +299,18 @@ export class Worker {
       }
       try {
         const calledAt = Date.now();
+        this.everLeased = true;
         const res = await this.rpc.lease(
-          { workerId: this.workerId, queues: this.queues, maxDeliveries: Math.min(free, BATCH_MAX), waitMs: this.leaseWaitMs, batchTypes: this.options.mux.batchTypes },
+          { workerId: this.workerId, queues: this.queues, maxDeliveries: Math.min(free, BATCH_MAX), waitMs: this.leaseWaitMs, batchTypes: this.options.mux.batchTypes, types: this.options.mux.types },
           { timeoutMs: this.leaseWaitMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS, signal: this.leaseAbort.signal, waitForReady: true },
         );
+        if (failures > 0) this.log.info(`reconnected to the node at ${this.address} after ${secondsSince(lostAt)} s`);
         failures = 0;
         if (res.heartbeatIntervalMs > 0) this.heartbeatMs = res.heartbeatIntervalMs;
         // An empty answer at once means no wait was possible (a zero leaseWaitMs, or the
         // server still fences a previous run of this worker id): back off, do not spin.
         if (res.deliveries.length === 0 && Date.now() - calledAt < 50) {
-          await sleep(jitter(RECONNECT_BASE_MS));
+          await this.pause(jitter(RECONNECT_BACKOFF_INITIAL_MS));
         }
         const receivedAtMs = Date.now();
         for (const d of res.deliveries) this.run(d, attemptEndMs(d, res.leaseTtlMs, receivedAtMs));
@@ -203,8 +320,15 @@ export class Worker {
       } catch (error) {
         if (this.stopping) break;
         this.report(error, "lease");
+        if (failures === 0) {
+          lostAt = Date.now();
+          const lost = error instanceof ConveyorError && error.reason === "UNREACHABLE";
+          this.log.warn(lost ? `lost the node at ${this.address} (${messageOf(error)}); retrying` : `lease failed: ${messageOf(error)}; retrying`);
+        }
         failures += 1;
-        await sleep(jitter(Math.min(RECONNECT_MAX_MS, RECONNECT_BASE_MS * 2 ** Math.min(failures, 10))));
+        // The next Lease waits for the connection (waitForReady); this pause only keeps a
+        // node that refuses every call from being called in a tight loop.
+        await this.pause(backoff(failures));
       }
     }
   }
@@ -302,6 +426,7 @@ export class Worker {
 
   private async sendSettles(batch: Settlement[], draining: boolean): Promise<void> {
     this.settling += 1;
+    const giveUpAt = Date.now() + SETTLE_RETRY_FOR_MS;
     try {
       for (let attempt = 0; ; attempt++) {
         try {
@@ -310,8 +435,8 @@ export class Worker {
           return;
         } catch (error) {
           this.report(error, "settle");
-          if (!(error instanceof ConveyorError) || error.code !== "UNAVAILABLE" || attempt >= 20) return;
-          await sleep(jitter(Math.min(RECONNECT_MAX_MS, RECONNECT_BASE_MS * 2 ** attempt)));
+          if (!(error instanceof ConveyorError) || error.code !== "UNAVAILABLE" || this.closed || Date.now() >= giveUpAt) return;
+          await sleep(backoff(attempt));
         }
       }
     } finally {
@@ -402,15 +527,7 @@ function settlement(d: Delivery, taskId: string, outcome: WireOutcome, result: U
   };
 }
 
-function ruleToWire(r: ConcurrencyRuleSpec) {
-  return {
-    name: r.name ?? "", expression: r.expression,
-    maxRuns: typeof r.maxRuns === "number" ? r.maxRuns : 0,
-    maxRunsExpression: typeof r.maxRuns === "string" ? r.maxRuns : "",
-    strategy: strategyToWire(r.limitStrategy),
-  };
-}
-
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 const jitter = (ms: number) => ms / 2 + Math.random() * (ms / 2);
+const secondsSince = (ms: number) => ((Date.now() - ms) / 1000).toFixed(1);
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

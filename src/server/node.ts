@@ -9,7 +9,7 @@ import type { Logger } from "pino";
 import { systemClock, type Clock } from "../base/clock.js";
 import { setLongTimeout } from "../base/long-timer.js";
 import { systemRandom, type Random } from "../base/random.js";
-import { LEASE_RESPONSE_DELIVERIES_MAX, LEASE_RESPONSE_MAX_BYTES, REQUEST_MAX_BYTES } from "../base/limits.js";
+import { LEASE_RESPONSE_DELIVERIES_MAX, LEASE_RESPONSE_MAX_BYTES, REQUEST_MAX_BYTES, TASK_WAITERS_MAX } from "../base/limits.js";
 import { Ring } from "../cluster/ring.js";
 import { Router } from "../cluster/router.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
@@ -32,6 +32,7 @@ import { defaultRateLimit, type NodeConfig } from "./config.js";
 import { NodeMetrics } from "./metrics.js";
 import { taskAccess } from "./task-access.js";
 import { taskService } from "./task-service.js";
+import { TaskWaiters } from "./task-waiters.js";
 import { workerService } from "./worker-service.js";
 import { adminService } from "./admin-service.js";
 import { createHttpServer } from "./http.js";
@@ -50,7 +51,7 @@ export class ConveyorNode {
     readonly grpcAddress: string,
     readonly httpAddress: string,
     private readonly parts: {
-      grpcServer: grpc.Server; httpServer: HttpServer; dataDir: DataDir; host: GrainHost; broker: LeaseBroker;
+      grpcServer: grpc.Server; httpServer: HttpServer; dataDir: DataDir; host: GrainHost; broker: LeaseBroker; waiters: TaskWaiters;
       stopJanitor: () => void; logger: Logger; config: NodeConfig;
     },
   ) {}
@@ -83,19 +84,21 @@ export class ConveyorNode {
       grpc: transports.grpcAddress, http: transports.httpAddress, dataDir: dataDir.dir, identity: dataDir.identity.id, opened: dataDir.opened,
     }, "conveyord listening");
     return new ConveyorNode(transports.grpcAddress, transports.httpAddress, {
-      grpcServer: transports.grpcServer, httpServer: transports.httpServer, dataDir, host: runtime.host, broker: runtime.broker,
+      grpcServer: transports.grpcServer, httpServer: transports.httpServer, dataDir, host: runtime.host, broker: runtime.broker, waiters: runtime.waiters,
       stopJanitor, logger, config,
     });
   }
 
   /**
-   * Graceful stop: refuse new calls, end parked Lease calls empty, let in-flight calls
+   * Graceful stop: refuse new calls, end parked Lease calls empty and WaitTask calls with
+   * the task as it is, let in-flight calls
    * finish (up to the shutdown grace), commit, and close the data file.
    */
   async stop(): Promise<void> {
-    const { grpcServer, httpServer, dataDir, host, broker, stopJanitor, logger, config } = this.parts;
+    const { grpcServer, httpServer, dataDir, host, broker, waiters, stopJanitor, logger, config } = this.parts;
     stopJanitor();
     broker.releaseAll();
+    waiters.releaseAll();
     await new Promise<void>((resolve) => {
       const cancelForce = setLongTimeout(() => {
         grpcServer.forceShutdown();
@@ -136,11 +139,12 @@ interface RuntimeEnv {
   logger: Logger;
 }
 
-/** The grain runtime: the host, the router in front of it, and the lease broker. */
+/** The grain runtime: the host, the router in front of it, the lease broker, and WaitTask's waiters. */
 interface GrainRuntime {
   host: GrainHost;
   router: Router;
   broker: LeaseBroker;
+  waiters: TaskWaiters;
 }
 
 /**
@@ -153,6 +157,10 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
   const { config, clock, random, metrics, logger } = env;
   const sharedSlots = new SharedSlotLedger();
   sharedSlots.restoreLimits(store.slotLimits(""));
+  const waiters = new TaskWaiters({ clock, max: TASK_WAITERS_MAX });
+  // Waiters hear of an end once it is committed (after a failed commit they read the
+  // task as it is and answer "not finished").
+  const wakeWaiters = (ids: readonly string[]) => () => waiters.notify(ids);
   const host = new GrainHost({
     sharedSlots, store, clock, random, newId: randomUUID,
     core: {
@@ -162,7 +170,13 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
       groupSweepIntervalMs: config.groupSweepIntervalMs,
     },
     idleMs: config.grainIdleTimeoutMs, logger,
-    hooks: { onEvents: (queue, events) => metrics.record(queue, events) },
+    hooks: {
+      onEvents: (queue, events) => metrics.record(queue, events),
+      // No waiter, nothing to do: a waiter that parks later reads the row itself first.
+      onTasksEnded: (_queue, ids) => {
+        if (waiters.size > 0) void db.committed().then(wakeWaiters(ids), wakeWaiters(ids));
+      },
+    },
     onLifecycle: (queue, event) => metrics.grainLifecycle.inc({ queue, event }),
   });
   const ring = new Ring([config.nodeId], 1);
@@ -195,7 +209,7 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
     host.deactivateAll("failed");
   });
   host.start();
-  return { host, router, broker };
+  return { host, router, broker, waiters };
 }
 
 interface Services {
@@ -207,13 +221,13 @@ interface Services {
 /** One implementation per service, each given only what it uses. */
 function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<RuntimeEnv, "config" | "clock" | "metrics">): Services {
   const { db, store, queries, rules } = storage;
-  const { host, router, broker } = runtime;
+  const { host, router, broker, waiters } = runtime;
   const { config, clock, metrics } = env;
   const committed = () => db.committed();
   const tasksById = taskAccess(router, store);
   return {
     tasks: taskService({
-      ...tasksById, router, rules, metrics, clock, newTaskId: randomUUID,
+      ...tasksById, router, rules, metrics, clock, newTaskId: randomUUID, waiters,
       taskDefaults: {
         maxRetry: config.defaultMaxRetry, retentionMs: config.retentionMs,
         backoffBaseMs: config.retryBackoffBaseMs, backoffMaxMs: config.retryBackoffMaxMs,

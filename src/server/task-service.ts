@@ -17,7 +17,9 @@ import type { TaskAccess } from "./task-access.js";
 import type { TaskDefaults } from "./validate.js";
 import { BATCH_MAX, checkTaskId, validateSpec } from "./validate.js";
 import { WorkSlicer, chunksBy } from "./work-slicer.js";
-import { ENQUEUE_TX_MAX_BYTES, WORK_SLICE_BYTES } from "../base/limits.js";
+import { ENQUEUE_TX_MAX_BYTES, WAIT_TASK_MAX_MS, WORK_SLICE_BYTES } from "../base/limits.js";
+import { FINISHED_STATES } from "../grains/queue/task.js";
+import type { TaskWaiters } from "./task-waiters.js";
 
 /**
  * Tasks per grain turn when a batch is admitted in slices (a few milliseconds of work,
@@ -35,6 +37,8 @@ export interface TaskServiceDeps extends TaskAccess {
   taskDefaults: TaskDefaults;
   clock: Pick<Clock, "nowMs">;
   newTaskId: () => string;
+  /** Where WaitTask parks until its task ends. */
+  waiters: Pick<TaskWaiters, "wait">;
 }
 
 export function taskService(ctx: TaskServiceDeps): UnaryImpl<typeof TaskService> {
@@ -180,6 +184,32 @@ export function taskService(ctx: TaskServiceDeps): UnaryImpl<typeof TaskService>
     async cancelTask(call) {
       const task = await ctx.actOnTask(checkTaskId(call.request.id, "id"), "cancel");
       return task ? { task: taskToWire(task) } : {};
+    },
+
+    async waitTask(call) {
+      const id = checkTaskId(call.request.id, "id");
+      const timeoutMs = call.request.timeoutMs;
+      if (timeoutMs < 1 || timeoutMs > WAIT_TASK_MAX_MS) {
+        throw invalidField("timeout_ms", `is ${timeoutMs}; it must be 1..${WAIT_TASK_MAX_MS} ms (wait longer by calling again)`);
+      }
+      const abort = new AbortController();
+      call.on("cancelled", () => abort.abort());
+      // Parked before the read: a task that ends in between still wakes this call.
+      const { ended, cancel } = ctx.waiters.wait(id, timeoutMs, abort.signal);
+      let task;
+      try {
+        task = ctx.getTaskOrThrow(id);
+      } catch (error) {
+        cancel();
+        throw error;
+      }
+      if (!FINISHED_STATES.has(task.state)) {
+        await ended;
+        task = ctx.getTaskOrThrow(id);
+      } else {
+        cancel();
+      }
+      return { task: taskToWire(task), finished: FINISHED_STATES.has(task.state) };
     },
   };
 }

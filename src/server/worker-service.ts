@@ -17,7 +17,7 @@ import type { RuleRegistry } from "./rules/rule-registry.js";
 import { WorkSlicer, chunksBy } from "./work-slicer.js";
 import { BATCH_MAX, checkLength, checkQueueName } from "./validate.js";
 import {
-  ERROR_MESSAGE_MAX_BYTES, HEARTBEAT_LEASES_MAX, KEY_MAX_CHARS, LEASE_BATCH_TYPES_MAX, LEASE_ID_MAX_CHARS, LEASE_QUEUES_MAX,
+  ERROR_MESSAGE_MAX_BYTES, HEARTBEAT_LEASES_MAX, KEY_MAX_CHARS, LEASE_BATCH_TYPES_MAX, LEASE_TYPES_MAX, LEASE_ID_MAX_CHARS, LEASE_QUEUES_MAX,
   REGISTER_RULES_MAX, REGISTER_TYPES_MAX, RESULT_MAX_BYTES, SETTLEMENTS_MAX, TASK_ID_MAX_CHARS, WORK_SLICE_BYTES,
   WORKER_ID_MAX_CHARS, truncateBytes, truncateText,
 } from "../base/limits.js";
@@ -80,6 +80,8 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
       if (req.queues.length === 0) throw invalidField("queues", "name at least one queue");
       checkCount(req.queues.length, LEASE_QUEUES_MAX, "queues", "queues per Lease call");
       checkCount(req.batchTypes.length, LEASE_BATCH_TYPES_MAX, "batch_types", "batch types per Lease call");
+      checkCount(req.types.length, LEASE_TYPES_MAX, "types", "task types per Lease call");
+      req.types.forEach((t, i) => checkLength(t, `types[${i}]`, KEY_MAX_CHARS));
       const queues = req.queues.map((q, i) => ({ name: checkQueueName(q.queue, `queues[${i}].queue`), weight: q.weight || 1 }));
       if (req.maxDeliveries < 1 || req.maxDeliveries > BATCH_MAX) {
         throw invalidField("max_deliveries", `must be 1..${BATCH_MAX}, got ${req.maxDeliveries}`);
@@ -87,7 +89,7 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
       const abort = new AbortController();
       call.on("cancelled", () => abort.abort());
       const deliveries = await ctx.broker.lease({
-        workerId: req.workerId, queues, caps: { batchTypes: new Set(req.batchTypes) }, max: req.maxDeliveries, waitMs: Math.min(req.waitMs, ctx.config.leaseWaitMaxMs), signal: abort.signal,
+        workerId: req.workerId, queues, caps: { batchTypes: new Set(req.batchTypes), ...(req.types.length > 0 ? { types: new Set(req.types) } : {}) }, max: req.maxDeliveries, waitMs: Math.min(req.waitMs, ctx.config.leaseWaitMaxMs), signal: abort.signal,
       });
       if (call.cancelled && deliveries.length > 0) {
         await releaseOrphans(deliveries);

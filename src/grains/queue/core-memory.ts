@@ -49,7 +49,8 @@ export interface TurnOutput {
 
 export class CoreMemory {
   readonly entries = new Map<string, TaskIndexEntry>();
-  readonly ready = new ReadyQueues();
+  /** Ready tasks filed by type, so that a lease pops only the types its worker handles. */
+  readonly ready = new ReadyQueues((id) => this.entries.get(id)?.type);
   readonly due = new DueTimers();
   readonly leases = new LeaseTable();
   readonly ranks = new DispatchRanks();

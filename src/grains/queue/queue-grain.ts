@@ -13,7 +13,7 @@
 import type { Clock } from "../../base/clock.js";
 import { ConveyorError, grainDeactivated, taskNotFound } from "../../base/errors.js";
 import { quote } from "../../base/limits.js";
-import type { CoreEvent } from "./effects.js";
+import type { CoreEvent, Effect } from "./effects.js";
 import type { DeliveryPlan, EnqueueOutcome, GroupStatus, LeaseStatusView, QueueCore, Settlement } from "./queue-core.js";
 import type { GroupConfig } from "./group-aggregator.js";
 import { NO_BATCHES, type LeaseCaps } from "./ready-queues.js";
@@ -31,6 +31,11 @@ export interface GrainHooks {
   /** Something may have become dispatchable. Called after the turn's writes. */
   onReady(queue: string): void;
   onEvents(queue: string, events: readonly CoreEvent[]): void;
+  /**
+   * Tasks of this turn that reached a final state or were deleted (their rows are
+   * written, not yet committed): what waiters on a task's end listen to.
+   */
+  onTasksEnded?(queue: string, taskIds: readonly string[]): void;
   /** A storage write failed: memory no longer matches disk and the grain must go. */
   onFailure(queue: string, error: unknown): void;
 }
@@ -208,6 +213,10 @@ export class QueueGrain {
       }
     }
     if (events.length > 0) this.hooks.onEvents(this.queue, events);
+    if (this.hooks.onTasksEnded) {
+      const ended = endedTaskIds(effects);
+      if (ended.length > 0) this.hooks.onTasksEnded(this.queue, ended);
+    }
     if (readyChanged) this.hooks.onReady(this.queue);
     this.armTimer();
   }
@@ -234,4 +243,14 @@ export class QueueGrain {
     if (!record) throw new Error(`leased task ${id} of queue ${this.queue} has no row`);
     return record;
   }
+}
+
+/** The tasks an effect list finishes or deletes. */
+function endedTaskIds(effects: readonly Effect[]): string[] {
+  const ids: string[] = [];
+  for (const e of effects) {
+    if (e.kind === "complete" || e.kind === "archive" || e.kind === "cancel") ids.push(e.entry.id);
+    else if (e.kind === "delete") ids.push(e.id);
+  }
+  return ids;
 }

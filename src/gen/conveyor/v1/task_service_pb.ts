@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file conveyor/v1/task_service.proto.
  */
 export const file_conveyor_v1_task_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch5jb252ZXlvci92MS90YXNrX3NlcnZpY2UucHJvdG8SC2NvbnZleW9yLnYxIjUKDkVucXVldWVSZXF1ZXN0EiMKBHRhc2sYASABKAsyFS5jb252ZXlvci52MS5UYXNrU3BlYyI9Cg9FbnF1ZXVlUmVzcG9uc2USKgoGcmVzdWx0GAEgASgLMhouY29udmV5b3IudjEuRW5xdWV1ZVJlc3VsdCI7ChNFbnF1ZXVlQmF0Y2hSZXF1ZXN0EiQKBXRhc2tzGAEgAygLMhUuY29udmV5b3IudjEuVGFza1NwZWMiRAoURW5xdWV1ZUJhdGNoUmVzcG9uc2USLAoFaXRlbXMYASADKAsyHS5jb252ZXlvci52MS5FbnF1ZXVlQmF0Y2hJdGVtInQKEEVucXVldWVCYXRjaEl0ZW0SLAoGcmVzdWx0GAEgASgLMhouY29udmV5b3IudjEuRW5xdWV1ZVJlc3VsdEgAEicKBWVycm9yGAIgASgLMhYuY29udmV5b3IudjEuSXRlbUVycm9ySABCCQoHb3V0Y29tZSI4ChBFbnF1ZXVlVHhSZXF1ZXN0EiQKBXRhc2tzGAEgAygLMhUuY29udmV5b3IudjEuVGFza1NwZWMiQAoRRW5xdWV1ZVR4UmVzcG9uc2USKwoHcmVzdWx0cxgBIAMoCzIaLmNvbnZleW9yLnYxLkVucXVldWVSZXN1bHQiHAoOR2V0VGFza1JlcXVlc3QSCgoCaWQYASABKAkiMgoPR2V0VGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5jb252ZXlvci52MS5UYXNrIh8KEUNhbmNlbFRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIjUKEkNhbmNlbFRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuY29udmV5b3IudjEuVGFzazKJAwoLVGFza1NlcnZpY2USRAoHRW5xdWV1ZRIbLmNvbnZleW9yLnYxLkVucXVldWVSZXF1ZXN0GhwuY29udmV5b3IudjEuRW5xdWV1ZVJlc3BvbnNlElMKDEVucXVldWVCYXRjaBIgLmNvbnZleW9yLnYxLkVucXVldWVCYXRjaFJlcXVlc3QaIS5jb252ZXlvci52MS5FbnF1ZXVlQmF0Y2hSZXNwb25zZRJKCglFbnF1ZXVlVHgSHS5jb252ZXlvci52MS5FbnF1ZXVlVHhSZXF1ZXN0Gh4uY29udmV5b3IudjEuRW5xdWV1ZVR4UmVzcG9uc2USRAoHR2V0VGFzaxIbLmNvbnZleW9yLnYxLkdldFRhc2tSZXF1ZXN0GhwuY29udmV5b3IudjEuR2V0VGFza1Jlc3BvbnNlEk0KCkNhbmNlbFRhc2sSHi5jb252ZXlvci52MS5DYW5jZWxUYXNrUmVxdWVzdBofLmNvbnZleW9yLnYxLkNhbmNlbFRhc2tSZXNwb25zZWIGcHJvdG8z", [file_conveyor_v1_task]);
+  fileDesc("Ch5jb252ZXlvci92MS90YXNrX3NlcnZpY2UucHJvdG8SC2NvbnZleW9yLnYxIjUKDkVucXVldWVSZXF1ZXN0EiMKBHRhc2sYASABKAsyFS5jb252ZXlvci52MS5UYXNrU3BlYyI9Cg9FbnF1ZXVlUmVzcG9uc2USKgoGcmVzdWx0GAEgASgLMhouY29udmV5b3IudjEuRW5xdWV1ZVJlc3VsdCI7ChNFbnF1ZXVlQmF0Y2hSZXF1ZXN0EiQKBXRhc2tzGAEgAygLMhUuY29udmV5b3IudjEuVGFza1NwZWMiRAoURW5xdWV1ZUJhdGNoUmVzcG9uc2USLAoFaXRlbXMYASADKAsyHS5jb252ZXlvci52MS5FbnF1ZXVlQmF0Y2hJdGVtInQKEEVucXVldWVCYXRjaEl0ZW0SLAoGcmVzdWx0GAEgASgLMhouY29udmV5b3IudjEuRW5xdWV1ZVJlc3VsdEgAEicKBWVycm9yGAIgASgLMhYuY29udmV5b3IudjEuSXRlbUVycm9ySABCCQoHb3V0Y29tZSI4ChBFbnF1ZXVlVHhSZXF1ZXN0EiQKBXRhc2tzGAEgAygLMhUuY29udmV5b3IudjEuVGFza1NwZWMiQAoRRW5xdWV1ZVR4UmVzcG9uc2USKwoHcmVzdWx0cxgBIAMoCzIaLmNvbnZleW9yLnYxLkVucXVldWVSZXN1bHQiHAoOR2V0VGFza1JlcXVlc3QSCgoCaWQYASABKAkiMgoPR2V0VGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5jb252ZXlvci52MS5UYXNrIh8KEUNhbmNlbFRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIjUKEkNhbmNlbFRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuY29udmV5b3IudjEuVGFzayIxCg9XYWl0VGFza1JlcXVlc3QSCgoCaWQYASABKAkSEgoKdGltZW91dF9tcxgCIAEoDSJFChBXYWl0VGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5jb252ZXlvci52MS5UYXNrEhAKCGZpbmlzaGVkGAIgASgIMtIDCgtUYXNrU2VydmljZRJECgdFbnF1ZXVlEhsuY29udmV5b3IudjEuRW5xdWV1ZVJlcXVlc3QaHC5jb252ZXlvci52MS5FbnF1ZXVlUmVzcG9uc2USUwoMRW5xdWV1ZUJhdGNoEiAuY29udmV5b3IudjEuRW5xdWV1ZUJhdGNoUmVxdWVzdBohLmNvbnZleW9yLnYxLkVucXVldWVCYXRjaFJlc3BvbnNlEkoKCUVucXVldWVUeBIdLmNvbnZleW9yLnYxLkVucXVldWVUeFJlcXVlc3QaHi5jb252ZXlvci52MS5FbnF1ZXVlVHhSZXNwb25zZRJECgdHZXRUYXNrEhsuY29udmV5b3IudjEuR2V0VGFza1JlcXVlc3QaHC5jb252ZXlvci52MS5HZXRUYXNrUmVzcG9uc2USTQoKQ2FuY2VsVGFzaxIeLmNvbnZleW9yLnYxLkNhbmNlbFRhc2tSZXF1ZXN0Gh8uY29udmV5b3IudjEuQ2FuY2VsVGFza1Jlc3BvbnNlEkcKCFdhaXRUYXNrEhwuY29udmV5b3IudjEuV2FpdFRhc2tSZXF1ZXN0Gh0uY29udmV5b3IudjEuV2FpdFRhc2tSZXNwb25zZWIGcHJvdG8z", [file_conveyor_v1_task]);
 
 /**
  * @generated from message conveyor.v1.EnqueueRequest
@@ -216,6 +216,54 @@ export const CancelTaskResponseSchema: GenMessage<CancelTaskResponse> = /*@__PUR
   messageDesc(file_conveyor_v1_task_service, 10);
 
 /**
+ * @generated from message conveyor.v1.WaitTaskRequest
+ */
+export type WaitTaskRequest = Message<"conveyor.v1.WaitTaskRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * How long to wait: 1..300000 ms (5 minutes). Longer waits call again.
+   *
+   * @generated from field: uint32 timeout_ms = 2;
+   */
+  timeoutMs: number;
+};
+
+/**
+ * Describes the message conveyor.v1.WaitTaskRequest.
+ * Use `create(WaitTaskRequestSchema)` to create a new message.
+ */
+export const WaitTaskRequestSchema: GenMessage<WaitTaskRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_task_service, 11);
+
+/**
+ * @generated from message conveyor.v1.WaitTaskResponse
+ */
+export type WaitTaskResponse = Message<"conveyor.v1.WaitTaskResponse"> & {
+  /**
+   * @generated from field: conveyor.v1.Task task = 1;
+   */
+  task?: Task | undefined;
+
+  /**
+   * True when the task is in a final state; false when timeout_ms passed first.
+   *
+   * @generated from field: bool finished = 2;
+   */
+  finished: boolean;
+};
+
+/**
+ * Describes the message conveyor.v1.WaitTaskResponse.
+ * Use `create(WaitTaskResponseSchema)` to create a new message.
+ */
+export const WaitTaskResponseSchema: GenMessage<WaitTaskResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_task_service, 12);
+
+/**
  * Producers: submit and inspect tasks.
  *
  * @generated from service conveyor.v1.TaskService
@@ -270,6 +318,19 @@ export const TaskService: GenService<{
     methodKind: "unary";
     input: typeof CancelTaskRequestSchema;
     output: typeof CancelTaskResponseSchema;
+  },
+  /**
+   * Wait until a task reaches a final state (completed, archived or cancelled) or
+   * timeout_ms passes, then answer with the task as it is then. A finished task is
+   * answered at once; the node is told when a task finishes (no polling). NOT_FOUND for an
+   * unknown task, or one deleted while waited for.
+   *
+   * @generated from rpc conveyor.v1.TaskService.WaitTask
+   */
+  waitTask: {
+    methodKind: "unary";
+    input: typeof WaitTaskRequestSchema;
+    output: typeof WaitTaskResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_conveyor_v1_task_service, 0);
