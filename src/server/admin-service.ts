@@ -1,6 +1,5 @@
 /** AdminService: operator reads (from storage) and actions (through the owning grain). */
 import { create } from "@bufbuild/protobuf";
-import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
 import { ConveyorError, invalidField } from "../base/errors.js";
 import { GROUP_SIZE_MAX, KEY_MAX_CHARS, PAGE_SIZE_MAX, QUEUE_NAME_MAX_CHARS, RATE_BURST_MAX, quote } from "../base/limits.js";
 import { defaultRateLimit } from "./config.js";
@@ -12,6 +11,7 @@ import type { QueueSummary } from "../storage/admin-queries.js";
 import { stateFromWire, taskToWire } from "./convert.js";
 import type { Router } from "../cluster/router.js";
 import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
+import type { WorkerRegistry } from "../grains/runtime/worker-registry.js";
 import type { AdminQueries } from "../storage/admin-queries.js";
 import type { NodeConfig } from "./config.js";
 import type { RuleRegistry } from "./rules/rule-registry.js";
@@ -27,10 +27,12 @@ export interface AdminServiceDeps extends TaskAccess {
   /** Operator reads: durable facts from storage (they never activate a grain). */
   queries: Pick<AdminQueries, "listQueues" | "listTasks" | "queueSummary" | "queueSettings" | "listGroupConfigs">;
   rules: Pick<RuleRegistry, "list" | "prepare" | "set" | "get" | "delete">;
-  broker: Pick<LeaseBroker, "canTakeBatches" | "parked">;
+  broker: Pick<LeaseBroker, "parked">;
+  /** The workers calling this node, and who holds which lease. */
+  workers: Pick<WorkerRegistry, "list" | "holderOf" | "canTakeBatches">;
   /** This node's grains in memory (a live view for GetClusterInfo, never a route). */
   activeQueues: () => string[];
-  config: Pick<NodeConfig, "groupMaxSize" | "groupMaxDelayMs" | "groupGracePeriodMs" | "leaseWaitMaxMs"
+  config: Pick<NodeConfig, "groupMaxSize" | "groupMaxDelayMs" | "groupGracePeriodMs"
     | "rateLimitRatePerSec" | "rateLimitBurst">;
   startedAtMs: number;
   /** Resolves once every write so far is durable (the rule registry's writes). */
@@ -91,7 +93,23 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
     },
 
     async getTask(call) {
-      return { task: taskToWire(ctx.getTaskOrThrow(checkTaskId(call.request.id, "id"))) };
+      const record = ctx.getTaskOrThrow(checkTaskId(call.request.id, "id"));
+      const task = taskToWire(record);
+      const holder = record.state === "active" && record.leaseId ? ctx.workers.holderOf(record.leaseId) : undefined;
+      if (holder) {
+        task.leaseWorkerId = holder.workerId;
+        task.leasedAtMs = BigInt(holder.sinceMs);
+      }
+      return { task };
+    },
+
+    async listWorkers() {
+      return {
+        workers: ctx.workers.list().map((w) => ({
+          workerId: w.workerId, host: w.host, queues: w.queues, types: w.types, concurrency: w.concurrency,
+          inFlight: w.inFlight, lastSeenAtMs: BigInt(w.lastSeenMs), connectedSinceMs: BigInt(w.connectedSinceMs), polling: w.polling,
+        })),
+      };
     },
     cancelTask: (call) => act(call.request.id, "cancel"),
     async deleteTask(call) {
@@ -181,7 +199,6 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
 
     async listGroups(call) {
       const filter = checkLength(call.request.queue, "queue", QUEUE_NAME_MAX_CHARS);
-      const withinMs = ctx.config.leaseWaitMaxMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS; // was + 10 s
       // Groups live in grain memory: this reads the grains of queues that can have any
       // (aggregating members, or fired batches among their pending tasks), activating them.
       const queues = ctx.queries.listQueues()
@@ -195,7 +212,7 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
             queue: q.name, group: g.group, type: g.type,
             state: g.state === "aggregating" ? GroupState.AGGREGATING : GroupState.READY,
             size: g.size, firstMemberAtMs: BigInt(g.firstAtMs), lastMemberAtMs: BigInt(g.lastAtMs),
-            nextFireAtMs: BigInt(g.nextFireAtMs), workerAvailable: ctx.broker.canTakeBatches(q.name, g.type, withinMs),
+            nextFireAtMs: BigInt(g.nextFireAtMs), workerAvailable: ctx.workers.canTakeBatches(q.name, g.type),
             config: groupConfigToWire(q.name, g.group, g.config),
           });
         }

@@ -9,7 +9,7 @@ import type { Logger } from "pino";
 import { systemClock, type Clock } from "../base/clock.js";
 import { setLongTimeout } from "../base/long-timer.js";
 import { systemRandom, type Random } from "../base/random.js";
-import { LEASE_RESPONSE_DELIVERIES_MAX, LEASE_RESPONSE_MAX_BYTES, REQUEST_MAX_BYTES } from "../base/limits.js";
+import { LEASE_RESPONSE_DELIVERIES_MAX, LEASE_RESPONSE_MAX_BYTES, REQUEST_MAX_BYTES, WORKER_GONE_AFTER_MS } from "../base/limits.js";
 import { Ring } from "../cluster/ring.js";
 import { Router } from "../cluster/router.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
@@ -18,6 +18,7 @@ import { SharedSlotLedger } from "../grains/runtime/shared-slots.js";
 import { SqliteRuleStore } from "../storage/rule-store.js";
 import { RuleRegistry } from "./rules/rule-registry.js";
 import { LeaseBroker } from "../grains/runtime/lease-broker.js";
+import { WorkerRegistry } from "../grains/runtime/worker-registry.js";
 import type { Database } from "../storage/database.js";
 import { openDataDir, type DataDir } from "../storage/data-dir.js";
 import { TaskStore } from "../storage/task-store.js";
@@ -136,11 +137,12 @@ interface RuntimeEnv {
   logger: Logger;
 }
 
-/** The grain runtime: the host, the router in front of it, and the lease broker. */
+/** The grain runtime: the host, the router in front of it, the lease broker and the workers it serves. */
 interface GrainRuntime {
   host: GrainHost;
   router: Router;
   broker: LeaseBroker;
+  workers: WorkerRegistry;
 }
 
 /**
@@ -171,8 +173,10 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
     localRef: (q) => new LocalQueueRef(q, host, store), localGrain: (q) => host.get(q),
     queueOfTask: (id) => store.findIds([id]).get(id)?.queue,
   });
+  // A worker between heartbeats is not gone, however long its heartbeat interval.
+  const workers = new WorkerRegistry(clock, () => Math.max(WORKER_GONE_AFTER_MS, 2 * config.heartbeatIntervalMs));
   const broker = new LeaseBroker({
-    grainOf: (q) => router.localGrainFor(q), committed: () => db.committed(), clock, random, waitersMax: config.leaseWaitersMax,
+    grainOf: (q) => router.localGrainFor(q), committed: () => db.committed(), workers, clock, random, waitersMax: config.leaseWaitersMax,
     answerMaxDeliveries: LEASE_RESPONSE_DELIVERIES_MAX, answerMaxBytes: LEASE_RESPONSE_MAX_BYTES,
   });
   /** A call the node makes on its own (no caller to answer): through the router, failures logged. */
@@ -195,7 +199,7 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
     host.deactivateAll("failed");
   });
   host.start();
-  return { host, router, broker };
+  return { host, router, broker, workers };
 }
 
 interface Services {
@@ -207,7 +211,7 @@ interface Services {
 /** One implementation per service, each given only what it uses. */
 function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<RuntimeEnv, "config" | "clock" | "metrics">): Services {
   const { db, store, queries, rules } = storage;
-  const { host, router, broker } = runtime;
+  const { host, router, broker, workers } = runtime;
   const { config, clock, metrics } = env;
   const committed = () => db.committed();
   const tasksById = taskAccess(router, store);
@@ -219,9 +223,9 @@ function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<Runtim
         backoffBaseMs: config.retryBackoffBaseMs, backoffMaxMs: config.retryBackoffMaxMs,
       },
     }),
-    workers: workerService({ router, broker, rules, config, committed }),
+    workers: workerService({ router, broker, workers, rules, config, committed }),
     admin: adminService({
-      ...tasksById, router, queries, rules, broker, config, startedAtMs: clock.nowMs(), committed,
+      ...tasksById, router, queries, rules, broker, workers, config, startedAtMs: clock.nowMs(), committed,
       activeQueues: () => host.activeQueues(),
     }),
   };
