@@ -343,6 +343,8 @@ function taskView(container, ctx, initialRoute) {
         ["Retention when completed", duration(t.retentionMs)],
         ["Lease", t.leaseId || "—", "mono"],
         ["Lease expires", when(t.leaseExpiresAtMs)],
+        ["Held by worker", t.leaseWorkerId ? h("a", { href: href(["workers"]) }, t.leaseWorkerId) : "—", "mono"],
+        ["Held since", when(t.leasedAtMs)],
       ])),
       section("Last error", t.lastError
         ? [h("pre", { class: "code error-text" }, t.lastError), h("p", { class: "muted" }, "Failed at ", when(t.lastFailedAtMs))]
