@@ -79,7 +79,7 @@ export class ConveyorNode {
     await Promise.all(storage.queries.queuesWithUnfinishedTasks().map((queue) => runtime.router.grainFor(queue).activate()));
     const stopJanitor = startJanitor(storage.queries, clock, config.janitorIntervalMs, logger);
     const services = buildServices(storage, runtime, { config, clock, metrics });
-    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db });
+    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock });
     logger.info({
       grpc: transports.grpcAddress, http: transports.httpAddress, dataDir: dataDir.dir, identity: dataDir.identity.id, opened: dataDir.opened,
     }, "conveyord listening");
@@ -164,8 +164,14 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
       groupSweepIntervalMs: config.groupSweepIntervalMs,
     },
     idleMs: config.grainIdleTimeoutMs, logger,
-    hooks: { onEvents: (queue, events) => metrics.record(queue, events) },
-    onLifecycle: (queue, event) => metrics.grainLifecycle.inc({ queue, event }),
+    hooks: {
+      onEvents: (queue, events) => metrics.record(queue, events),
+      onApplied: (queue, effects, nowMs) => metrics.applied(queue, effects, nowMs),
+    },
+    onLifecycle: (queue, event) => {
+      metrics.grainLifecycle.inc({ queue, event });
+      if (event !== "activated") metrics.grainGone(queue);
+    },
   });
   const ring = new Ring([config.nodeId], 1);
   const router = new Router({
@@ -240,9 +246,10 @@ interface Transports {
 
 /** The gRPC port (every service, reflection) and the HTTP port (metrics, health, dashboard). */
 async function startTransports(
-  services: Services, runtime: GrainRuntime, env: { config: NodeConfig; metrics: NodeMetrics; logger: Logger; db: Database },
+  services: Services, runtime: GrainRuntime,
+  env: { config: NodeConfig; metrics: NodeMetrics; logger: Logger; db: Database; queries: Pick<AdminQueries, "depth">; clock: Clock },
 ): Promise<Transports> {
-  const { config, metrics, logger, db } = env;
+  const { config, metrics, logger, db, queries, clock } = env;
   const { host, broker } = runtime;
   const grpcServer = new grpc.Server({
     "grpc.keepalive_time_ms": 30_000,
@@ -276,6 +283,8 @@ async function startTransports(
   const httpAddr = httpServer.address();
   const httpPort = typeof httpAddr === "object" && httpAddr ? httpAddr.port : Number(httpPortText);
   metrics.sources.commits = () => db.commits;
+  metrics.sources.depth = () => queries.depth();
+  metrics.sources.nowMs = () => clock.nowMs();
   metrics.sources.parkedLeases = () => broker.parked;
   metrics.sources.activeGrains = () => host.activeQueues().length;
   metrics.sources.concurrency = () => host.activeQueues().map((queue) => {

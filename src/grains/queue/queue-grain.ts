@@ -13,7 +13,7 @@
 import type { Clock } from "../../base/clock.js";
 import { ConveyorError, grainDeactivated, taskNotFound } from "../../base/errors.js";
 import { quote } from "../../base/limits.js";
-import type { CoreEvent } from "./effects.js";
+import type { CoreEvent, Effect } from "./effects.js";
 import type { DeliveryPlan, EnqueueOutcome, GroupStatus, LeaseStatusView, QueueCore, Settlement } from "./queue-core.js";
 import type { GroupConfig } from "./group-aggregator.js";
 import { NO_BATCHES, type LeaseCaps } from "./ready-queues.js";
@@ -31,6 +31,8 @@ export interface GrainHooks {
   /** Something may have become dispatchable. Called after the turn's writes. */
   onReady(queue: string): void;
   onEvents(queue: string, events: readonly CoreEvent[]): void;
+  /** The turn's effects were written, at `nowMs` (metrics: wait and run times, retries). */
+  onApplied?(queue: string, effects: readonly Effect[], nowMs: number): void;
   /** A storage write failed: memory no longer matches disk and the grain must go. */
   onFailure(queue: string, error: unknown): void;
 }
@@ -206,6 +208,7 @@ export class QueueGrain {
         if (error instanceof ConveyorError) throw error;
         throw new ConveyorError("UNAVAILABLE", "STORAGE_FAILURE", `storage write failed for queue ${this.queue}; retry`, undefined, { cause: error });
       }
+      this.hooks.onApplied?.(this.queue, effects, this.clock.nowMs());
     }
     if (events.length > 0) this.hooks.onEvents(this.queue, events);
     if (readyChanged) this.hooks.onReady(this.queue);
