@@ -127,6 +127,8 @@ export const REQUEST_MAX_BYTES = 4 * 1024 * 1024;
  * activates its grain (a few queries and some memory).
  */
 export const LEASE_QUEUES_MAX = 100;
+/** Minutes of per-minute activity counts a node keeps for the dashboard's charts (GetActivity). */
+export const ACTIVITY_MINUTES = 60;
 /** A worker's host name as it reports it in Lease calls. */
 export const WORKER_HOST_MAX_CHARS = 256;
 /**

@@ -12,6 +12,7 @@ import { stateFromWire, taskToWire } from "./convert.js";
 import type { Router } from "../cluster/router.js";
 import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
 import type { WorkerRegistry } from "../grains/runtime/worker-registry.js";
+import { ACTIVITY_BUCKET_MS, type ActivityHistory } from "./activity-history.js";
 import type { AdminQueries } from "../storage/admin-queries.js";
 import type { NodeConfig } from "./config.js";
 import type { RuleRegistry } from "./rules/rule-registry.js";
@@ -30,6 +31,8 @@ export interface AdminServiceDeps extends TaskAccess {
   broker: Pick<LeaseBroker, "parked">;
   /** The workers calling this node, and who holds which lease. */
   workers: Pick<WorkerRegistry, "list" | "holderOf" | "canTakeBatches">;
+  /** Per-minute counts of the last hour (GetActivity). */
+  activity: Pick<ActivityHistory, "series">;
   /** This node's grains in memory (a live view for GetClusterInfo, never a route). */
   activeQueues: () => string[];
   config: Pick<NodeConfig, "groupMaxSize" | "groupMaxDelayMs" | "groupGracePeriodMs"
@@ -101,6 +104,17 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
         task.leasedAtMs = BigInt(holder.sinceMs);
       }
       return { task };
+    },
+
+    async getActivity(call) {
+      const queue = checkLength(call.request.queue, "queue", QUEUE_NAME_MAX_CHARS);
+      return {
+        bucketMs: BigInt(ACTIVITY_BUCKET_MS),
+        buckets: ctx.activity.series(queue).map((b) => ({
+          startMs: BigInt(b.startMs), enqueued: BigInt(b.enqueued), completed: BigInt(b.completed),
+          retried: BigInt(b.retried), archived: BigInt(b.archived),
+        })),
+      };
     },
 
     async listWorkers() {

@@ -7,6 +7,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import type { CoreEvent, Effect } from "../grains/queue/effects.js";
 import type { TaskState } from "../grains/queue/task.js";
 import { AttemptStarts } from "./attempt-starts.js";
+import { ActivityHistory } from "./activity-history.js";
 
 /** Wait and run time buckets, in seconds: from a few milliseconds to an hour. */
 const TASK_SECONDS_BUCKETS = [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600];
@@ -51,8 +52,13 @@ export class NodeMetrics {
   private readonly attempts = new AttemptStarts({
     started: (queue, waitMs) => this.waitSeconds.observe({ queue }, waitMs / 1000),
     ended: (queue, end, runMs) => this.runSeconds.observe({ queue, end }, runMs / 1000),
-    retried: (queue) => this.retried.inc({ queue }),
+    retried: (queue) => {
+      this.retried.inc({ queue });
+      this.activity.add(queue, "retried");
+    },
   });
+  /** Per-minute counts for the dashboard's charts (GetActivity); the same events as the counters. */
+  readonly activity = new ActivityHistory(() => this.sources.nowMs());
   private depthRead: { atMs: number; rows: DepthRow[] } | undefined;
 
   constructor() {
@@ -95,12 +101,20 @@ export class NodeMetrics {
     return this.depthRead;
   }
 
+  countEnqueued(queue: string, n: number): void {
+    this.enqueued.inc({ queue }, n);
+    this.activity.add(queue, "enqueued", n);
+  }
+
   /** Folds a grain turn's events into counters. */
   record(queue: string, events: readonly CoreEvent[]): void {
     for (const e of events) {
       switch (e.kind) {
         case "dispatched": this.dispatched.inc({ queue }, e.count); break;
-        case "settled": this.finished.inc({ queue, outcome: e.outcome }, e.count); break;
+        case "settled":
+          this.finished.inc({ queue, outcome: e.outcome }, e.count);
+          if (e.outcome !== "cancelled") this.activity.add(queue, e.outcome, e.count);
+          break;
         case "lease_expired": this.leasesExpired.inc({ queue }); break;
         case "attempt_timed_out": this.attemptsTimedOut.inc({ queue }); break;
         case "throttled": this.throttled.inc({ queue }); break;

@@ -231,7 +231,7 @@ function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<Runtim
     }),
     workers: workerService({ router, broker, workers, rules, config, committed }),
     admin: adminService({
-      ...tasksById, router, queries, rules, broker, workers, config, startedAtMs: clock.nowMs(), committed,
+      ...tasksById, router, queries, rules, broker, workers, activity: metrics.activity, config, startedAtMs: clock.nowMs(), committed,
       activeQueues: () => host.activeQueues(),
     }),
   };
