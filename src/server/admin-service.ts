@@ -11,6 +11,7 @@ import type { QueueSummary } from "../storage/admin-queries.js";
 import { stateFromWire, taskToWire } from "./convert.js";
 import type { Router } from "../cluster/router.js";
 import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
+import type { TaskRecord } from "../grains/queue/task.js";
 import type { WorkerRegistry } from "../grains/runtime/worker-registry.js";
 import { ACTIVITY_BUCKET_MS, type ActivityHistory } from "./activity-history.js";
 import type { AdminQueries } from "../storage/admin-queries.js";
@@ -43,6 +44,17 @@ export interface AdminServiceDeps extends TaskAccess {
 }
 
 export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminService> {
+  /** A task as the wire shows it, with the worker holding it and since when while it is active. */
+  const withHolder = (record: TaskRecord) => {
+    const task = taskToWire(record);
+    const holder = record.state === "active" && record.leaseId ? ctx.workers.holderOf(record.leaseId) : undefined;
+    if (holder) {
+      task.leaseWorkerId = holder.workerId;
+      task.leasedAtMs = BigInt(holder.sinceMs);
+    }
+    return task;
+  };
+
   const toQueueInfo = (q: QueueSummary): QueueInfo => create(QueueInfoSchema, {
     name: q.name, paused: q.paused, owner: ctx.router.ownerOf(q.name), concurrencyLimit: q.keyLimit ?? 0,
     counts: Object.fromEntries(Object.entries(q.counts).map(([k, v]) => [k, BigInt(v)])),
@@ -92,18 +104,11 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
       if (req.state !== WireState.UNSPECIFIED && !state) throw invalidField("state", `unknown state ${req.state}`);
       if (req.pageSize > PAGE_SIZE_MAX) throw invalidField("page_size", `must be at most ${PAGE_SIZE_MAX}, got ${req.pageSize}`);
       const page = ctx.queries.listTasks(queue, state, req.pageSize || PAGE_SIZE_DEFAULT, checkPageToken(req.pageToken, "page_token"));
-      return { tasks: page.tasks.map((t) => taskToWire(t)), nextPageToken: page.nextCursor };
+      return { tasks: page.tasks.map(withHolder), nextPageToken: page.nextCursor };
     },
 
     async getTask(call) {
-      const record = ctx.getTaskOrThrow(checkTaskId(call.request.id, "id"));
-      const task = taskToWire(record);
-      const holder = record.state === "active" && record.leaseId ? ctx.workers.holderOf(record.leaseId) : undefined;
-      if (holder) {
-        task.leaseWorkerId = holder.workerId;
-        task.leasedAtMs = BigInt(holder.sinceMs);
-      }
-      return { task };
+      return { task: withHolder(ctx.getTaskOrThrow(checkTaskId(call.request.id, "id"))) };
     },
 
     async getActivity(call) {
