@@ -91,5 +91,18 @@ describe("operator metrics", () => {
     const age = v("conveyor_queue_oldest_pending_age_seconds", { queue: "lapse" })!;
     expect(age).toBeGreaterThanOrEqual(1); // ready since its enqueue, before its lease lapsed (1 s TTL)
     expect(age).toBeLessThan(60);
+
+    // The dashboard's per-minute history counts the same events (summed: the workload may span a minute boundary).
+    const sum = async (queue: string) => {
+      const res = await sdk.admin.getActivity({ queue });
+      expect(res.buckets).toHaveLength(60);
+      expect(res.bucketMs).toBe(60_000n);
+      const total = { enqueued: 0, completed: 0, retried: 0, archived: 0 };
+      for (const b of res.buckets) for (const k of Object.keys(total) as Array<keyof typeof total>) total[k] += Number(b[k]);
+      return total;
+    };
+    expect(await sum("metered")).toEqual({ enqueued: 3, completed: 2, retried: 1, archived: 0 });
+    expect(await sum("lapse")).toEqual({ enqueued: 1, completed: 0, retried: 0, archived: 0 });
+    expect(await sum("")).toEqual({ enqueued: 4, completed: 2, retried: 1, archived: 0 });
   });
 });
