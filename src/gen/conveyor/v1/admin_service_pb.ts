@@ -964,7 +964,8 @@ export type GroupInfo = Message<"conveyor.v1.GroupInfo"> & {
   nextFireAtMs: bigint;
 
   /**
-   * Whether a worker that can take this group's batches has been seen recently.
+   * Whether a worker that can take this group's batches (it leases from the queue with a
+   * batch handler for the type) is present: ListWorkers would list it.
    *
    * @generated from field: bool worker_available = 9;
    */
