@@ -14,7 +14,8 @@ import { ConveyorError } from "../../base/errors.js";
 import type { Random } from "../../base/random.js";
 import type { LeasedDelivery, QueueGrain } from "../queue/queue-grain.js";
 import type { LeaseCaps } from "../queue/ready-queues.js";
-import type { WorkerRegistry } from "./worker-registry.js";
+import { WORKER_GONE_AFTER_MS } from "../../base/limits.js";
+import { WorkerRegistry } from "./worker-registry.js";
 
 export interface LeaseQueue {
   name: string;
@@ -24,9 +25,9 @@ export interface LeaseQueue {
 export interface LeaseCall {
   /** The calling worker; a draining worker gets nothing. */
   workerId: string;
-  /** The worker's host and total concurrency, as it reports them (for ListWorkers). */
-  host: string;
-  concurrency: number;
+  /** The worker's host and total concurrency, as it reports them (for ListWorkers); unsaid when absent. */
+  host?: string;
+  concurrency?: number;
   queues: readonly LeaseQueue[];
   /** What the worker can run (its batch handlers). */
   caps: LeaseCaps;
@@ -54,8 +55,11 @@ export interface LeaseBrokerOptions {
   grainOf: (queue: string) => QueueGrain;
   /** Resolves once every write so far is committed (the node's group commit). */
   committed: () => Promise<void>;
-  /** Where the broker records the workers that call and the leases it hands them. */
-  workers: WorkerRegistry;
+  /**
+   * Where the broker records the workers that call and the leases it hands them; the node
+   * shares it with its services. Default: a registry of the broker's own.
+   */
+  workers?: WorkerRegistry;
   clock: Clock;
   random: Random;
   waitersMax: number;
@@ -72,21 +76,25 @@ export class LeaseBroker {
   /** Workers that announced a graceful stop, until when they are refused. */
   private readonly draining = new Map<string, number>();
 
-  constructor(private readonly options: LeaseBrokerOptions) {}
+  private readonly workers: WorkerRegistry;
+
+  constructor(private readonly options: LeaseBrokerOptions) {
+    this.workers = options.workers ?? new WorkerRegistry(options.clock, () => WORKER_GONE_AFTER_MS);
+  }
 
   /** Leases for a call, waiting up to its bound; resolves after the leases are committed. */
   async lease(call: LeaseCall): Promise<LeasedDelivery[]> {
     const deliveries = await this.leaseOrPark(call);
-    this.options.workers.leased(call.workerId, deliveries);
+    this.workers.leased(call.workerId, deliveries);
     await this.options.committed();
     return deliveries;
   }
 
   private async leaseOrPark(call: LeaseCall): Promise<LeasedDelivery[]> {
     if (this.isDraining(call.workerId)) return [];
-    this.options.workers.sawLease({
-      workerId: call.workerId, host: call.host, queues: call.queues.map((q) => q.name),
-      batchTypes: call.caps.batchTypes, concurrency: call.concurrency,
+    this.workers.sawLease({
+      workerId: call.workerId, host: call.host ?? "", queues: call.queues.map((q) => q.name),
+      batchTypes: call.caps.batchTypes, concurrency: call.concurrency ?? 0,
     });
     const now = this.take(call.queues, this.answerMax(call), call.caps);
     if (now.length > 0 || call.waitMs <= 0 || call.signal?.aborted) return now;
@@ -99,7 +107,7 @@ export class LeaseBroker {
       waiter.cancelTimer = this.options.clock.setTimer(call.waitMs, () => this.finish(waiter, []));
       call.signal?.addEventListener("abort", () => this.finish(waiter, []), { once: true });
       this.waiterCount += 1;
-      this.options.workers.parked(call.workerId, 1);
+      this.workers.parked(call.workerId, 1);
       for (const q of call.queues) {
         let set = this.waiters.get(q.name);
         if (!set) this.waiters.set(q.name, (set = new Set()));
@@ -127,7 +135,7 @@ export class LeaseBroker {
     const nowMs = this.options.clock.nowMs();
     for (const [id, untilMs] of this.draining) if (untilMs <= nowMs) this.draining.delete(id);
     this.draining.set(workerId, nowMs + forMs);
-    this.options.workers.forget(workerId);
+    this.workers.forget(workerId);
     for (const set of [...this.waiters.values()]) {
       for (const w of [...set]) if (w.call.workerId === workerId) this.finish(w, []);
     }
@@ -205,7 +213,7 @@ export class LeaseBroker {
     waiter.done = true;
     waiter.cancelTimer();
     this.waiterCount -= 1;
-    this.options.workers.parked(waiter.call.workerId, -1);
+    this.workers.parked(waiter.call.workerId, -1);
     for (const q of waiter.call.queues) {
       const set = this.waiters.get(q.name);
       set?.delete(waiter);
