@@ -70,6 +70,7 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
 
   /** Deliveries whose caller went away go straight back to pending, no retry spent. */
   async function releaseOrphans(deliveries: readonly LeasedDelivery[]): Promise<void> {
+    for (const d of deliveries) for (const taskId of d.taskIds) ctx.workers.settled(d.leaseId, taskId);
     const refs = deliveries.map((d) => ctx.router.grainFor(d.queue));
     await Promise.all(deliveries.map((d, i) =>
       refs[i]!.settle(d.taskIds.map((taskId) => ({ leaseId: d.leaseId, taskId, outcome: "released" as const })))));
