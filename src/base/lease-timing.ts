@@ -3,7 +3,6 @@
  * client's deadline slack, a reply queued behind a commit. The SDK worker gives its
  * Lease calls a deadline of its wait plus this margin; the node therefore fences a
  * draining worker for `lease_wait_max` plus this margin (so a cancelled call that
- * arrives late cannot take a released task back), and counts a worker that leased
- * batches as still available for that long (ListGroups' `worker_available`).
+ * arrives late cannot take a released task back).
  */
 export const LEASE_CALL_IN_FLIGHT_MARGIN_MS = 15_000;

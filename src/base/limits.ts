@@ -127,6 +127,18 @@ export const REQUEST_MAX_BYTES = 4 * 1024 * 1024;
  * activates its grain (a few queries and some memory).
  */
 export const LEASE_QUEUES_MAX = 100;
+/** Minutes of per-minute activity counts a node keeps for the dashboard's charts (GetActivity). */
+export const ACTIVITY_MINUTES = 60;
+/** A worker's host name as it reports it in Lease calls. */
+export const WORKER_HOST_MAX_CHARS = 256;
+/**
+ * A worker that has made no call (Lease, Heartbeat, Settle) for this long and has no
+ * Lease call parked is gone: ListWorkers no longer shows it and its leases' holder is
+ * forgotten. A busy worker heartbeats (every `heartbeat_interval`, at most lease_ttl / 3)
+ * and an idle one keeps a Lease call parked, so a live worker is never this quiet unless
+ * its heartbeat interval is longer: the node then waits two heartbeat intervals instead.
+ */
+export const WORKER_GONE_AFTER_MS = 60_000;
 /** Batch task types one Lease call may name. */
 export const LEASE_BATCH_TYPES_MAX = 100;
 /** Task types a Lease call may restrict itself to (`types`): as many as a worker may register. */

@@ -301,7 +301,7 @@ export class Worker {
         const calledAt = Date.now();
         this.everLeased = true;
         const res = await this.rpc.lease(
-          { workerId: this.workerId, queues: this.queues, maxDeliveries: Math.min(free, BATCH_MAX), waitMs: this.leaseWaitMs, batchTypes: this.options.mux.batchTypes, types: this.options.mux.types },
+          { workerId: this.workerId, queues: this.queues, maxDeliveries: Math.min(free, BATCH_MAX), waitMs: this.leaseWaitMs, batchTypes: this.options.mux.batchTypes, types: this.options.mux.types, host: hostname(), concurrency: this.concurrency },
           { timeoutMs: this.leaseWaitMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS, signal: this.leaseAbort.signal, waitForReady: true },
         );
         if (failures > 0) this.log.info(`reconnected to the node at ${this.address} after ${secondsSince(lostAt)} s`);

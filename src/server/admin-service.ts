@@ -1,6 +1,5 @@
 /** AdminService: operator reads (from storage) and actions (through the owning grain). */
 import { create } from "@bufbuild/protobuf";
-import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
 import { ConveyorError, invalidField } from "../base/errors.js";
 import { GROUP_SIZE_MAX, KEY_MAX_CHARS, PAGE_SIZE_MAX, QUEUE_NAME_MAX_CHARS, RATE_BURST_MAX, quote } from "../base/limits.js";
 import { defaultRateLimit } from "./config.js";
@@ -12,6 +11,9 @@ import type { QueueSummary } from "../storage/admin-queries.js";
 import { stateFromWire, taskToWire } from "./convert.js";
 import type { Router } from "../cluster/router.js";
 import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
+import type { TaskRecord } from "../grains/queue/task.js";
+import type { WorkerRegistry } from "../grains/runtime/worker-registry.js";
+import { ACTIVITY_BUCKET_MS, type ActivityHistory } from "./activity-history.js";
 import type { AdminQueries } from "../storage/admin-queries.js";
 import type { NodeConfig } from "./config.js";
 import type { RuleRegistry } from "./rules/rule-registry.js";
@@ -27,10 +29,14 @@ export interface AdminServiceDeps extends TaskAccess {
   /** Operator reads: durable facts from storage (they never activate a grain). */
   queries: Pick<AdminQueries, "listQueues" | "listTasks" | "queueSummary" | "queueSettings" | "listGroupConfigs">;
   rules: Pick<RuleRegistry, "list" | "prepare" | "set" | "get" | "delete">;
-  broker: Pick<LeaseBroker, "canTakeBatches" | "parked">;
+  broker: Pick<LeaseBroker, "parked">;
+  /** The workers calling this node, and who holds which lease. */
+  workers: Pick<WorkerRegistry, "list" | "holderOf" | "canTakeBatches">;
+  /** Per-minute counts of the last hour (GetActivity). */
+  activity: Pick<ActivityHistory, "series">;
   /** This node's grains in memory (a live view for GetClusterInfo, never a route). */
   activeQueues: () => string[];
-  config: Pick<NodeConfig, "groupMaxSize" | "groupMaxDelayMs" | "groupGracePeriodMs" | "leaseWaitMaxMs"
+  config: Pick<NodeConfig, "groupMaxSize" | "groupMaxDelayMs" | "groupGracePeriodMs"
     | "rateLimitRatePerSec" | "rateLimitBurst">;
   startedAtMs: number;
   /** Resolves once every write so far is durable (the rule registry's writes). */
@@ -38,6 +44,17 @@ export interface AdminServiceDeps extends TaskAccess {
 }
 
 export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminService> {
+  /** A task as the wire shows it, with the worker holding it and since when while it is active. */
+  const withHolder = (record: TaskRecord) => {
+    const task = taskToWire(record);
+    const holder = record.state === "active" && record.leaseId ? ctx.workers.holderOf(record.leaseId) : undefined;
+    if (holder) {
+      task.leaseWorkerId = holder.workerId;
+      task.leasedAtMs = BigInt(holder.sinceMs);
+    }
+    return task;
+  };
+
   const toQueueInfo = (q: QueueSummary): QueueInfo => create(QueueInfoSchema, {
     name: q.name, paused: q.paused, owner: ctx.router.ownerOf(q.name), concurrencyLimit: q.keyLimit ?? 0,
     counts: Object.fromEntries(Object.entries(q.counts).map(([k, v]) => [k, BigInt(v)])),
@@ -87,11 +104,31 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
       if (req.state !== WireState.UNSPECIFIED && !state) throw invalidField("state", `unknown state ${req.state}`);
       if (req.pageSize > PAGE_SIZE_MAX) throw invalidField("page_size", `must be at most ${PAGE_SIZE_MAX}, got ${req.pageSize}`);
       const page = ctx.queries.listTasks(queue, state, req.pageSize || PAGE_SIZE_DEFAULT, checkPageToken(req.pageToken, "page_token"));
-      return { tasks: page.tasks.map((t) => taskToWire(t)), nextPageToken: page.nextCursor };
+      return { tasks: page.tasks.map(withHolder), nextPageToken: page.nextCursor };
     },
 
     async getTask(call) {
-      return { task: taskToWire(ctx.getTaskOrThrow(checkTaskId(call.request.id, "id"))) };
+      return { task: withHolder(ctx.getTaskOrThrow(checkTaskId(call.request.id, "id"))) };
+    },
+
+    async getActivity(call) {
+      const queue = checkLength(call.request.queue, "queue", QUEUE_NAME_MAX_CHARS);
+      return {
+        bucketMs: BigInt(ACTIVITY_BUCKET_MS),
+        buckets: ctx.activity.series(queue).map((b) => ({
+          startMs: BigInt(b.startMs), enqueued: BigInt(b.enqueued), completed: BigInt(b.completed),
+          retried: BigInt(b.retried), archived: BigInt(b.archived),
+        })),
+      };
+    },
+
+    async listWorkers() {
+      return {
+        workers: ctx.workers.list().map((w) => ({
+          workerId: w.workerId, host: w.host, queues: w.queues, types: w.types, concurrency: w.concurrency,
+          inFlight: w.inFlight, lastSeenAtMs: BigInt(w.lastSeenMs), connectedSinceMs: BigInt(w.connectedSinceMs), polling: w.polling,
+        })),
+      };
     },
     cancelTask: (call) => act(call.request.id, "cancel"),
     async deleteTask(call) {
@@ -181,7 +218,6 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
 
     async listGroups(call) {
       const filter = checkLength(call.request.queue, "queue", QUEUE_NAME_MAX_CHARS);
-      const withinMs = ctx.config.leaseWaitMaxMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS; // was + 10 s
       // Groups live in grain memory: this reads the grains of queues that can have any
       // (aggregating members, or fired batches among their pending tasks), activating them.
       const queues = ctx.queries.listQueues()
@@ -195,7 +231,7 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
             queue: q.name, group: g.group, type: g.type,
             state: g.state === "aggregating" ? GroupState.AGGREGATING : GroupState.READY,
             size: g.size, firstMemberAtMs: BigInt(g.firstAtMs), lastMemberAtMs: BigInt(g.lastAtMs),
-            nextFireAtMs: BigInt(g.nextFireAtMs), workerAvailable: ctx.broker.canTakeBatches(q.name, g.type, withinMs),
+            nextFireAtMs: BigInt(g.nextFireAtMs), workerAvailable: ctx.workers.canTakeBatches(q.name, g.type),
             config: groupConfigToWire(q.name, g.group, g.config),
           });
         }

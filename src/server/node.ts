@@ -9,7 +9,7 @@ import type { Logger } from "pino";
 import { systemClock, type Clock } from "../base/clock.js";
 import { setLongTimeout } from "../base/long-timer.js";
 import { systemRandom, type Random } from "../base/random.js";
-import { LEASE_RESPONSE_DELIVERIES_MAX, LEASE_RESPONSE_MAX_BYTES, REQUEST_MAX_BYTES, TASK_WAITERS_MAX } from "../base/limits.js";
+import { LEASE_RESPONSE_DELIVERIES_MAX, LEASE_RESPONSE_MAX_BYTES, REQUEST_MAX_BYTES, TASK_WAITERS_MAX, WORKER_GONE_AFTER_MS } from "../base/limits.js";
 import { Ring } from "../cluster/ring.js";
 import { Router } from "../cluster/router.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
@@ -18,6 +18,7 @@ import { SharedSlotLedger } from "../grains/runtime/shared-slots.js";
 import { SqliteRuleStore } from "../storage/rule-store.js";
 import { RuleRegistry } from "./rules/rule-registry.js";
 import { LeaseBroker } from "../grains/runtime/lease-broker.js";
+import { WorkerRegistry } from "../grains/runtime/worker-registry.js";
 import type { Database } from "../storage/database.js";
 import { openDataDir, type DataDir } from "../storage/data-dir.js";
 import { TaskStore } from "../storage/task-store.js";
@@ -79,7 +80,7 @@ export class ConveyorNode {
     await Promise.all(storage.queries.queuesWithUnfinishedTasks().map((queue) => runtime.router.grainFor(queue).activate()));
     const stopJanitor = startJanitor(storage.queries, clock, config.janitorIntervalMs, logger);
     const services = buildServices(storage, runtime, { config, clock, metrics });
-    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db });
+    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock });
     logger.info({
       grpc: transports.grpcAddress, http: transports.httpAddress, dataDir: dataDir.dir, identity: dataDir.identity.id, opened: dataDir.opened,
     }, "conveyord listening");
@@ -139,12 +140,13 @@ interface RuntimeEnv {
   logger: Logger;
 }
 
-/** The grain runtime: the host, the router in front of it, the lease broker, and WaitTask's waiters. */
+/** The grain runtime: the host, the router in front of it, the lease broker, the workers it serves, and WaitTask's waiters. */
 interface GrainRuntime {
   host: GrainHost;
   router: Router;
   broker: LeaseBroker;
   waiters: TaskWaiters;
+  workers: WorkerRegistry;
 }
 
 /**
@@ -176,8 +178,12 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
       onTasksEnded: (_queue, ids) => {
         if (waiters.size > 0) void db.committed().then(wakeWaiters(ids), wakeWaiters(ids));
       },
+      onApplied: (queue, effects, nowMs) => metrics.applied(queue, effects, nowMs),
     },
-    onLifecycle: (queue, event) => metrics.grainLifecycle.inc({ queue, event }),
+    onLifecycle: (queue, event) => {
+      metrics.grainLifecycle.inc({ queue, event });
+      if (event !== "activated") metrics.grainGone(queue);
+    },
   });
   const ring = new Ring([config.nodeId], 1);
   const router = new Router({
@@ -185,8 +191,10 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
     localRef: (q) => new LocalQueueRef(q, host, store), localGrain: (q) => host.get(q),
     queueOfTask: (id) => store.findIds([id]).get(id)?.queue,
   });
+  // A worker between heartbeats is not gone, however long its heartbeat interval.
+  const workers = new WorkerRegistry(clock, () => Math.max(WORKER_GONE_AFTER_MS, 2 * config.heartbeatIntervalMs));
   const broker = new LeaseBroker({
-    grainOf: (q) => router.localGrainFor(q), committed: () => db.committed(), clock, random, waitersMax: config.leaseWaitersMax,
+    grainOf: (q) => router.localGrainFor(q), committed: () => db.committed(), workers, clock, random, waitersMax: config.leaseWaitersMax,
     answerMaxDeliveries: LEASE_RESPONSE_DELIVERIES_MAX, answerMaxBytes: LEASE_RESPONSE_MAX_BYTES,
   });
   /** A call the node makes on its own (no caller to answer): through the router, failures logged. */
@@ -209,7 +217,7 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
     host.deactivateAll("failed");
   });
   host.start();
-  return { host, router, broker, waiters };
+  return { host, router, broker, waiters, workers };
 }
 
 interface Services {
@@ -221,7 +229,7 @@ interface Services {
 /** One implementation per service, each given only what it uses. */
 function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<RuntimeEnv, "config" | "clock" | "metrics">): Services {
   const { db, store, queries, rules } = storage;
-  const { host, router, broker, waiters } = runtime;
+  const { host, router, broker, waiters, workers } = runtime;
   const { config, clock, metrics } = env;
   const committed = () => db.committed();
   const tasksById = taskAccess(router, store);
@@ -233,9 +241,9 @@ function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<Runtim
         backoffBaseMs: config.retryBackoffBaseMs, backoffMaxMs: config.retryBackoffMaxMs,
       },
     }),
-    workers: workerService({ router, broker, rules, config, committed }),
+    workers: workerService({ router, broker, workers, rules, config, committed }),
     admin: adminService({
-      ...tasksById, router, queries, rules, broker, config, startedAtMs: clock.nowMs(), committed,
+      ...tasksById, router, queries, rules, broker, workers, activity: metrics.activity, config, startedAtMs: clock.nowMs(), committed,
       activeQueues: () => host.activeQueues(),
     }),
   };
@@ -250,9 +258,10 @@ interface Transports {
 
 /** The gRPC port (every service, reflection) and the HTTP port (metrics, health, dashboard). */
 async function startTransports(
-  services: Services, runtime: GrainRuntime, env: { config: NodeConfig; metrics: NodeMetrics; logger: Logger; db: Database },
+  services: Services, runtime: GrainRuntime,
+  env: { config: NodeConfig; metrics: NodeMetrics; logger: Logger; db: Database; queries: Pick<AdminQueries, "depth">; clock: Clock },
 ): Promise<Transports> {
-  const { config, metrics, logger, db } = env;
+  const { config, metrics, logger, db, queries, clock } = env;
   const { host, broker } = runtime;
   const grpcServer = new grpc.Server({
     "grpc.keepalive_time_ms": 30_000,
@@ -286,6 +295,8 @@ async function startTransports(
   const httpAddr = httpServer.address();
   const httpPort = typeof httpAddr === "object" && httpAddr ? httpAddr.port : Number(httpPortText);
   metrics.sources.commits = () => db.commits;
+  metrics.sources.depth = () => queries.depth();
+  metrics.sources.nowMs = () => clock.nowMs();
   metrics.sources.parkedLeases = () => broker.parked;
   metrics.sources.activeGrains = () => host.activeQueues().length;
   metrics.sources.concurrency = () => host.activeQueues().map((queue) => {

@@ -33,7 +33,7 @@ export interface TaskServiceDeps extends TaskAccess {
   router: Pick<Router, "grainFor">;
   /** Concurrency rules of task types, evaluated at enqueue. */
   rules: Pick<RuleRegistry, "evaluate">;
-  metrics: Pick<NodeMetrics, "enqueued">;
+  metrics: Pick<NodeMetrics, "countEnqueued">;
   taskDefaults: TaskDefaults;
   clock: Pick<Clock, "nowMs">;
   newTaskId: () => string;
@@ -94,7 +94,7 @@ export function taskService(ctx: TaskServiceDeps): UnaryImpl<typeof TaskService>
         const turn = enqueueInQueue(queue, part.map((i) => tasks[i] as NewTask), atomic).then((outcomes) => {
           outcomes.forEach((o, k) => (out[part[k]!] = o));
           const admitted = outcomes.filter((o) => o.ok && !o.existed).length;
-          if (admitted > 0) ctx.metrics.enqueued.inc({ queue }, admitted);
+          if (admitted > 0) ctx.metrics.countEnqueued(queue, admitted);
         }, (error: unknown) => {
           if (atomic) throw error;
           // This chunk's commit failed: exactly its items were not admitted.

@@ -12,6 +12,7 @@ import { taskToWire } from "./convert.js";
 import { ruleFromWire } from "./rules/rule-wire.js";
 import type { Router } from "../cluster/router.js";
 import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
+import type { WorkerRegistry } from "../grains/runtime/worker-registry.js";
 import type { NodeConfig } from "./config.js";
 import type { RuleRegistry } from "./rules/rule-registry.js";
 import { WorkSlicer, chunksBy } from "./work-slicer.js";
@@ -19,7 +20,7 @@ import { BATCH_MAX, checkLength, checkQueueName } from "./validate.js";
 import {
   ERROR_MESSAGE_MAX_BYTES, HEARTBEAT_LEASES_MAX, KEY_MAX_CHARS, LEASE_BATCH_TYPES_MAX, LEASE_TYPES_MAX, LEASE_ID_MAX_CHARS, LEASE_QUEUES_MAX,
   REGISTER_RULES_MAX, REGISTER_TYPES_MAX, RESULT_MAX_BYTES, SETTLEMENTS_MAX, TASK_ID_MAX_CHARS, WORK_SLICE_BYTES,
-  WORKER_ID_MAX_CHARS, truncateBytes, truncateText,
+  WORKER_HOST_MAX_CHARS, WORKER_ID_MAX_CHARS, truncateBytes, truncateText,
 } from "../base/limits.js";
 
 const OUTCOMES: Partial<Record<WireOutcome, Outcome>> = {
@@ -52,6 +53,8 @@ function checkCount(n: number, max: number, field: string, what: string): void {
 export interface WorkerServiceDeps {
   router: Pick<Router, "grainFor">;
   broker: Pick<LeaseBroker, "lease" | "drain" | "undrain">;
+  /** Who calls: every call says its worker is still there; heartbeats and settles end leases. */
+  workers: Pick<WorkerRegistry, "seen" | "registered" | "heartbeat" | "settled">;
   /** Task types' rules, which workers register. */
   rules: Pick<RuleRegistry, "prepare" | "registerAll">;
   config: Pick<NodeConfig, "leaseWaitMaxMs" | "leaseTtlMs" | "heartbeatIntervalMs">;
@@ -67,6 +70,7 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
 
   /** Deliveries whose caller went away go straight back to pending, no retry spent. */
   async function releaseOrphans(deliveries: readonly LeasedDelivery[]): Promise<void> {
+    for (const d of deliveries) for (const taskId of d.taskIds) ctx.workers.settled(d.leaseId, taskId);
     const refs = deliveries.map((d) => ctx.router.grainFor(d.queue));
     await Promise.all(deliveries.map((d, i) =>
       refs[i]!.settle(d.taskIds.map((taskId) => ({ leaseId: d.leaseId, taskId, outcome: "released" as const })))));
@@ -76,6 +80,7 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
     async lease(call) {
       const req = call.request;
       checkLength(req.workerId, "worker_id", WORKER_ID_MAX_CHARS);
+      checkLength(req.host, "host", WORKER_HOST_MAX_CHARS);
       req.batchTypes.forEach((t, i) => checkLength(t, `batch_types[${i}]`, KEY_MAX_CHARS));
       if (req.queues.length === 0) throw invalidField("queues", "name at least one queue");
       checkCount(req.queues.length, LEASE_QUEUES_MAX, "queues", "queues per Lease call");
@@ -89,7 +94,7 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
       const abort = new AbortController();
       call.on("cancelled", () => abort.abort());
       const deliveries = await ctx.broker.lease({
-        workerId: req.workerId, queues, caps: { batchTypes: new Set(req.batchTypes), ...(req.types.length > 0 ? { types: new Set(req.types) } : {}) }, max: req.maxDeliveries, waitMs: Math.min(req.waitMs, ctx.config.leaseWaitMaxMs), signal: abort.signal,
+        workerId: req.workerId, host: req.host, concurrency: req.concurrency, queues, caps: { batchTypes: new Set(req.batchTypes), ...(req.types.length > 0 ? { types: new Set(req.types) } : {}) }, max: req.maxDeliveries, waitMs: Math.min(req.waitMs, ctx.config.leaseWaitMaxMs), signal: abort.signal,
       });
       if (call.cancelled && deliveries.length > 0) {
         await releaseOrphans(deliveries);
@@ -111,6 +116,7 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
         checkQueueName(l.queue, `leases[${i}].queue`);
         checkLength(l.leaseId, `leases[${i}].lease_id`, LEASE_ID_MAX_CHARS);
       });
+      ctx.workers.seen(call.request.workerId);
       const statuses = new Array(leases.length);
       // Routed first (a queue owned elsewhere fails the call before any turn runs); then
       // one grain turn per queue (activating a grain costs a query), yielding between
@@ -122,6 +128,7 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
       for (const { queue, indexes, ref } of groups) {
         const turn = ref.heartbeat(indexes.map((i) => leases[i]!.leaseId)).then((views) => {
           views.forEach((v, k) => {
+            ctx.workers.heartbeat(v.leaseId, v.held, v.leaseExpiresAtMs);
             statuses[indexes[k]!] = {
               queue, leaseId: v.leaseId, held: v.held, cancelRequested: v.cancelRequested,
               cancelReason: v.cancelReason, leaseExpiresAtMs: BigInt(v.leaseExpiresAtMs),
@@ -158,6 +165,8 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
           result: truncateBytes(s.result, RESULT_MAX_BYTES), error: truncateText(s.error, ERROR_MESSAGE_MAX_BYTES),
         };
       });
+      ctx.workers.seen(call.request.workerId);
+      for (const s of settlements) ctx.workers.settled(s.leaseId, s.taskId);
       // Refuse the draining worker for longer than any of its Lease calls can be in flight.
       if (call.request.workerDraining) ctx.broker.drain(call.request.workerId, ctx.config.leaseWaitMaxMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS);
       const results = new Array(items.length);
@@ -206,6 +215,7 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
       ctx.rules.registerAll(staged.map((t, i) => ({ ...t, field: `types[${i}].concurrency` })));
       // A worker registers when it starts: a restarted worker with a fixed id is not draining.
       ctx.broker.undrain(call.request.workerId);
+      ctx.workers.registered(call.request.workerId, types.map((t) => t.type));
       await ctx.committed();
       return {};
     },

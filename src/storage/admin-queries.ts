@@ -37,6 +37,10 @@ export class AdminQueries {
       pageAll: s.prepare("SELECT rowid AS cursor, * FROM tasks WHERE queue = ? AND rowid > ? ORDER BY rowid LIMIT ?"),
       unfinishedQueues: s.prepare(`SELECT DISTINCT queue FROM tasks
         WHERE state IN ('pending','scheduled','retry','active','aggregating')`),
+      // One pass over the (queue, state) index, reading ready_at only for pending rows.
+      depth: s.prepare(`SELECT queue, state, COUNT(*) AS n,
+        MIN(CASE WHEN state = 'pending' THEN ready_at END) AS oldest_ready_at FROM tasks
+        WHERE state IN ('pending','scheduled','retry','active','aggregating') GROUP BY queue, state`),
       groupConfigs: s.prepare("SELECT queue, grp, max_size, max_delay_ms, grace_ms FROM group_configs ORDER BY queue, grp"),
       purge: s.prepare(`DELETE FROM tasks WHERE rowid IN
         (SELECT rowid FROM tasks WHERE purge_at > 0 AND purge_at <= ? LIMIT ?)`),
@@ -52,6 +56,16 @@ export class AdminQueries {
       summary.counts[row.state] = row.n;
     }
     return [...summaries.values()].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /**
+   * Unfinished tasks per queue and state, and when each queue's oldest pending task became
+   * ready (for the depth and age gauges). Finished tasks are not counted here: the
+   * finished counters cover them, and they can outnumber the live ones by far.
+   */
+  depth(): Array<{ queue: string; state: TaskState; n: number; oldestReadyAtMs: number | null }> {
+    return (this.stmt.depth.all() as Array<{ queue: string; state: TaskState; n: number; oldest_ready_at: number | null }>)
+      .map((r) => ({ queue: r.queue, state: r.state, n: r.n, oldestReadyAtMs: r.oldest_ready_at }));
   }
 
   /** Every known queue's settings, without counting its tasks (cheap). */

@@ -33,7 +33,8 @@ export function lineChart({ series, from, to, label, unit = "/s", width = 720, h
     grid.push(s("text", { class: "axis-label", x: PAD.left - 6, y: y(v) + 4, "text-anchor": "end" }, rate(v)));
   }
   const minutes = Math.round((to - from) / 60_000);
-  const step = innerW / minutes < 70 ? 2 : 1; // fewer labels on narrow charts
+  // A label every 1, 2, 5, 10, 15 or 30 minutes: the first step that leaves 70 px per label.
+  const step = [1, 2, 5, 10, 15, 30].find((m) => (innerW * m) / minutes >= 70) ?? 60;
   for (let m = 0; m <= minutes; m += step) {
     const t = to - m * 60_000;
     grid.push(s("text", { class: "axis-label", x: x(t), y: H - 6, "text-anchor": m === 0 ? "end" : "middle" }, m === 0 ? "now" : `−${m} min`));

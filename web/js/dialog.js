@@ -1,6 +1,8 @@
 // Confirmation dialogs on the native <dialog> (modal: focus is trapped inside, Escape
 // cancels); focus returns to whatever had it before, or to its replacement when a live
-// refresh re-rendered it meanwhile (same data-focus-key).
+// refresh re-rendered it meanwhile (same data-focus-key). Navigating away (the Back
+// button, a typed or scripted #/route) cancels an open dialog: it asked about a view
+// that is no longer on screen.
 
 import { h, uid } from "./dom.js";
 
@@ -21,7 +23,10 @@ export function confirmDialog({ title, body, confirmLabel, danger = false }) {
         h("button", { type: "submit", value: "confirm", class: ["button", danger ? "danger" : "primary"] }, confirmLabel))));
   document.body.append(dialog);
   return new Promise((resolve) => {
+    const onNavigate = () => dialog.close("cancel");
+    window.addEventListener("hashchange", onNavigate);
     dialog.addEventListener("close", () => {
+      window.removeEventListener("hashchange", onNavigate);
       const confirmed = dialog.returnValue === "confirm";
       dialog.remove();
       restoreFocus(previous);

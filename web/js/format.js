@@ -40,16 +40,23 @@ function pad(n) {
   return String(n).padStart(2, "0");
 }
 
-/** Epoch ms (int64 JSON) as local "YYYY-MM-DD HH:MM:SS"; 0 is "—". */
+/** The browser's zone at an instant, as the browser abbreviates it: "UTC", "CET", "GMT+2". */
+export function zoneName(date) {
+  const part = new Intl.DateTimeFormat(undefined, { timeZoneName: "short" }).formatToParts(date).find((p) => p.type === "timeZoneName");
+  return part?.value ?? "";
+}
+
+/** Epoch ms (int64 JSON) as local "YYYY-MM-DD HH:MM:SS ZONE"; 0 is "—". */
 export function timestamp(ms) {
   const n = toNum(ms);
   if (n === 0) return "—";
   const d = new Date(n);
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())} ${zoneName(d)}`;
 }
 
+/** Local "HH:MM:SS ZONE". */
 export function clock(date) {
-  return `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+  return `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())} ${zoneName(date)}`;
 }
 
 /** "3 min ago" / "in 20 s". */

@@ -197,7 +197,7 @@ class Worker:
     @property
     def declared_types(self) -> list[str]:
         """The task types this worker has handlers for (registered at start; the Lease call
-        names its batch types, and will name these once the protocol carries them)."""
+        names them, and its batch types)."""
         return self.mux.types
 
     @property
@@ -319,9 +319,11 @@ class Worker:
                 if self.concurrency - len(self._running) <= 0 and not self._stopping:
                     await self._slot_freed.wait()
                 continue
-            # TODO(lead): when LeaseRequest carries the worker's task types, send self.declared_types.
+            # Naming its types, the worker leases only tasks it has handlers for (others stay pending).
             request = wpb.LeaseRequest(worker_id=self.worker_id, queues=queues, max_deliveries=min(free, BATCH_MAX),
-                                       wait_ms=self._lease_wait_ms, batch_types=self.mux.batch_types)
+                                       wait_ms=self._lease_wait_ms, batch_types=self.mux.batch_types,
+                                       types=self.declared_types, host=socket.gethostname(),
+                                       concurrency=self.concurrency)
             called_at = time.monotonic()
             try:
                 self._lease_call = self._stub.Lease(

@@ -36,6 +36,8 @@ export interface GrainHooks {
    * written, not yet committed): what waiters on a task's end listen to.
    */
   onTasksEnded?(queue: string, taskIds: readonly string[]): void;
+  /** The turn's effects were written, at `nowMs` (metrics: wait and run times, retries). */
+  onApplied?(queue: string, effects: readonly Effect[], nowMs: number): void;
   /** A storage write failed: memory no longer matches disk and the grain must go. */
   onFailure(queue: string, error: unknown): void;
 }
@@ -211,6 +213,7 @@ export class QueueGrain {
         if (error instanceof ConveyorError) throw error;
         throw new ConveyorError("UNAVAILABLE", "STORAGE_FAILURE", `storage write failed for queue ${this.queue}; retry`, undefined, { cause: error });
       }
+      this.hooks.onApplied?.(this.queue, effects, this.clock.nowMs());
     }
     if (events.length > 0) this.hooks.onEvents(this.queue, events);
     if (this.hooks.onTasksEnded) {

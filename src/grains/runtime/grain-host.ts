@@ -28,7 +28,7 @@ export interface GrainHostOptions {
   /** Passivate a grain after this long without calls. */
   idleMs: number;
   logger: Logger;
-  hooks: Pick<GrainHooks, "onEvents" | "onTasksEnded">;
+  hooks: Pick<GrainHooks, "onEvents" | "onTasksEnded" | "onApplied">;
   onLifecycle?: (queue: string, event: "activated" | DeactivationReason) => void;
   /** The node's shared-rule ledger. */
   sharedSlots: SharedSlotLedger;
@@ -92,6 +92,7 @@ export class GrainHost {
     const grain = new QueueGrain(queue, new QueueCore(queue, core, { random, newId, sharedSlots }), store, clock, {
       onEvents: hooks.onEvents,
       ...(hooks.onTasksEnded ? { onTasksEnded: hooks.onTasksEnded } : {}),
+      ...(hooks.onApplied ? { onApplied: hooks.onApplied } : {}),
       onReady: (q) => this.links.onReady(q),
       onFailure: (q, error) => {
         logger.error({ err: error }, "grain storage write failed; deactivating");

@@ -14,6 +14,8 @@ import { ConveyorError } from "../../base/errors.js";
 import type { Random } from "../../base/random.js";
 import type { LeasedDelivery, QueueGrain } from "../queue/queue-grain.js";
 import type { LeaseCaps } from "../queue/ready-queues.js";
+import { WORKER_GONE_AFTER_MS } from "../../base/limits.js";
+import { WorkerRegistry } from "./worker-registry.js";
 
 export interface LeaseQueue {
   name: string;
@@ -23,6 +25,9 @@ export interface LeaseQueue {
 export interface LeaseCall {
   /** The calling worker; a draining worker gets nothing. */
   workerId: string;
+  /** The worker's host and total concurrency, as it reports them (for ListWorkers); unsaid when absent. */
+  host?: string;
+  concurrency?: number;
   queues: readonly LeaseQueue[];
   /** What the worker can run (its batch handlers). */
   caps: LeaseCaps;
@@ -50,6 +55,11 @@ export interface LeaseBrokerOptions {
   grainOf: (queue: string) => QueueGrain;
   /** Resolves once every write so far is committed (the node's group commit). */
   committed: () => Promise<void>;
+  /**
+   * Where the broker records the workers that call and the leases it hands them; the node
+   * shares it with its services. Default: a registry of the broker's own.
+   */
+  workers?: WorkerRegistry;
   clock: Clock;
   random: Random;
   waitersMax: number;
@@ -59,35 +69,32 @@ export interface LeaseBrokerOptions {
   answerMaxBytes?: number;
 }
 
-/** A worker (id) not seen for this long is forgotten: it no longer counts for ListGroups. */
-const WORKER_FORGET_AFTER_MS = 60 * 60_000;
-/** The seen-workers map is pruned when it grows past twice its size after the last prune, and never below this. */
-const SEEN_PRUNE_MIN_WORKERS = 1024;
-
 export class LeaseBroker {
   private readonly waiters = new Map<string, Set<Waiter>>();
   private waiterCount = 0;
   private readonly serveScheduled = new Set<string>();
   /** Workers that announced a graceful stop, until when they are refused. */
   private readonly draining = new Map<string, number>();
-  /** Workers seen in Lease calls: their queues, batch types and when they last called. */
-  private readonly seen = new Map<string, { queues: ReadonlySet<string>; batchTypes: ReadonlySet<string>; atMs: number }>();
-  private seenPruneAt = SEEN_PRUNE_MIN_WORKERS;
 
-  constructor(private readonly options: LeaseBrokerOptions) {}
+  private readonly workers: WorkerRegistry;
+
+  constructor(private readonly options: LeaseBrokerOptions) {
+    this.workers = options.workers ?? new WorkerRegistry(options.clock, () => WORKER_GONE_AFTER_MS);
+  }
 
   /** Leases for a call, waiting up to its bound; resolves after the leases are committed. */
   async lease(call: LeaseCall): Promise<LeasedDelivery[]> {
     const deliveries = await this.leaseOrPark(call);
+    this.workers.leased(call.workerId, deliveries);
     await this.options.committed();
     return deliveries;
   }
 
   private async leaseOrPark(call: LeaseCall): Promise<LeasedDelivery[]> {
     if (this.isDraining(call.workerId)) return [];
-    if (this.seen.size >= this.seenPruneAt) this.pruneSeen();
-    this.seen.set(call.workerId, {
-      queues: new Set(call.queues.map((q) => q.name)), batchTypes: call.caps.batchTypes, atMs: this.options.clock.nowMs(),
+    this.workers.sawLease({
+      workerId: call.workerId, host: call.host ?? "", queues: call.queues.map((q) => q.name),
+      batchTypes: call.caps.batchTypes, concurrency: call.concurrency ?? 0,
     });
     const now = this.take(call.queues, this.answerMax(call), call.caps);
     if (now.length > 0 || call.waitMs <= 0 || call.signal?.aborted) return now;
@@ -100,6 +107,7 @@ export class LeaseBroker {
       waiter.cancelTimer = this.options.clock.setTimer(call.waitMs, () => this.finish(waiter, []));
       call.signal?.addEventListener("abort", () => this.finish(waiter, []), { once: true });
       this.waiterCount += 1;
+      this.workers.parked(call.workerId, 1);
       for (const q of call.queues) {
         let set = this.waiters.get(q.name);
         if (!set) this.waiters.set(q.name, (set = new Set()));
@@ -127,7 +135,7 @@ export class LeaseBroker {
     const nowMs = this.options.clock.nowMs();
     for (const [id, untilMs] of this.draining) if (untilMs <= nowMs) this.draining.delete(id);
     this.draining.set(workerId, nowMs + forMs);
-    this.seen.delete(workerId);
+    this.workers.forget(workerId);
     for (const set of [...this.waiters.values()]) {
       for (const w of [...set]) if (w.call.workerId === workerId) this.finish(w, []);
     }
@@ -141,26 +149,6 @@ export class LeaseBroker {
   private isDraining(workerId: string): boolean {
     const untilMs = this.draining.get(workerId);
     return untilMs !== undefined && untilMs > this.options.clock.nowMs();
-  }
-
-  /**
-   * Whether a worker with a batch handler for `type` that leases from `queue` is
-   * connected: seen in a Lease call within `withinMs` (a busy worker is not parked).
-   */
-  canTakeBatches(queue: string, type: string, withinMs: number): boolean {
-    const sinceMs = this.options.clock.nowMs() - withinMs;
-    for (const [id, w] of this.seen) {
-      if (w.atMs < sinceMs) this.seen.delete(id);
-      else if (w.batchTypes.has(type) && w.queues.has(queue)) return true;
-    }
-    return false;
-  }
-
-  /** Forgets workers not seen for WORKER_FORGET_AFTER_MS (worker ids change with every process). */
-  private pruneSeen(): void {
-    const sinceMs = this.options.clock.nowMs() - WORKER_FORGET_AFTER_MS;
-    for (const [id, w] of this.seen) if (w.atMs < sinceMs) this.seen.delete(id);
-    this.seenPruneAt = Math.max(SEEN_PRUNE_MIN_WORKERS, 2 * this.seen.size);
   }
 
   /** True while parked calls wait on `queue` (its grain must stay in memory). */
@@ -225,6 +213,7 @@ export class LeaseBroker {
     waiter.done = true;
     waiter.cancelTimer();
     this.waiterCount -= 1;
+    this.workers.parked(waiter.call.workerId, -1);
     for (const q of waiter.call.queues) {
       const set = this.waiters.get(q.name);
       set?.delete(waiter);

@@ -3,6 +3,7 @@
 import "./overview.js";
 import "./queues.js";
 import "./tasks.js";
+import "./workers.js";
 import "./concurrency.js";
 import "./rate-limits.js";
 import "./groups.js";

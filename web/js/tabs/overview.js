@@ -1,33 +1,55 @@
-// Overview: every queue with its count per state, and throughput / failures over the
-// last minutes (computed here from successive ListQueues snapshots).
+// Overview: every queue with its count per state, and per-minute activity over the
+// last hour, which the node keeps (GetActivity), so the chart has history on page load.
 
 import { lineChart } from "../chart.js";
 import { h, replaceKeepingFocus, table, uid } from "../dom.js";
-import { STATES, count, percent, rate } from "../format.js";
+import { STATES, count, percent, rate, toNum } from "../format.js";
 import { href } from "../router.js";
-import { HISTORY_MS } from "../store.js";
 import { pageHeader, pausedBadge } from "../ui.js";
 import { registerTab } from "./registry.js";
+
+/** The cards' window: the last five minutes of the node's per-minute counts. */
+const CARD_WINDOW_MIN = 5;
+const SERIES = [
+  { key: "enqueued", label: "enqueued" },
+  { key: "completed", label: "completed" },
+  { key: "retried", label: "retried (failed, will run again)" },
+  { key: "archived", label: "archived (failed for good)" },
+];
+
+/**
+ * Failure rate over some buckets: failed attempts (retried or archived) out of every
+ * attempt outcome (completed, retried, archived).
+ */
+export function failureRate(buckets) {
+  let completed = 0;
+  let failed = 0;
+  for (const b of buckets) {
+    completed += toNum(b.completed);
+    failed += toNum(b.retried) + toNum(b.archived);
+  }
+  return { completed, failed, outcomes: completed + failed, rate: completed + failed > 0 ? failed / (completed + failed) : null };
+}
 
 registerTab({
   id: "overview",
   title: "Overview",
   order: 10,
   mount(container, ctx) {
-    const { store } = ctx;
+    const { store, api } = ctx;
     let chartQueue = ctx.route.params.get("chart") ?? "";
+    /** GetActivity's buckets for chartQueue, oldest first (the last is the current minute). */
+    let activity = { queue: "", buckets: [], bucketMs: 60_000 };
 
     const cards = h("div", { class: "cards" });
     const selectId = uid("chart-queue");
     const select = h("select", { id: selectId, name: "chart-queue" });
     select.addEventListener("change", () => {
       chartQueue = select.value;
-      render();
+      void refresh();
     });
     const chartBox = h("div", { class: "chart-box" });
-    const legend = h("ul", { class: "legend" },
-      h("li", { class: "completed" }, "completed per second"),
-      h("li", { class: "archived" }, "archived (failed) per second"));
+    const legend = h("ul", { class: "legend" }, SERIES.map((x) => h("li", { class: x.key }, `${x.label} per minute`)));
     const tableBox = h("div", { class: "queue-table" });
 
     container.append(
@@ -35,20 +57,25 @@ registerTab({
       cards,
       h("section", { class: "panel", "aria-labelledby": `${selectId}-h` },
         h("div", { class: "panel-head" },
-          h("h2", { id: `${selectId}-h` }, `Throughput, last ${HISTORY_MS / 60_000} minutes`),
+          h("h2", { id: `${selectId}-h` }, "Activity, last hour"),
           h("div", { class: "inline-field" }, h("label", { for: selectId }, "Queue"), select)),
         chartBox, legend,
-        h("p", { class: "hint" }, "Measured by this page from the change in completed and archived counts every 2 s since it was opened.")),
+        h("p", { class: "hint" }, "Per-minute counts kept by the node for the last hour (since it started, if that is sooner); the last point is the current minute so far.")),
       h("section", { class: "panel" }, h("h2", null, "Queues"), tableBox));
 
     function renderSelect() {
       const names = store.queues.map((q) => q.name);
+      // A queue from the link stays chosen until the first snapshot says it does not exist.
+      if (chartQueue && store.loaded && !names.includes(chartQueue)) {
+        chartQueue = "";
+        void refresh();
+      }
       const options = ["", ...names];
+      if (chartQueue && !names.includes(chartQueue)) options.push(chartQueue);
       const current = [...select.options].map((o) => o.value);
       if (JSON.stringify(current) !== JSON.stringify(options)) {
         select.replaceChildren(...options.map((name) => h("option", { value: name }, name || "All queues")));
       }
-      if (chartQueue && !names.includes(chartQueue)) chartQueue = "";
       select.value = chartQueue;
     }
 
@@ -56,35 +83,38 @@ registerTab({
       const totals = { pending: 0, active: 0, retry: 0, scheduled: 0 };
       for (const q of store.queues) for (const k of Object.keys(totals)) totals[k] += q.counts[k];
       const paused = store.queues.filter((q) => q.paused).length;
-      const lastMinute = store.totals(chartQueue, 60_000);
-      const perSec = lastMinute.seconds > 0 ? lastMinute.completed / lastMinute.seconds : 0;
-      const finished = lastMinute.completed + lastMinute.archived;
+      // The last CARD_WINDOW_MIN minutes, the current one partial: rates over the time covered.
+      const recent = activity.buckets.slice(-CARD_WINDOW_MIN);
+      const coveredSec = recent.length === 0 ? 0
+        : (Date.now() - toNum(recent[0].startMs)) / 1000;
+      const failures = failureRate(recent);
+      const perSec = coveredSec > 0 ? failures.completed / coveredSec : 0;
+      const where = chartQueue ? `queue ${chartQueue}` : "all queues";
       const card = (label, value, note, key) => h("div", { class: "card", dataset: { card: key } },
         h("span", { class: "card-label" }, label), h("span", { class: "card-value" }, value), note ? h("span", { class: "card-note" }, note) : null);
       replaceKeepingFocus(cards,
         card("Queues", count(store.queues.length), paused ? `${paused} paused` : "none paused", "queues"),
         card("Pending", count(totals.pending), `${count(totals.scheduled)} scheduled, ${count(totals.retry)} in retry`, "pending"),
         card("Active", count(totals.active), "leased by workers", "active"),
-        card("Completed / s", rate(perSec), chartQueue ? `queue ${chartQueue}, last minute` : "all queues, last minute", "throughput"),
-        card("Failure rate", finished ? percent(lastMinute.archived / finished) : "—", `${count(lastMinute.archived)} archived of ${count(finished)} finished`, "failures"));
+        card("Completed / s", rate(perSec), `${where}, last ${CARD_WINDOW_MIN} min`, "throughput"),
+        card("Failure rate", failures.rate === null ? "—" : percent(failures.rate),
+          `${count(failures.failed)} failed attempts (retried or archived) of ${count(failures.outcomes)}, last ${CARD_WINDOW_MIN} min`, "failures"));
     }
 
     function renderChart() {
+      const { buckets, bucketMs } = activity;
       const now = Date.now();
-      const { completed, archived } = store.series(chartQueue);
-      const last = (points) => {
-        for (let i = points.length - 1; i >= 0; i--) if (points[i].v !== null) return points[i].v;
-        return 0;
-      };
-      const label = `Throughput of ${chartQueue || "all queues"}: ${rate(last(completed))} completed and ${rate(last(archived))} archived per second now`;
+      // Each minute's count is drawn at the minute's end; the current minute's at now.
+      const points = (key) => buckets.map((b) => ({ t: Math.min(now, toNum(b.startMs) + bucketMs), v: toNum(b[key]) }));
+      const last = buckets.at(-1);
+      const label = `Activity of ${chartQueue || "all queues"} per minute over the last hour; this minute so far: `
+        + SERIES.map((x) => `${count(last?.[x.key] ?? 0)} ${x.key}`).join(", ");
+      const from = buckets.length ? toNum(buckets[0].startMs) : now - 60 * 60_000;
       chartBox.replaceChildren(lineChart({
-        from: now - HISTORY_MS, to: now, label, width: chartBox.clientWidth || 720, height: chartBox.clientWidth < 500 ? 180 : 220,
-        series: [
-          { name: "completed", className: "completed", points: completed },
-          { name: "archived", className: "archived", points: archived },
-        ],
+        from, to: now, label, unit: "/min", width: chartBox.clientWidth || 720, height: chartBox.clientWidth < 500 ? 180 : 220,
+        series: SERIES.map((x) => ({ name: x.key, className: x.key, points: points(x.key) })),
       }));
-      if (completed.length === 0) chartBox.append(h("p", { class: "chart-empty" }, "Collecting data…"));
+      if (buckets.length === 0) chartBox.append(h("p", { class: "chart-empty" }, "Loading…"));
     }
 
     function renderTable() {
@@ -121,9 +151,22 @@ registerTab({
       renderTable();
     }
 
+    /** Fetches the chart queue's activity (60 small buckets), then draws everything. */
+    async function refresh() {
+      const queue = chartQueue;
+      try {
+        const res = await api.admin("GetActivity", { queue });
+        if (queue === chartQueue) activity = { queue, buckets: res.buckets ?? [], bucketMs: toNum(res.bucketMs) || 60_000 };
+      } catch {
+        // The banner reports an unreachable node; the chart keeps what it had.
+      }
+      render();
+    }
+
     const onResize = () => renderChart();
     window.addEventListener("resize", onResize);
     render();
-    return { refresh: render, unmount: () => window.removeEventListener("resize", onResize) };
+    void refresh();
+    return { refresh, unmount: () => window.removeEventListener("resize", onResize) };
   },
 });

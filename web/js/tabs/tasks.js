@@ -8,6 +8,7 @@ import {
 import { href } from "../router.js";
 import { actionButton, messageArea, pageHeader, queueInput, stateBadge } from "../ui.js";
 import { registerTab } from "./registry.js";
+import { columnCell, columnHead, columnsFor } from "./task-columns.js";
 
 const PAGE_SIZES = [20, 50, 100, 200];
 const DEFAULT_PAGE_SIZE = 50;
@@ -167,6 +168,8 @@ function listView(container, ctx, initialRoute) {
         q.page ? "No more tasks on this page." : `No ${q.state ? `${q.state} ` : ""}tasks in ${q.queue}.`));
       return;
     }
+    const now = Date.now();
+    const columns = columnsFor(q.state, tasks);
     const rows = tasks.map((t) => {
       const state = stateName(t.state);
       return h("tr", { dataset: { taskId: t.id } },
@@ -177,14 +180,12 @@ function listView(container, ctx, initialRoute) {
         h("td", null, stateBadge(state)),
         h("td", { class: "num" }, String(t.priority ?? 0)),
         h("td", { class: "num" }, `${t.retried ?? 0} / ${t.maxRetry ?? 0}`),
-        h("td", null, timestamp(t.createdAtMs)),
-        h("td", { class: "mono" }, t.concurrencyKey || "—"),
-        h("td", { class: "error-text" }, t.lastError ? truncate(t.lastError, 80) : ""));
+        columns.map((c) => columnCell(c, t, now)));
     });
     replaceKeepingFocus(results, table({
       caption: `Tasks in ${q.queue}`,
       className: "data tasks",
-      head: ["ID", "Type", "State", { text: "Priority", class: "num" }, { text: "Retried", class: "num" }, "Created", "Concurrency key", "Last error"],
+      head: ["ID", "Type", "State", { text: "Priority", class: "num" }, { text: "Retried", class: "num" }, ...columns.map(columnHead)],
       rows,
     }));
   }
@@ -224,10 +225,6 @@ function listView(container, ctx, initialRoute) {
     refresh: load,
     unmount: () => picker.unsubscribe(),
   };
-}
-
-function truncate(text, n) {
-  return text.length > n ? `${text.slice(0, n - 1)}…` : text;
 }
 
 // ---------------------------------------------------------------- one task
@@ -343,6 +340,8 @@ function taskView(container, ctx, initialRoute) {
         ["Retention when completed", duration(t.retentionMs)],
         ["Lease", t.leaseId || "—", "mono"],
         ["Lease expires", when(t.leaseExpiresAtMs)],
+        ["Held by worker", t.leaseWorkerId ? h("a", { href: href(["workers"]) }, t.leaseWorkerId) : "—", "mono"],
+        ["Held since", when(t.leasedAtMs)],
       ])),
       section("Last error", t.lastError
         ? [h("pre", { class: "code error-text" }, t.lastError), h("p", { class: "muted" }, "Failed at ", when(t.lastFailedAtMs))]

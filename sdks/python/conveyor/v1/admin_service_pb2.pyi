@@ -10,6 +10,20 @@ GROUP_STATE_AGGREGATING: GroupState
 GROUP_STATE_READY: GroupState
 GROUP_STATE_UNSPECIFIED: GroupState
 
+class ActivityBucket(_message.Message):
+    __slots__ = ["archived", "completed", "enqueued", "retried", "start_ms"]
+    ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    ENQUEUED_FIELD_NUMBER: _ClassVar[int]
+    RETRIED_FIELD_NUMBER: _ClassVar[int]
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    archived: int
+    completed: int
+    enqueued: int
+    retried: int
+    start_ms: int
+    def __init__(self, start_ms: _Optional[int] = ..., enqueued: _Optional[int] = ..., completed: _Optional[int] = ..., retried: _Optional[int] = ..., archived: _Optional[int] = ...) -> None: ...
+
 class AdminServiceCancelTaskRequest(_message.Message):
     __slots__ = ["id"]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +131,20 @@ class DeleteTaskRequest(_message.Message):
 class DeleteTaskResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
+
+class GetActivityRequest(_message.Message):
+    __slots__ = ["queue"]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class GetActivityResponse(_message.Message):
+    __slots__ = ["bucket_ms", "buckets"]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_MS_FIELD_NUMBER: _ClassVar[int]
+    bucket_ms: int
+    buckets: _containers.RepeatedCompositeFieldContainer[ActivityBucket]
+    def __init__(self, bucket_ms: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[ActivityBucket, _Mapping]]] = ...) -> None: ...
 
 class GetClusterInfoRequest(_message.Message):
     __slots__ = []
@@ -266,6 +294,16 @@ class ListTasksResponse(_message.Message):
     tasks: _containers.RepeatedCompositeFieldContainer[_task_pb2.Task]
     def __init__(self, tasks: _Optional[_Iterable[_Union[_task_pb2.Task, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class ListWorkersRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListWorkersResponse(_message.Message):
+    __slots__ = ["workers"]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerInfo]
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
+
 class PauseQueueRequest(_message.Message):
     __slots__ = ["queue"]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -413,6 +451,28 @@ class StateCounts(_message.Message):
     retry: int
     scheduled: int
     def __init__(self, scheduled: _Optional[int] = ..., pending: _Optional[int] = ..., aggregating: _Optional[int] = ..., active: _Optional[int] = ..., retry: _Optional[int] = ..., completed: _Optional[int] = ..., archived: _Optional[int] = ..., cancelled: _Optional[int] = ...) -> None: ...
+
+class WorkerInfo(_message.Message):
+    __slots__ = ["concurrency", "connected_since_ms", "host", "in_flight", "last_seen_at_ms", "polling", "queues", "types", "worker_id"]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    POLLING_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    concurrency: int
+    connected_since_ms: int
+    host: str
+    in_flight: int
+    last_seen_at_ms: int
+    polling: bool
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    types: _containers.RepeatedScalarFieldContainer[str]
+    worker_id: str
+    def __init__(self, worker_id: _Optional[str] = ..., host: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., concurrency: _Optional[int] = ..., in_flight: _Optional[int] = ..., last_seen_at_ms: _Optional[int] = ..., connected_since_ms: _Optional[int] = ..., polling: bool = ...) -> None: ...
 
 class GroupState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

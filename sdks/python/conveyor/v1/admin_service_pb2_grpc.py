@@ -135,6 +135,16 @@ class AdminServiceStub(object):
                 request_serializer=conveyor_dot_v1_dot_admin__service__pb2.GetClusterInfoRequest.SerializeToString,
                 response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.GetClusterInfoResponse.FromString,
                 )
+        self.ListWorkers = channel.unary_unary(
+                '/conveyor.v1.AdminService/ListWorkers',
+                request_serializer=conveyor_dot_v1_dot_admin__service__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.ListWorkersResponse.FromString,
+                )
+        self.GetActivity = channel.unary_unary(
+                '/conveyor.v1.AdminService/GetActivity',
+                request_serializer=conveyor_dot_v1_dot_admin__service__pb2.GetActivityRequest.SerializeToString,
+                response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.GetActivityResponse.FromString,
+                )
 
 
 class AdminServiceServicer(object):
@@ -303,6 +313,22 @@ class AdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListWorkers(self, request, context):
+        """Workers that called the answering node recently (see WORKER_GONE_AFTER_MS): what
+        each leases from and can run, what it holds now, when it was last heard from.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetActivity(self, request, context):
+        """Per-minute counts of the last hour on the answering node (memory only: a restart
+        starts empty), for charts with history.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -425,6 +451,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.GetClusterInfo,
                     request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.GetClusterInfoRequest.FromString,
                     response_serializer=conveyor_dot_v1_dot_admin__service__pb2.GetClusterInfoResponse.SerializeToString,
+            ),
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.ListWorkersRequest.FromString,
+                    response_serializer=conveyor_dot_v1_dot_admin__service__pb2.ListWorkersResponse.SerializeToString,
+            ),
+            'GetActivity': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetActivity,
+                    request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.GetActivityRequest.FromString,
+                    response_serializer=conveyor_dot_v1_dot_admin__service__pb2.GetActivityResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -842,5 +878,39 @@ class AdminService(object):
         return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/GetClusterInfo',
             conveyor_dot_v1_dot_admin__service__pb2.GetClusterInfoRequest.SerializeToString,
             conveyor_dot_v1_dot_admin__service__pb2.GetClusterInfoResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/ListWorkers',
+            conveyor_dot_v1_dot_admin__service__pb2.ListWorkersRequest.SerializeToString,
+            conveyor_dot_v1_dot_admin__service__pb2.ListWorkersResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetActivity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/GetActivity',
+            conveyor_dot_v1_dot_admin__service__pb2.GetActivityRequest.SerializeToString,
+            conveyor_dot_v1_dot_admin__service__pb2.GetActivityResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

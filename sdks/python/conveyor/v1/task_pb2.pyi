@@ -60,7 +60,7 @@ class ItemError(_message.Message):
     def __init__(self, code: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., field: _Optional[str] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ["cancel_reason", "concurrency_key", "content_type", "created_at_ms", "deadline_at_ms", "expires_at_ms", "finished_at_ms", "group", "id", "last_error", "last_failed_at_ms", "lease_expires_at_ms", "lease_id", "max_retry", "metadata", "payload", "priority", "queue", "ready_at_ms", "result", "retention_ms", "retried", "state", "timeout_ms", "type", "unique_key"]
+    __slots__ = ["cancel_reason", "concurrency_key", "content_type", "created_at_ms", "deadline_at_ms", "expires_at_ms", "finished_at_ms", "group", "id", "last_error", "last_failed_at_ms", "lease_expires_at_ms", "lease_id", "lease_worker_id", "leased_at_ms", "max_retry", "metadata", "payload", "priority", "queue", "ready_at_ms", "result", "retention_ms", "retried", "state", "timeout_ms", "type", "unique_key"]
     class MetadataEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -79,8 +79,10 @@ class Task(_message.Message):
     ID_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     LAST_FAILED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    LEASED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_RETRY_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +109,8 @@ class Task(_message.Message):
     last_failed_at_ms: int
     lease_expires_at_ms: int
     lease_id: str
+    lease_worker_id: str
+    leased_at_ms: int
     max_retry: int
     metadata: _containers.ScalarMap[str, str]
     payload: bytes
@@ -120,7 +124,7 @@ class Task(_message.Message):
     timeout_ms: int
     type: str
     unique_key: str
-    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., content_type: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., state: _Optional[_Union[TaskState, str]] = ..., priority: _Optional[int] = ..., max_retry: _Optional[int] = ..., retried: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., ready_at_ms: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., deadline_at_ms: _Optional[int] = ..., expires_at_ms: _Optional[int] = ..., unique_key: _Optional[str] = ..., concurrency_key: _Optional[str] = ..., group: _Optional[str] = ..., last_error: _Optional[str] = ..., last_failed_at_ms: _Optional[int] = ..., finished_at_ms: _Optional[int] = ..., result: _Optional[bytes] = ..., cancel_reason: _Optional[str] = ..., lease_id: _Optional[str] = ..., lease_expires_at_ms: _Optional[int] = ..., retention_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., content_type: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., state: _Optional[_Union[TaskState, str]] = ..., priority: _Optional[int] = ..., max_retry: _Optional[int] = ..., retried: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., ready_at_ms: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., deadline_at_ms: _Optional[int] = ..., expires_at_ms: _Optional[int] = ..., unique_key: _Optional[str] = ..., concurrency_key: _Optional[str] = ..., group: _Optional[str] = ..., last_error: _Optional[str] = ..., last_failed_at_ms: _Optional[int] = ..., finished_at_ms: _Optional[int] = ..., result: _Optional[bytes] = ..., cancel_reason: _Optional[str] = ..., lease_id: _Optional[str] = ..., lease_expires_at_ms: _Optional[int] = ..., retention_ms: _Optional[int] = ..., lease_worker_id: _Optional[str] = ..., leased_at_ms: _Optional[int] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
     __slots__ = ["backoff_base_ms", "backoff_max_ms", "concurrency_key", "content_type", "deadline_at_ms", "expires_at_ms", "expires_in_ms", "group", "max_retry", "metadata", "payload", "priority", "process_at_ms", "process_in_ms", "queue", "retention_ms", "task_id", "timeout_ms", "type", "unique_key", "unique_ttl_ms"]

@@ -73,3 +73,19 @@ class GetTaskResponse(_message.Message):
     TASK_FIELD_NUMBER: _ClassVar[int]
     task: _task_pb2.Task
     def __init__(self, task: _Optional[_Union[_task_pb2.Task, _Mapping]] = ...) -> None: ...
+
+class WaitTaskRequest(_message.Message):
+    __slots__ = ["id", "timeout_ms"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    timeout_ms: int
+    def __init__(self, id: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class WaitTaskResponse(_message.Message):
+    __slots__ = ["finished", "task"]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    finished: bool
+    task: _task_pb2.Task
+    def __init__(self, task: _Optional[_Union[_task_pb2.Task, _Mapping]] = ..., finished: bool = ...) -> None: ...

@@ -40,6 +40,11 @@ class TaskServiceStub(object):
                 request_serializer=conveyor_dot_v1_dot_task__service__pb2.CancelTaskRequest.SerializeToString,
                 response_deserializer=conveyor_dot_v1_dot_task__service__pb2.CancelTaskResponse.FromString,
                 )
+        self.WaitTask = channel.unary_unary(
+                '/conveyor.v1.TaskService/WaitTask',
+                request_serializer=conveyor_dot_v1_dot_task__service__pb2.WaitTaskRequest.SerializeToString,
+                response_deserializer=conveyor_dot_v1_dot_task__service__pb2.WaitTaskResponse.FromString,
+                )
 
 
 class TaskServiceServicer(object):
@@ -81,6 +86,16 @@ class TaskServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WaitTask(self, request, context):
+        """Wait until a task reaches a final state (completed, archived or cancelled) or
+        timeout_ms passes, then answer with the task as it is then. A finished task is
+        answered at once; the node is told when a task finishes (no polling). NOT_FOUND for an
+        unknown task, or one deleted while waited for.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TaskServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -108,6 +123,11 @@ def add_TaskServiceServicer_to_server(servicer, server):
                     servicer.CancelTask,
                     request_deserializer=conveyor_dot_v1_dot_task__service__pb2.CancelTaskRequest.FromString,
                     response_serializer=conveyor_dot_v1_dot_task__service__pb2.CancelTaskResponse.SerializeToString,
+            ),
+            'WaitTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.WaitTask,
+                    request_deserializer=conveyor_dot_v1_dot_task__service__pb2.WaitTaskRequest.FromString,
+                    response_serializer=conveyor_dot_v1_dot_task__service__pb2.WaitTaskResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -202,5 +222,22 @@ class TaskService(object):
         return grpc.experimental.unary_unary(request, target, '/conveyor.v1.TaskService/CancelTask',
             conveyor_dot_v1_dot_task__service__pb2.CancelTaskRequest.SerializeToString,
             conveyor_dot_v1_dot_task__service__pb2.CancelTaskResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def WaitTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/conveyor.v1.TaskService/WaitTask',
+            conveyor_dot_v1_dot_task__service__pb2.WaitTaskRequest.SerializeToString,
+            conveyor_dot_v1_dot_task__service__pb2.WaitTaskResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
