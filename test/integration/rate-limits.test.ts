@@ -34,7 +34,7 @@ describe("rate limits", () => {
     await fill("default-rated", 30);
     expect(await leaseNow("default-rated")).toHaveLength(10);
     const listed = await cli("ratelimit", "ls");
-    expect(listed.stdout).toMatch(/\(default\)\s*│\s*50\s*│\s*10/);
+    expect(listed.stdout).toMatch(/\(default\)\s+50\s+10/);
   });
 
   it("dispatches within a few percent of rate × time + burst", async () => {
