@@ -85,7 +85,7 @@ describe("rate limits", () => {
     await cli("ratelimit", "rm", queue);
     expect(await leaseNow(queue)).toHaveLength(10); // the default's burst
     const again = await cli("ratelimit", "rm", queue).catch((e: { code: number; stderr: string }) => e);
-    expect(again).toMatchObject({ code: 1 });
+    expect(again).toMatchObject({ code: 3 });
     expect((again as { stderr: string }).stderr).toContain("has no rate limit override");
   });
 });
