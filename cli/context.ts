@@ -11,7 +11,7 @@
  */
 import { Command, Option } from "commander";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
-import { DEFAULT_ADDRESS, RpcChannel } from "../src/rpc/client.js";
+import { DEFAULT_ADDRESS, RpcChannel, SERVER_ENV_VAR } from "../src/rpc/client.js";
 import type { CallOptions, UnaryClient } from "../src/rpc/service-definition.js";
 import { positiveDurationArg } from "./options.js";
 import { processIo, type Io } from "./output.js";
@@ -31,7 +31,7 @@ export interface GlobalOptions {
 /** The global options as defined on the program (with env and defaults). */
 function globalOptionDefinitions(): Option[] {
   return [
-    new Option("--server <host:port>", "address of a conveyord node").env("CONVEYOR_SERVER").default(DEFAULT_SERVER),
+    new Option("--server <host:port>", "address of a conveyord node").env(SERVER_ENV_VAR).default(DEFAULT_SERVER),
     new Option("--json", "print the response as JSON"),
     new Option("--timeout <duration>", "deadline of each call to the server, e.g. 5s, 1m")
       .argParser(positiveDurationArg).default(DEFAULT_TIMEOUT_MS, "10s"),

@@ -1,10 +1,11 @@
 /**
- * Printing: tables and key/value listings for people, plain JSON for machines, and
- * the time formatting both share.
+ * Printing: tables and key/value listings for people, JSON for machines (the JSON
+ * API's dialect), and the time formatting they share.
  */
-import Table from "cli-table3";
-import type { DescField, DescMessage, MessageShape } from "@bufbuild/protobuf";
+import type { DescMessage, JsonValue, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
 import { formatDurationMs } from "../src/base/duration.js";
+import { toApiJson } from "../src/rpc/json-dialect.js";
+import { renderTable, terminalWidth, type Align } from "./table.js";
 
 /** Where the CLI writes; process streams by default, swappable for tests. */
 export interface Io {
@@ -24,19 +25,9 @@ export function printLine(io: Io, text: string): void {
 // ---------------------------------------------------------------------------------
 // Tables and listings
 
-export type Align = "left" | "right";
-
-/** A colourless table; `align` per column, left by default. */
+/** A plain aligned table (table.ts), cut to the terminal's width when there is one; `align` per column, left by default. */
 export function printTable(io: Io, head: string[], rows: string[][], align: Align[] = []): void {
-  const table = new Table({
-    head,
-    style: { head: [], border: [] },
-    // No rule between body rows.
-    chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" },
-    colAligns: head.map((_, i) => align[i] ?? "left"),
-  });
-  table.push(...rows);
-  printLine(io, table.toString());
+  printLine(io, renderTable(head, rows, align, terminalWidth()));
 }
 
 /** `key: value` lines with aligned values; multi-line values go below their key, indented. */
@@ -125,67 +116,12 @@ export function formatBody(bytes: Uint8Array, contentType: string): string {
 // ---------------------------------------------------------------------------------
 // JSON
 
-export type Plain = null | boolean | number | string | Plain[] | { [key: string]: Plain };
-
-/**
- * A readable plain shape of a protobuf message: every field under its JSON name
- * (defaults included), 64-bit integers as numbers, bytes as UTF-8 text (base64 when
- * not valid UTF-8), enum values as lowercase names ("pending"), no $typeName.
- */
-export function toPlain<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): { [key: string]: Plain } {
-  const source = message as unknown as Record<string, unknown>;
-  const result: { [key: string]: Plain } = {};
-  for (const field of schema.fields) {
-    let value: unknown;
-    if (field.oneof) {
-      const selected = source[field.oneof.localName] as { case?: string; value?: unknown } | undefined;
-      if (selected?.case !== field.localName) continue;
-      value = selected.value;
-    } else {
-      value = source[field.localName];
-    }
-    if (value === undefined) continue;
-    result[field.jsonName] = fieldToPlain(field, value);
-  }
-  return result;
+/** A response message in the JSON API's dialect (src/rpc/json-dialect.ts), pretty-printed. */
+export function printMessage<Desc extends DescMessage>(io: Io, schema: Desc, message: MessageShape<Desc>): void {
+  printJson(io, toApiJson(schema, message as MessageInitShape<Desc>));
 }
 
-function fieldToPlain(field: DescField, value: unknown): Plain {
-  switch (field.fieldKind) {
-    case "scalar":
-      return scalarToPlain(value);
-    case "enum":
-      return enumToPlain(field.enum.value, value as number);
-    case "message":
-      return toPlain(field.message, value as never);
-    case "list":
-      return (value as unknown[]).map((item) =>
-        field.listKind === "message" ? toPlain(field.message, item as never)
-          : field.listKind === "enum" ? enumToPlain(field.enum.value, item as number)
-          : scalarToPlain(item));
-    case "map": {
-      const out: { [key: string]: Plain } = {};
-      for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-        out[k] = field.mapKind === "message" ? toPlain(field.message, v as never)
-          : field.mapKind === "enum" ? enumToPlain(field.enum.value, v as number)
-          : scalarToPlain(v);
-      }
-      return out;
-    }
-  }
-}
-
-function enumToPlain(values: Record<number, { localName: string } | undefined>, n: number): Plain {
-  const name = values[n]?.localName;
-  return name === undefined ? n : name.toLowerCase();
-}
-
-function scalarToPlain(value: unknown): Plain {
-  if (typeof value === "bigint") return Number(value);
-  if (value instanceof Uint8Array) return decodeUtf8(value) ?? Buffer.from(value).toString("base64");
-  return value as Plain;
-}
-
-export function printJson(io: Io, value: Plain): void {
+/** A value the CLI composes itself (e.g. `{ "queue": "q", "removed": true }`). */
+export function printJson(io: Io, value: JsonValue): void {
   printLine(io, JSON.stringify(value, null, 2));
 }

@@ -1,13 +1,11 @@
 /**
  * The `conveyor` program: global options, the command groups, and running it with
- * errors turned into `error: ...` on stderr and exit code 1.
+ * every error reported by failure.ts and its exit code taken from exit-codes.ts.
  *
  * A new command group lives in its own file under cli/commands/ as a
  * `register...(program, ctx)` function and is added to COMMAND_GROUPS.
  */
 import { Command, CommanderError } from "commander";
-import { ConveyorError } from "../src/base/errors.js";
-import { formatDurationMs } from "../src/base/duration.js";
 import { registerEnqueueCommand } from "./commands/enqueue.js";
 import { registerQueueCommands } from "./commands/queue.js";
 import { registerTaskCommands } from "./commands/task.js";
@@ -18,7 +16,9 @@ import { registerStrategyCommands } from "./commands/strategy.js";
 import { registerClusterCommands } from "./commands/cluster.js";
 import { registerWorkerCommands } from "./commands/worker.js";
 import { packageInfo } from "../src/version.js";
-import { addGlobalOptions, CliContext, installGlobalOptions, type GlobalOptions } from "./context.js";
+import { addGlobalOptions, CliContext, installGlobalOptions } from "./context.js";
+import { EXIT } from "./exit-codes.js";
+import { reportFailure, UsageError } from "./failure.js";
 
 export type CommandGroup = (program: Command, ctx: CliContext) => void;
 
@@ -38,14 +38,19 @@ export const COMMAND_GROUPS: readonly CommandGroup[] = [
  * The program, not yet parsed. Commander errors throw CommanderError (exitOverride)
  * instead of exiting, so runCli can close the channel first.
  */
-export function buildProgram(ctx: CliContext = new CliContext(), groups: readonly CommandGroup[] = COMMAND_GROUPS): Command {
+export function buildProgram(
+  ctx: CliContext = new CliContext(),
+  groups: readonly CommandGroup[] = COMMAND_GROUPS,
+  /** Where commander's usage errors go (every subcommand inherits it): stderr by default. */
+  onUsageError: (text: string) => void = (text) => ctx.io.err(text),
+): Command {
   const program = new Command()
     .name("conveyor")
     .description("Operate a conveyor cluster: queues, tasks, enqueueing, limits.")
     .version(packageInfo().version)
     .enablePositionalOptions()
     .exitOverride()
-    .configureOutput({ writeOut: (t) => ctx.io.out(t), writeErr: (t) => ctx.io.err(t) })
+    .configureOutput({ writeOut: (t) => ctx.io.out(t), writeErr: (t) => ctx.io.err(t), outputError: onUsageError })
     .configureHelp({ showGlobalOptions: true })
     .showSuggestionAfterError();
   addGlobalOptions(program);
@@ -54,33 +59,27 @@ export function buildProgram(ctx: CliContext = new CliContext(), groups: readonl
   return program;
 }
 
-/** The one-line explanation printed after `error: `. */
-export function describeError(err: unknown, globals: GlobalOptions): string {
-  if (err instanceof ConveyorError) {
-    // UNREACHABLE: the transport failed, not the server. (The server's own UNAVAILABLE
-    // errors carry their reason, e.g. GRAIN_DEACTIVATED "queue X was being reloaded;
-    // retry", and are printed as the server words them.)
-    if (err.reason === "UNREACHABLE") {
-      if (/deadline exceeded/i.test(err.message)) {
-        return `no answer from conveyor at ${globals.server} within ${formatDurationMs(globals.timeoutMs)} (see --timeout)`;
-      }
-      return `cannot reach conveyor at ${globals.server} (is conveyord running?)`;
-    }
-    return err.message;
-  }
-  return err instanceof Error ? err.message : String(err);
-}
+/** Commander codes of help and version output: printed already, not failures of their own. */
+const HELP_CODES: ReadonlySet<string> = new Set(["commander.helpDisplayed", "commander.help", "commander.version"]);
 
-/** Parses and runs `argv` (process.argv shape); resolves to the exit code. Always closes the channel. */
+/**
+ * Parses and runs `argv` (process.argv shape); resolves to the exit code (exit-codes.ts).
+ * Every failure is printed by reportFailure, plain or as JSON; always closes the channel.
+ */
 export async function runCli(argv: readonly string[], ctx: CliContext = new CliContext()): Promise<number> {
+  // Commander's own usage messages are kept here and printed below with the rest, so
+  // that --json turns them into JSON too.
+  let usage: string | undefined;
   try {
-    await buildProgram(ctx).parseAsync([...argv]);
-    return 0;
+    await buildProgram(ctx, COMMAND_GROUPS, (text) => void (usage = text)).parseAsync([...argv]);
+    return EXIT.OK;
   } catch (err) {
-    // Commander has already printed its message (or the help).
-    if (err instanceof CommanderError) return err.exitCode;
-    ctx.io.err(`error: ${describeError(err, ctx.globals)}\n`);
-    return 1;
+    if (err instanceof CommanderError && usage === undefined && HELP_CODES.has(err.code)) {
+      return err.exitCode === 0 ? EXIT.OK : EXIT.BAD_INPUT; // `conveyor queue` alone prints help as an error
+    }
+    // A usage error stops parsing before any command ran, so --json is read from argv.
+    const json = ctx.globals.json || argv.slice(2).includes("--json");
+    return reportFailure(ctx.io, usage === undefined ? err : new UsageError(usage), { ...ctx.globals, json });
   } finally {
     ctx.close();
   }

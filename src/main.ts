@@ -5,8 +5,8 @@
  */
 import { join } from "node:path";
 import { Command } from "commander";
-import { pino } from "pino";
-import { DEFAULT_CONFIG, loadConfig, SETTING_NAMES, envNameOf } from "./server/config.js";
+import { DEFAULT_CONFIG, loadConfig, LOG_FORMATS, SETTING_NAMES, envNameOf, unknownEnvVars } from "./server/config.js";
+import { createLogger } from "./server/log-format.js";
 import { packageInfo } from "./version.js";
 
 const program = new Command()
@@ -19,6 +19,7 @@ const program = new Command()
   .option("--data-dir <dir>", `directory of the SQLite data file (default ${DEFAULT_CONFIG.dataDir})`)
   .option("--config <file>", "a conveyor.yaml with any of the settings below")
   .option("--log-level <level>", "trace, debug, info, warn or error (default info)")
+  .option("--log-format <format>", `${LOG_FORMATS.join(", ")}: human lines or JSON lines (default auto: pretty on a terminal, JSON otherwise)`)
   .option("--set <key=value...>", "override any setting, e.g. --set lease_ttl=10s")
   .addHelpText("after", `\nSettings (conveyor.yaml keys; env ${envNameOf("<key>")}):\n  ${SETTING_NAMES.join(", ")}\n`)
   .action(runNode);
@@ -44,7 +45,7 @@ program
   });
 
 async function runNode(): Promise<void> {
-  const opts = program.opts<{ listen?: string; http?: string; dataDir?: string; config?: string; logLevel?: string; set?: string[] }>();
+  const opts = program.opts<{ listen?: string; http?: string; dataDir?: string; config?: string; logLevel?: string; logFormat?: string; set?: string[] }>();
   const overrides: Record<string, string> = {};
   for (const pair of opts.set ?? []) {
     const eq = pair.indexOf("=");
@@ -58,8 +59,13 @@ async function runNode(): Promise<void> {
   if (opts.http) overrides.http = opts.http;
   if (opts.dataDir) overrides.data_dir = opts.dataDir;
   if (opts.logLevel) overrides.log_level = opts.logLevel;
+  if (opts.logFormat) overrides.log_format = opts.logFormat;
   const config = loadConfig({ ...(opts.config ? { file: opts.config } : {}), env: process.env, overrides });
-  const logger = pino({ level: config.logLevel, base: { node: config.nodeId } });
+  const logger = createLogger({ level: config.logLevel, format: config.logFormat, nodeId: config.nodeId });
+  // A misspelt variable would otherwise be ignored without a word.
+  for (const { variable, closest } of unknownEnvVars(process.env)) {
+    logger.warn({ variable, closest }, `unknown environment variable ${variable} is ignored; did you mean ${closest}?`);
+  }
   // Loaded here, so that `conveyord backup` and `--version` start without the server's modules.
   const { ConveyorNode } = await import("./server/node.js");
   const node = await ConveyorNode.start({ config, logger });

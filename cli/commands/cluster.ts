@@ -2,7 +2,7 @@
 import type { Command } from "commander";
 import { AdminService, GetClusterInfoResponseSchema } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import type { CliContext } from "../context.js";
-import { printFields, printJson, printLine, printTable, relativeTime, toPlain } from "../output.js";
+import { printFields, printJson, printMessage, printLine, printTable, relativeTime } from "../output.js";
 
 export function registerClusterCommands(program: Command, ctx: CliContext): void {
   const group = program.command("cluster").description("the ring of nodes");
@@ -13,7 +13,7 @@ export function registerClusterCommands(program: Command, ctx: CliContext): void
     .action(async (_opts: unknown, cmd: Command) => {
       const s = ctx.session(cmd);
       const res = await s.client(AdminService).getClusterInfo({}, s.call);
-      if (s.json) return printJson(s.io, toPlain(GetClusterInfoResponseSchema, res));
+      if (s.json) return printMessage(s.io, GetClusterInfoResponseSchema, res);
       printFields(s.io, [
         ["node", res.nodeId],
         ["started", relativeTime(Number(res.startedAtMs))],

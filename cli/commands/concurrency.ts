@@ -7,7 +7,7 @@ import {
 } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import type { CliContext } from "../context.js";
 import { intArg } from "../options.js";
-import { printJson, printLine, printTable, toPlain } from "../output.js";
+import { printJson, printMessage, printLine, printTable } from "../output.js";
 
 export function registerConcurrencyCommands(program: Command, ctx: CliContext): void {
   const group = program.command("concurrency").description("per-key concurrency limits of queues");
@@ -20,7 +20,7 @@ export function registerConcurrencyCommands(program: Command, ctx: CliContext): 
     .action(async (queue: string, opts: { max: number }, cmd: Command) => {
       const s = ctx.session(cmd);
       const res = await s.client(AdminService).setQueueConcurrencyLimit({ queue, max: opts.max }, s.call);
-      if (s.json) return printJson(s.io, toPlain(SetQueueConcurrencyLimitResponseSchema, res));
+      if (s.json) return printMessage(s.io, SetQueueConcurrencyLimitResponseSchema, res);
       printLine(s.io, `queue ${queue}: at most ${res.limit?.max ?? opts.max} running per concurrency key`);
     });
 
@@ -30,7 +30,7 @@ export function registerConcurrencyCommands(program: Command, ctx: CliContext): 
     .action(async (_opts: unknown, cmd: Command) => {
       const s = ctx.session(cmd);
       const res = await s.client(AdminService).listConcurrencyLimits({}, s.call);
-      if (s.json) return printJson(s.io, toPlain(ListConcurrencyLimitsResponseSchema, res));
+      if (s.json) return printMessage(s.io, ListConcurrencyLimitsResponseSchema, res);
       if (res.limits.length === 0) return printLine(s.io, "no concurrency limits (every key is unbounded)");
       printTable(s.io, ["QUEUE", "MAX PER KEY", "IN FLIGHT", "HELD"],
         res.limits.map((l) => [l.queue, String(l.max), String(l.inFlight), String(l.held)]),

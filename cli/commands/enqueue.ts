@@ -5,7 +5,7 @@ import { EnqueueResponseSchema, TaskService } from "../../src/gen/conveyor/v1/ta
 import type { TaskSpecSchema } from "../../src/gen/conveyor/v1/task_pb.js";
 import type { CliContext } from "../context.js";
 import { durationArg, instantArg, intArg, jsonArg, keyValueArg, stateName } from "../options.js";
-import { printJson, printLine, toPlain } from "../output.js";
+import { printJson, printMessage, printLine } from "../output.js";
 
 const INT32_MAX = 2 ** 31 - 1;
 
@@ -53,7 +53,7 @@ export function registerEnqueueCommand(program: Command, ctx: CliContext): void 
     .action(async (opts: EnqueueOptions, cmd: Command) => {
       const s = ctx.session(cmd);
       const res = await s.client(TaskService).enqueue({ task: toSpec(opts) }, s.call);
-      if (s.json) return printJson(s.io, toPlain(EnqueueResponseSchema, res));
+      if (s.json) return printMessage(s.io, EnqueueResponseSchema, res);
       const r = res.result;
       if (!r) return printLine(s.io, "enqueued");
       printLine(s.io, `enqueued ${r.id} to ${r.queue} (${stateName(r.state)}${r.existed ? ", already existed" : ""})`);

@@ -9,7 +9,7 @@ import {
 } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import { TASK_STATE_NAMES } from "../../src/rpc/wire-names.js";
 import type { CliContext } from "../context.js";
-import { printJson, printLine, printTable, toPlain } from "../output.js";
+import { printJson, printMessage, printLine, printTable } from "../output.js";
 
 /** StateCounts has one field per task state, named as the state. */
 const COUNT_COLUMNS = TASK_STATE_NAMES;
@@ -23,7 +23,7 @@ export function registerQueueCommands(program: Command, ctx: CliContext): void {
     .action(async (_opts: unknown, cmd: Command) => {
       const s = ctx.session(cmd);
       const res = await s.client(AdminService).listQueues({}, s.call);
-      if (s.json) return printJson(s.io, toPlain(ListQueuesResponseSchema, res));
+      if (s.json) return printMessage(s.io, ListQueuesResponseSchema, res);
       if (res.queues.length === 0) return printLine(s.io, "no queues");
       printTable(
         s.io,
@@ -40,7 +40,7 @@ export function registerQueueCommands(program: Command, ctx: CliContext): void {
     .action(async (name: string, _opts: unknown, cmd: Command) => {
       const s = ctx.session(cmd);
       const res = await s.client(AdminService).pauseQueue({ queue: name }, s.call);
-      if (s.json) return printJson(s.io, toPlain(PauseQueueResponseSchema, res));
+      if (s.json) return printMessage(s.io, PauseQueueResponseSchema, res);
       printLine(s.io, `queue ${res.queue?.name ?? name} paused`);
     });
 
@@ -51,7 +51,7 @@ export function registerQueueCommands(program: Command, ctx: CliContext): void {
     .action(async (name: string, _opts: unknown, cmd: Command) => {
       const s = ctx.session(cmd);
       const res = await s.client(AdminService).resumeQueue({ queue: name }, s.call);
-      if (s.json) return printJson(s.io, toPlain(ResumeQueueResponseSchema, res));
+      if (s.json) return printMessage(s.io, ResumeQueueResponseSchema, res);
       printLine(s.io, `queue ${res.queue?.name ?? name} resumed`);
     });
 }

@@ -7,7 +7,7 @@ import {
 } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import type { CliContext } from "../context.js";
 import { intArg } from "../options.js";
-import { printJson, printLine, printTable, toPlain } from "../output.js";
+import { printJson, printMessage, printLine, printTable } from "../output.js";
 
 function rateArg(value: string): number {
   const n = Number(value.trim());
@@ -27,7 +27,7 @@ export function registerRateLimitCommands(program: Command, ctx: CliContext): vo
     .action(async (queue: string, opts: { rate: number; burst?: number }, cmd: Command) => {
       const s = ctx.session(cmd);
       const res = await s.client(AdminService).setQueueRateLimit({ queue, ratePerSec: opts.rate, burst: opts.burst ?? 0 }, s.call);
-      if (s.json) return printJson(s.io, toPlain(SetQueueRateLimitResponseSchema, res));
+      if (s.json) return printMessage(s.io, SetQueueRateLimitResponseSchema, res);
       printLine(s.io, `queue ${queue}: at most ${res.limit?.ratePerSec} tasks/s, burst ${res.limit?.burst}`);
     });
 
@@ -37,7 +37,7 @@ export function registerRateLimitCommands(program: Command, ctx: CliContext): vo
     .action(async (_opts: unknown, cmd: Command) => {
       const s = ctx.session(cmd);
       const res = await s.client(AdminService).listRateLimits({}, s.call);
-      if (s.json) return printJson(s.io, toPlain(ListRateLimitsResponseSchema, res));
+      if (s.json) return printMessage(s.io, ListRateLimitsResponseSchema, res);
       const rows = res.limits.map((l) => [l.queue, String(l.ratePerSec), String(l.burst)]);
       if (res.defaultLimit) rows.push(["(default)", String(res.defaultLimit.ratePerSec), String(res.defaultLimit.burst)]);
       if (rows.length === 0) return printLine(s.io, "no rate limits (queues are unlimited by default)");

@@ -20,12 +20,10 @@ import {
   formatInstant,
   orDash,
   printFields,
-  printJson,
+  printMessage,
   printLine,
   printTable,
   relativeTime,
-  toPlain,
-  truncate,
 } from "../output.js";
 
 interface ListOptions {
@@ -52,7 +50,7 @@ export function registerTaskCommands(program: Command, ctx: CliContext): void {
         pageSize: opts.limit,
         pageToken: opts.pageToken ?? "",
       }, s.call);
-      if (s.json) return printJson(s.io, toPlain(ListTasksResponseSchema, res));
+      if (s.json) return printMessage(s.io, ListTasksResponseSchema, res);
       if (res.tasks.length === 0) {
         printLine(s.io, `no ${opts.state ? `${opts.state} ` : ""}tasks in queue ${queue}`);
       } else {
@@ -67,7 +65,7 @@ export function registerTaskCommands(program: Command, ctx: CliContext): void {
             String(t.priority),
             `${t.retried}/${t.maxRetry}`,
             relativeTime(Number(t.createdAtMs), now),
-            truncate(t.lastError, 40),
+            t.lastError,
           ]),
           ["left", "left", "left", "right", "right", "left", "left"],
         );
@@ -82,7 +80,7 @@ export function registerTaskCommands(program: Command, ctx: CliContext): void {
     .action(async (id: string, _opts: unknown, cmd: Command) => {
       const s = ctx.session(cmd);
       const res = await s.client(AdminService).getTask({ id }, s.call);
-      if (s.json) return printJson(s.io, toPlain(AdminServiceGetTaskResponseSchema, res));
+      if (s.json) return printMessage(s.io, AdminServiceGetTaskResponseSchema, res);
       if (res.task) printFields(s.io, taskFields(res.task));
     });
 
@@ -100,7 +98,7 @@ export function registerTaskCommands(program: Command, ctx: CliContext): void {
       .action(async (id: string, _opts: unknown, cmd: Command) => {
         const s = ctx.session(cmd);
         const res = await call(s, id);
-        if (s.json) return printJson(s.io, toPlain(schema, res));
+        if (s.json) return printMessage(s.io, schema, res);
         printLine(s.io, describe(id, (res as { task?: Task }).task));
       });
 

@@ -2,7 +2,7 @@
 import type { Command } from "commander";
 import { AdminService, ListWorkersResponseSchema, type WorkerInfo } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import type { CliContext } from "../context.js";
-import { orDash, printJson, printLine, printTable, relativeTime, toPlain } from "../output.js";
+import { orDash, printLine, printMessage, printTable, relativeTime } from "../output.js";
 
 export function registerWorkerCommands(program: Command, ctx: CliContext): void {
   const worker = program.command("worker").description("inspect the workers calling the node");
@@ -13,7 +13,7 @@ export function registerWorkerCommands(program: Command, ctx: CliContext): void 
     .action(async (_opts: unknown, cmd: Command) => {
       const s = ctx.session(cmd);
       const res = await s.client(AdminService).listWorkers({}, s.call);
-      if (s.json) return printJson(s.io, toPlain(ListWorkersResponseSchema, res));
+      if (s.json) return printMessage(s.io, ListWorkersResponseSchema, res);
       if (res.workers.length === 0) return printLine(s.io, "no workers");
       const nowMs = Date.now();
       printTable(

@@ -74,6 +74,8 @@ export const METADATA_MAX_BYTES = 16 * 1024;
 export const RESULT_MAX_BYTES = 1024 * 1024;
 /** A failed attempt's error message (Settle): a longer one is stored truncated, with a marker. */
 export const ERROR_MESSAGE_MAX_BYTES = 64 * 1024;
+/** A task's error text in one log line (a failure, see server/task-failure-log.ts): the rest is in `task get`. */
+export const LOG_ERROR_TEXT_MAX_BYTES = 2 * 1024;
 /**
  * The most a whole task can weigh as stored and delivered: every field is bounded, so
  * this is their sum (payload, metadata, result, error, the named strings, and 1 KiB for

@@ -12,6 +12,12 @@ import { ConveyorError } from "../base/errors.js";
  */
 export const DEFAULT_ADDRESS = "127.0.0.1:7233";
 
+/** The variable naming the node the SDK and the CLI dial. */
+export const SERVER_ENV_VAR = "CONVEYOR_SERVER";
+
+/** Every environment variable the clients (SDK, CLI) read; conveyord warns of CONVEYOR_* variables outside its own settings and these. */
+export const CLIENT_ENV_VARS: readonly string[] = [SERVER_ENV_VAR];
+
 export interface ChannelConfig {
   /** host:port */
   address: string;

@@ -3,7 +3,8 @@
  * variables, then command-line flags (later wins). Durations accept "30s", "5m", ...
  */
 import { readFileSync } from "node:fs";
-import { DEFAULT_ADDRESS } from "../rpc/client.js";
+import { CLIENT_ENV_VARS, DEFAULT_ADDRESS } from "../rpc/client.js";
+import { closest } from "../base/edit-distance.js";
 import { parse as parseYaml } from "yaml";
 import { formatDurationMs, parseDurationMs } from "../base/duration.js";
 import { DURATION_MAX_MS, GROUP_SIZE_MAX, RATE_BURST_MAX, RATE_MAX_PER_SEC, RATE_MIN_PER_SEC, TIMER_MAX_MS, quote } from "../base/limits.js";
@@ -17,10 +18,15 @@ export interface NodeConfig {
   /** This node's name on the ring; defaults to the gRPC listen address. */
   nodeId: string;
   logLevel: string;
+  /** "pretty": one human line per entry; "json": pino's JSON lines; "auto": pretty when stdout is a terminal. */
+  logFormat: LogFormat;
   /** "normal" (default) survives process crashes (kill -9); "full" also survives power loss, at an fsync per commit. */
   sqliteSynchronous: "full" | "normal";
   leaseTtlMs: number;
-  /** How often workers heartbeat (also how fast a running task learns it was cancelled); at most lease_ttl / 3. */
+  /**
+   * How often workers heartbeat (also how fast a running task learns it was cancelled); at
+   * most lease_ttl / 3. When not set: 1 s, or lease_ttl / 3 if that is shorter.
+   */
   heartbeatIntervalMs: number;
   /** Cap on how long one Lease call may park. */
   leaseWaitMaxMs: number;
@@ -59,6 +65,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   dataDir: "./data",
   nodeId: "",
   logLevel: "info",
+  logFormat: "auto",
   sqliteSynchronous: "normal",
   leaseTtlMs: 30_000,
   heartbeatIntervalMs: 1_000,
@@ -80,7 +87,10 @@ export const DEFAULT_CONFIG: NodeConfig = {
   groupSweepIntervalMs: 1_000,
 };
 
-type Kind = "string" | "duration" | "int" | "number" | "sync";
+export const LOG_FORMATS = ["auto", "pretty", "json"] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
+type Kind = "string" | "duration" | "int" | "number" | "sync" | "logformat";
 /**
  * Every setting: its yaml key, env var, how to parse it and (for numbers) its maximum.
  * Settings used directly as a timer are at most TIMER_MAX_MS (Node's setTimeout limit);
@@ -92,6 +102,7 @@ const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: n
   { key: "dataDir", yaml: "data_dir", kind: "string" },
   { key: "nodeId", yaml: "node_id", kind: "string" },
   { key: "logLevel", yaml: "log_level", kind: "string" },
+  { key: "logFormat", yaml: "log_format", kind: "logformat" },
   { key: "sqliteSynchronous", yaml: "sqlite_synchronous", kind: "sync" },
   { key: "leaseTtlMs", yaml: "lease_ttl", kind: "duration", max: TIMER_MAX_MS },
   { key: "heartbeatIntervalMs", yaml: "heartbeat_interval", kind: "duration", max: TIMER_MAX_MS },
@@ -121,6 +132,23 @@ export const SETTING_NAMES = SETTINGS.map((s) => s.yaml);
 
 export const envNameOf = (yaml: string) => `CONVEYOR_${yaml.toUpperCase()}`;
 
+/** Read by scripts/test-prerequisites.mjs (plain JS, so written out here too). */
+const DEVELOPMENT_ENV_VARS = ["CONVEYOR_SKIP_PREREQUISITES"];
+
+/** Every CONVEYOR_* variable some component reads: the node's settings, the clients' (SDK, CLI), development's. */
+export const KNOWN_ENV_VARS: readonly string[] = [...SETTING_NAMES.map(envNameOf), ...CLIENT_ENV_VARS, ...DEVELOPMENT_ENV_VARS];
+
+/**
+ * The CONVEYOR_* variables of `env` that nothing reads (a typo such as CONVEYOR_LEASE_TLL
+ * would otherwise be ignored without a word), each with the known name nearest to it.
+ */
+export function unknownEnvVars(env: NodeJS.ProcessEnv): Array<{ variable: string; closest: string }> {
+  return Object.keys(env)
+    .filter((name) => name.startsWith("CONVEYOR_") && !KNOWN_ENV_VARS.includes(name))
+    .sort()
+    .map((variable) => ({ variable, closest: closest(variable, KNOWN_ENV_VARS)! }));
+}
+
 function parseValue(kind: Kind, name: string, raw: unknown, max = INT_MAX): string | number {
   const text = String(raw).trim();
   switch (kind) {
@@ -149,6 +177,9 @@ function parseValue(kind: Kind, name: string, raw: unknown, max = INT_MAX): stri
       if (n > max) throw new Error(`${name}: must be at most ${max}, got ${quote(text)}`);
       return n;
     }
+    case "logformat":
+      if (!(LOG_FORMATS as readonly string[]).includes(text)) throw new Error(`${name}: expected one of ${LOG_FORMATS.join(", ")}, got ${quote(text)}`);
+      return text;
     case "sync":
       if (text !== "full" && text !== "normal") throw new Error(`${name}: expected "full" or "normal", got ${quote(text)}`);
       return text;
@@ -180,6 +211,7 @@ export function loadConfig(options: { file?: string; env?: NodeJS.ProcessEnv; ov
       config[s.key] = parseValue(s.kind, `${source}: ${s.yaml}`, layer[s.yaml], s.max);
     }
   }
+  const heartbeatSet = layers.some(([, layer]) => layer.heartbeat_interval !== undefined);
   const result = config as unknown as NodeConfig;
   if (!result.nodeId) result.nodeId = result.listen;
   if (result.rateLimitRatePerSec > 0 && result.rateLimitRatePerSec < RATE_MIN_PER_SEC) {
@@ -193,5 +225,14 @@ export function loadConfig(options: { file?: string; env?: NodeJS.ProcessEnv; ov
     if (v <= 0) throw new Error(`${name} must be above zero`);
   }
   if (result.leaseTtlMs < 100) throw new Error(`lease_ttl must be at least 100ms, got ${result.leaseTtlMs}ms`);
+  // A lease must survive a late heartbeat or two: three heartbeats fit in one lease_ttl.
+  const heartbeatMax = Math.floor(result.leaseTtlMs / 3);
+  if (!heartbeatSet) {
+    result.heartbeatIntervalMs = Math.min(result.heartbeatIntervalMs, heartbeatMax);
+  } else if (result.heartbeatIntervalMs > heartbeatMax) {
+    throw new Error(`heartbeat_interval (${formatDurationMs(result.heartbeatIntervalMs)}) must be at most lease_ttl / 3 ` +
+      `(${formatDurationMs(heartbeatMax)} with lease_ttl ${formatDurationMs(result.leaseTtlMs)})`);
+  }
+  if (result.heartbeatIntervalMs <= 0) throw new Error("heartbeat_interval must be above zero");
   return result;
 }

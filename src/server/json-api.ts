@@ -14,11 +14,12 @@
 import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import * as grpc from "@grpc/grpc-js";
-import { create, fromJson, toJson, type DescMethod, type DescService, type JsonValue } from "@bufbuild/protobuf";
+import { fromJson, type DescMethod, type DescService, type JsonValue } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import { ConveyorError, type ErrorCode } from "../base/errors.js";
 import { JSON_API_BODY_MAX_BYTES, quote, truncateText } from "../base/limits.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
+import { toApiJson } from "../rpc/json-dialect.js";
 import type { HttpRoute } from "./http.js";
 
 export const JSON_API_PREFIX = "/api/";
@@ -103,7 +104,7 @@ export function jsonApiRoute(bindings: readonly JsonApiBinding[], options: JsonA
       // What the implementations see of a grpc-js ServerUnaryCall (they read `request`).
       const call = { request, cancelled: false, metadata: new grpc.Metadata(), on() {}, getPeer: () => req.socket.remoteAddress ?? "" };
       const response = await route.handler(call);
-      const json = toJson(route.method.output, create(route.method.output, response as never), { alwaysEmitImplicit: true });
+      const json = toApiJson(route.method.output, response as never);
       send(res, 200, json);
     } catch (error) {
       if (error instanceof TransportError) {

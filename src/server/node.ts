@@ -36,9 +36,12 @@ import { taskService } from "./task-service.js";
 import { TaskWaiters } from "./task-waiters.js";
 import { workerService } from "./worker-service.js";
 import { adminService } from "./admin-service.js";
+import { withOperatorLog } from "./operator-log.js";
 import { createHttpServer } from "./http.js";
 import { jsonApiRoute, jsonService } from "./json-api.js";
 import { findWebRoot, staticRoute } from "./static-files.js";
+import { checkPortFree, listenFailure } from "./port-check.js";
+import { FailureLoggingStore } from "./task-failure-log.js";
 
 export interface NodeDeps {
   config: NodeConfig;
@@ -79,7 +82,7 @@ export class ConveyorNode {
     // Queues with unfinished tasks come back at start (their timers, their leases' lapses).
     await Promise.all(storage.queries.queuesWithUnfinishedTasks().map((queue) => runtime.router.grainFor(queue).activate()));
     const stopJanitor = startJanitor(storage.queries, clock, config.janitorIntervalMs, logger);
-    const services = buildServices(storage, runtime, { config, clock, metrics });
+    const services = buildServices(storage, runtime, { config, clock, metrics, logger });
     const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock });
     logger.info({
       grpc: transports.grpcAddress, http: transports.httpAddress, dataDir: dataDir.dir, identity: dataDir.identity.id, opened: dataDir.opened,
@@ -164,7 +167,7 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
   // task as it is and answer "not finished").
   const wakeWaiters = (ids: readonly string[]) => () => waiters.notify(ids);
   const host = new GrainHost({
-    sharedSlots, store, clock, random, newId: randomUUID,
+    sharedSlots, store: new FailureLoggingStore(store, logger), clock, random, newId: randomUUID,
     core: {
       leaseTtlMs: config.leaseTtlMs,
       ...withDefined("defaultRateLimit", defaultRateLimit(config)),
@@ -227,10 +230,10 @@ interface Services {
 }
 
 /** One implementation per service, each given only what it uses. */
-function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<RuntimeEnv, "config" | "clock" | "metrics">): Services {
+function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<RuntimeEnv, "config" | "clock" | "metrics" | "logger">): Services {
   const { db, store, queries, rules } = storage;
   const { host, router, broker, waiters, workers } = runtime;
-  const { config, clock, metrics } = env;
+  const { config, clock, metrics, logger } = env;
   const committed = () => db.committed();
   const tasksById = taskAccess(router, store);
   return {
@@ -242,10 +245,11 @@ function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<Runtim
       },
     }),
     workers: workerService({ router, broker, workers, rules, config, committed }),
-    admin: adminService({
+    // Operator actions are logged here, so gRPC and the dashboard's JSON API log alike.
+    admin: withOperatorLog(adminService({
       ...tasksById, router, queries, rules, broker, workers, activity: metrics.activity, config, startedAtMs: clock.nowMs(), committed,
       activeQueues: () => host.activeQueues(),
-    }),
+    }), logger),
   };
 }
 
@@ -277,8 +281,9 @@ async function startTransports(
   addUnaryService(grpcServer, AdminService, services.admin, onInternal, observe);
   // grpcurl and `buf curl` discover the services and their messages from the node itself.
   addReflection(grpcServer, [TaskService, WorkerService, AdminService]);
+  await checkPortFree(config.listen, "listen");
   const grpcPort = await new Promise<number>((resolve, reject) =>
-    grpcServer.bindAsync(config.listen, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))));
+    grpcServer.bindAsync(config.listen, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(listenFailure(config.listen, "listen", err)) : resolve(port))));
 
   const health = () => ({ node: config.nodeId, grains: host.activeQueues().length, parkedLeases: broker.parked });
   // Dashboard: the JSON API calls the same (stateless) service implementations as gRPC.
@@ -289,7 +294,7 @@ async function startTransports(
   const httpServer = createHttpServer(metrics, health, dashboard);
   const [httpHost, httpPortText] = splitHostPort(config.http);
   await new Promise<void>((resolve, reject) => {
-    httpServer.once("error", reject);
+    httpServer.once("error", (err) => reject(listenFailure(config.http, "http", err)));
     httpServer.listen(Number(httpPortText), httpHost, () => resolve());
   });
   const httpAddr = httpServer.address();

@@ -24,7 +24,8 @@ afterEach(() => {
   expect(d.takeProblems(), "the page loaded only from the node and raised no errors").toEqual([]);
 });
 
-interface PlainGroupConfig { queue: string; group: string; maxSize: number; maxDelayMs: number; graceMs: number }
+/** The JSON API's dialect, which `--json` prints: int64 as strings, enums by their proto names. */
+interface PlainGroupConfig { queue: string; group: string; maxSize: number; maxDelayMs: string; graceMs: string }
 interface PlainRule { name: string; expression: string; maxRuns: number; maxRunsExpression: string; strategy: string }
 
 describe("groups tab", () => {
@@ -61,8 +62,8 @@ describe("groups tab", () => {
     await hasText(queueDefault.locator('td[data-col="grace"]'), "500ms");
 
     const listed = JSON.parse(await d.cli("group", "ls", "--json")) as { configs: PlainGroupConfig[]; serverDefault: PlainGroupConfig };
-    expect(listed.configs).toContainEqual({ queue: "digests", group: "weekly", maxSize: 20, maxDelayMs: 120_000, graceMs: 5_000 });
-    expect(listed.configs).toContainEqual({ queue: "digests", group: "", maxSize: 50, maxDelayMs: 90_000, graceMs: 500 });
+    expect(listed.configs).toContainEqual({ queue: "digests", group: "weekly", maxSize: 20, maxDelayMs: "120000", graceMs: "5000" });
+    expect(listed.configs).toContainEqual({ queue: "digests", group: "", maxSize: 50, maxDelayMs: "90000", graceMs: "500" });
     const table = await d.cli("group", "ls");
     expect(table).toMatch(/digests\s+│?\s*weekly\s+│?\s*20\s+│?\s*2m\s+│?\s*5s/);
     expect(table).toMatch(/digests\s+│?\s*\(queue default\)\s+│?\s*50\s+│?\s*1m30s\s+│?\s*500ms/);
@@ -156,8 +157,8 @@ describe("groups tab", () => {
     await hasText(user1.locator('td[data-col="worker"] .visually-hidden'), `: ${warning("digest:send", "digests-live").replace(/^N/, "n")}`);
 
     const cliLive = JSON.parse(await d.cli("group", "ls", "--live", "--json")) as { groups: Array<{ queue: string; group: string; size: number; state: string; workerAvailable: boolean }> };
-    expect(cliLive.groups).toContainEqual(expect.objectContaining({ queue: "digests-live", group: "user:1", size: 3, state: "aggregating", workerAvailable: false }));
-    expect(cliLive.groups).toContainEqual(expect.objectContaining({ queue: "digests-full", group: "all", size: 2, state: "ready" }));
+    expect(cliLive.groups).toContainEqual(expect.objectContaining({ queue: "digests-live", group: "user:1", size: 3, state: "GROUP_STATE_AGGREGATING", workerAvailable: false }));
+    expect(cliLive.groups).toContainEqual(expect.objectContaining({ queue: "digests-full", group: "all", size: 2, state: "GROUP_STATE_READY" }));
     await d.screenshot(page, "groups");
 
     // A worker with a batch handler for digest:send connects to digests-live: its warning
@@ -221,8 +222,8 @@ describe("strategies tab", () => {
       type: "report:build",
       source: "operator",
       rules: [
-        { name: "", expression: "input.user_id", maxRuns: 2, maxRunsExpression: "", strategy: "group_round_robin" },
-        { name: "reports-global", expression: "'global'", maxRuns: 0, maxRunsExpression: "input.tier == 'premium' ? 10 : 1", strategy: "cancel_newest" },
+        { name: "", expression: "input.user_id", maxRuns: 2, maxRunsExpression: "", strategy: "LIMIT_STRATEGY_GROUP_ROUND_ROBIN" },
+        { name: "reports-global", expression: "'global'", maxRuns: 0, maxRunsExpression: "input.tier == 'premium' ? 10 : 1", strategy: "LIMIT_STRATEGY_CANCEL_NEWEST" },
       ],
     })]);
     const table = await d.cli("strategy", "ls");

@@ -55,7 +55,8 @@ async function enqueue(queue: string, ...extra: string[]): Promise<string> {
 interface QueueJson {
   name: string;
   paused: boolean;
-  counts: Record<string, number>;
+  /** uint64 counts: strings, as the JSON API gives them. */
+  counts: Record<string, string>;
 }
 
 async function queueInfo(queue: string): Promise<QueueJson | undefined> {
@@ -98,7 +99,8 @@ describe("conveyor CLI", () => {
     const first = await enqueue("cli-ls");
     const second = await enqueue("cli-ls", "--process-in", "1h");
     const all = await ok(["task", "ls", "cli-ls"]);
-    expect(all).toMatch(/ID\s+│ TYPE\s+│ STATE\s+│ PRIORITY │ RETRIED │ CREATED\s+│ LAST ERROR/);
+    // CREATED is as wide as its widest cell ("just now" or "3s ago"), so the gap after it varies.
+    expect(all).toMatch(/^ID {36}TYPE {6}STATE {6}PRIORITY  RETRIED  CREATED {2,3}LAST ERROR$/m);
     expect(all).toContain(first);
     expect(all).toContain(second);
     expect(all).not.toContain("more:");
@@ -121,13 +123,13 @@ describe("conveyor CLI", () => {
     await enqueue("cli-counts", "--process-in", "1h");
 
     const table = await ok(["queue", "ls"]);
-    expect(table).toMatch(/QUEUE\s+│ PAUSED │ SCHEDULED │ PENDING │ AGGREGATING │ ACTIVE │ RETRY │ COMPLETED │ ARCHIVED │ CANCELLED/);
-    const row = table.split("\n").find((line) => line.includes(" cli-counts "));
+    expect(table).toMatch(/^QUEUE\s+PAUSED  SCHEDULED  PENDING  AGGREGATING  ACTIVE  RETRY  COMPLETED  ARCHIVED  CANCELLED$/m);
+    const row = table.split("\n").find((line) => line.startsWith("cli-counts "));
     expect(row).toBeDefined();
-    const cells = row!.split("│").map((c) => c.trim()).filter((c) => c !== "");
+    const cells = row!.split(/\s+/);
     expect(cells).toEqual(["cli-counts", "no", "1", "2", "0", "0", "0", "0", "0", "0"]);
 
-    expect(await queueInfo("cli-counts")).toMatchObject({ paused: false, counts: { pending: 2, scheduled: 1, cancelled: 0 } });
+    expect(await queueInfo("cli-counts")).toMatchObject({ paused: false, counts: { pending: "2", scheduled: "1", cancelled: "0" } });
   });
 
   it("shows the ring and this node's grains with `cluster status`", async () => {
@@ -137,9 +139,9 @@ describe("conveyor CLI", () => {
     expect(text).toMatch(/ring version:\s+1/);
     expect(text).toContain("cli-cluster");
     expect(text).toContain("this node");
-    const json = JSON.parse(await ok(["cluster", "status", "--json"])) as { members: Array<{ self: boolean }>; ringVersion: number };
+    const json = JSON.parse(await ok(["cluster", "status", "--json"])) as { members: Array<{ self: boolean }>; ringVersion: string };
     expect(json.members).toEqual([expect.objectContaining({ self: true })]);
-    expect(json.ringVersion).toBe(1);
+    expect(json.ringVersion).toBe("1");
   });
 
   it("pauses and resumes a queue", async () => {
@@ -150,81 +152,109 @@ describe("conveyor CLI", () => {
     expect(await queueInfo("cli-pause")).toMatchObject({ paused: false });
   });
 
-  it("prints parseable JSON with --json, before or after the subcommand", async () => {
+  it("prints --json in the JSON API's dialect (int64 as strings, enum names, base64 bytes), before or after the subcommand", async () => {
     const enqueued = await okJson<{ result: { id: string; queue: string; state: string; existed: boolean } }>(
       ["enqueue", "--queue", "cli-json", "--type", "cli:json", "--payload", '{"a":1}', "--timeout", "30s"]);
-    expect(enqueued.result).toMatchObject({ queue: "cli-json", state: "pending", existed: false });
+    expect(enqueued.result).toMatchObject({ queue: "cli-json", state: "TASK_STATE_PENDING", existed: false });
 
     const run = await conveyor(["--json", "task", "get", enqueued.result.id]);
     expect(run.code).toBe(0);
-    const { task } = JSON.parse(run.stdout) as { task: Record<string, unknown> };
-    expect(task).toMatchObject({
+    const fromCli = JSON.parse(run.stdout) as { task: Record<string, unknown> };
+    expect(fromCli.task).toMatchObject({
       id: enqueued.result.id,
       type: "cli:json",
-      state: "pending",
-      payload: '{"a":1}',
+      state: "TASK_STATE_PENDING",
+      payload: Buffer.from('{"a":1}').toString("base64"),
       contentType: "application/json",
-      timeoutMs: 30_000,
+      timeoutMs: "30000",
     });
-    expect(typeof task.createdAtMs).toBe("number");
-    expect(task).not.toHaveProperty("$typeName");
+    expect(fromCli.task.createdAtMs).toMatch(/^\d+$/);
+    expect(fromCli.task).not.toHaveProperty("$typeName");
+    // The very same document the JSON API answers.
+    const api = await fetch(`http://${node.httpAddress}/api/conveyor.v1.AdminService/GetTask`, {
+      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ id: enqueued.result.id }),
+    });
+    expect(await api.json()).toEqual(fromCli);
 
     const list = await okJson<{ tasks: Array<{ id: string }>; nextPageToken: string }>(["task", "ls", "cli-json"]);
     expect(list.tasks.map((t) => t.id)).toEqual([enqueued.result.id]);
     expect(list.nextPageToken).toBe("");
   });
 
-  it("cancels a task, which then shows as cancelled", async () => {
+  it("cancels a task, which then shows as cancelled; cancelling it again is a conflict (exit 5)", async () => {
     const id = await enqueue("cli-cancel");
     expect(await ok(["task", "cancel", id])).toBe(`task ${id} cancelled\n`);
     const { task } = await okJson<{ task: { state: string; cancelReason: string } }>(["task", "get", id]);
-    expect(task).toMatchObject({ state: "cancelled", cancelReason: "OPERATOR" });
+    expect(task).toMatchObject({ state: "TASK_STATE_CANCELLED", cancelReason: "OPERATOR" });
     expect(await ok(["task", "get", id])).toMatch(/^state:\s+cancelled$/m);
 
     const again = await conveyor(["task", "cancel", id]);
-    expect(again.code).toBe(1);
+    expect(again.code).toBe(5);
     expect(again.stderr).toMatch(/^error: .*already cancelled/);
 
     expect(await ok(["task", "retry", id])).toBe(`task ${id} is now pending\n`);
   });
 
-  it("rejects a priority out of range before sending anything", async () => {
+  it("rejects a priority out of range before sending anything (exit 2)", async () => {
     const run = await conveyor(["enqueue", "--queue", "cli-bad-priority", "--type", "x", "--priority", "10"]);
-    expect(run.code).toBe(1);
+    expect(run.code).toBe(2);
     expect(run.stdout).toBe("");
-    expect(run.stderr).toMatch(/--priority.*'10' is invalid.*1\.\.9/);
+    expect(run.stderr).toMatch(/^error: option '--priority.*'10' is invalid.*1\.\.9/);
     expect(await queueInfo("cli-bad-priority")).toBeUndefined();
   });
 
-  it("rejects a payload that is not JSON before sending anything", async () => {
+  it("rejects a payload that is not JSON before sending anything (exit 2)", async () => {
     const run = await conveyor(["enqueue", "--queue", "cli-bad-payload", "--type", "x", "--payload", "{not json"]);
-    expect(run.code).toBe(1);
+    expect(run.code).toBe(2);
     expect(run.stdout).toBe("");
     expect(run.stderr).toMatch(/--payload.*is invalid.*not valid JSON/);
     expect(await queueInfo("cli-bad-payload")).toBeUndefined();
   });
 
-  it("rejects bad integers and durations with a message naming the option", async () => {
+  it("rejects bad integers, durations, unknown commands and missing arguments with exit 2", async () => {
     const limit = await conveyor(["task", "ls", "cli-x", "--limit", "ten"]);
-    expect(limit.code).toBe(1);
+    expect(limit).toMatchObject({ code: 2, stdout: "" });
     expect(limit.stderr).toMatch(/--limit.*'ten' is invalid.*not an integer/);
 
     const duration = await conveyor(["enqueue", "--type", "x", "--process-in", "5 parsecs"]);
-    expect(duration.code).toBe(1);
+    expect(duration.code).toBe(2);
     expect(duration.stderr).toMatch(/--process-in.*is invalid.*invalid duration/);
+
+    expect(await conveyor(["queue", "frobnicate"])).toMatchObject({ code: 2, stderr: expect.stringMatching(/^error: unknown command 'frobnicate'/) });
+    expect(await conveyor(["task", "get"])).toMatchObject({ code: 2, stderr: "error: missing required argument 'id'\n" });
   });
 
-  it("prints the server's message and exits 1 for an unknown task", async () => {
+  it("prints the server's message and exits 3 for an unknown task", async () => {
     const run = await conveyor(["task", "get", "no-such-task"]);
-    expect(run.code).toBe(1);
+    expect(run.code).toBe(3);
     expect(run.stdout).toBe("");
     expect(run.stderr).toBe('error: task "no-such-task" not found\n');
   });
 
-  it("prints the server's validation message (naming the field) and exits 1", async () => {
+  it("prints the server's validation message (naming the field) and exits 2", async () => {
     const run = await conveyor(["enqueue", "--queue", "bad queue", "--type", "x"]);
-    expect(run.code).toBe(1);
+    expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/^error: task\.queue: invalid queue name "bad queue"/);
+  });
+
+  it("with --json prints errors as one JSON object on stderr, with the same exit codes", async () => {
+    const notFound = await conveyor(["task", "get", "no-such-task", "--json"]);
+    expect(notFound).toMatchObject({ code: 3, stdout: "" });
+    expect(JSON.parse(notFound.stderr)).toEqual({ code: "NOT_FOUND", reason: "TASK_NOT_FOUND", message: 'task "no-such-task" not found' });
+
+    const invalid = await conveyor(["--json", "enqueue", "--queue", "bad queue", "--type", "x"]);
+    expect(invalid.code).toBe(2);
+    expect(JSON.parse(invalid.stderr)).toMatchObject({ code: "INVALID_ARGUMENT", reason: "INVALID_FIELD", field: "task.queue" });
+
+    const usage = await conveyor(["task", "ls", "q", "--limit", "ten", "--json"]);
+    expect(usage.code).toBe(2);
+    expect(JSON.parse(usage.stderr)).toMatchObject({ code: "INVALID_ARGUMENT", reason: "USAGE", message: expect.stringMatching(/^option '--limit/) });
+
+    const down = await conveyor(["queue", "ls", "--json"], { server: "127.0.0.1:1" });
+    expect(down.code).toBe(4);
+    expect(JSON.parse(down.stderr)).toEqual({
+      code: "UNAVAILABLE", reason: "UNREACHABLE", message: "cannot reach conveyor at 127.0.0.1:1 (is conveyord running?)",
+    });
   });
 
   it("takes the server from CONVEYOR_SERVER, and --server wins over it", async () => {
@@ -237,9 +267,50 @@ describe("conveyor CLI", () => {
     expect(flagWins).toMatchObject({ code: 0, stderr: "" });
   });
 
-  it("explains a server it cannot reach and exits 1", async () => {
+  it("explains a server it cannot reach and exits 4", async () => {
     const run = await conveyor(["queue", "ls"], { server: "127.0.0.1:1" });
-    expect(run.code).toBe(1);
+    expect(run.code).toBe(4);
     expect(run.stderr).toBe("error: cannot reach conveyor at 127.0.0.1:1 (is conveyord running?)\n");
+  });
+
+  it("cuts table cells with … to fit COLUMNS, and never cuts piped output without it", async () => {
+    const id = await enqueue("cli-width-with-a-rather-long-queue-name");
+    const piped = await ok(["task", "ls", "cli-width-with-a-rather-long-queue-name"]);
+    expect(piped).toContain(id);
+    expect(piped).not.toContain("…");
+
+    const narrow = await conveyor(["task", "ls", "cli-width-with-a-rather-long-queue-name"], { env: { COLUMNS: "60" } });
+    expect(narrow).toMatchObject({ code: 0, stderr: "" });
+    const lines = narrow.stdout.trimEnd().split("\n");
+    expect(lines.length).toBe(2);
+    for (const line of lines) expect(line.length).toBeLessThanOrEqual(60);
+    expect(lines[1]).toMatch(new RegExp(`^${id.slice(0, 3)}\\S*…`));
+    expect(lines[0]).toMatch(/^ID\s+TYPE\s+STATE\s+PRIORITY\s+RETRIED\s+CREATED\s+LAST ERROR$/);
+  });
+
+  it("strategy set names a missing flag or a misnamed rule field, exits 2 and sets nothing", async () => {
+    const missing = await conveyor(["strategy", "set", "cli-strategy", "--expression", "input.x"]);
+    expect(missing).toMatchObject({ code: 2, stdout: "", stderr: "error: strategy set: missing --max-runs, --strategy (give all three, or --rules)\n" });
+
+    const misnamed = await conveyor(["strategy", "set", "cli-strategy", "--rules", '[{"expresion":"input.x","maxRuns":1,"limitStrategy":"GROUP_ROUND_ROBIN"}]']);
+    expect(misnamed).toMatchObject({ code: 2, stdout: "" });
+    expect(misnamed.stderr).toMatch(/--rules.*rule 0: unknown field "expresion"; the fields are expression, maxRuns, limitStrategy, name/);
+
+    const badStrategy = await conveyor(["strategy", "set", "cli-strategy", "--rules", '[{"expression":"input.x","maxRuns":1,"limitStrategy":"FIFO"}]']);
+    expect(badStrategy.code).toBe(2);
+    expect(badStrategy.stderr).toMatch(/rule 0: "limitStrategy": use one of GROUP_ROUND_ROBIN/);
+
+    expect(await ok(["strategy", "ls"])).not.toContain("cli-strategy");
+  });
+
+  it("group set changes only the thresholds it is given", async () => {
+    await ok(["group", "set", "cli-groups", "--max-size", "7", "--max-delay", "2m", "--grace", "5s"]);
+    expect(await ok(["group", "set", "cli-groups", "--grace", "9s"])).toBe(
+      "queue cli-groups, group (queue default): max size 7, max delay 2m, grace 9s (from the next sweep)\n");
+    // A group's first override starts from the queue's default.
+    expect(await ok(["group", "set", "cli-groups", "--group", "g", "--max-size", "3"])).toBe(
+      "queue cli-groups, group g: max size 3, max delay 2m, grace 9s (from the next sweep)\n");
+    const none = await conveyor(["group", "set", "cli-groups"]);
+    expect(none).toMatchObject({ code: 2, stderr: "error: group set: give at least one of --max-size, --max-delay, --grace\n" });
   });
 });

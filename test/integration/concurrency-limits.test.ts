@@ -244,7 +244,7 @@ describe("per-key concurrency limits", () => {
     expect(limits.limits.find((l) => l.queue === "reports")?.max).toBe(2);
     expect(limits.limits.some((l) => l.queue === "bad name")).toBe(false);
     const err = await cli("concurrency", "set", "reports", "--max", "0").catch((e: { code: number; stderr: string }) => e);
-    expect(err).toMatchObject({ code: 1 });
+    expect(err).toMatchObject({ code: 2 });
     expect((err as { stderr: string }).stderr).toContain("--max");
   });
 });

@@ -94,7 +94,7 @@ describe("instants and durations", () => {
       () => { throw new Error("the CLI accepted it"); },
       (e: { code: number; stderr: string }) => e,
     );
-    expect(run.code).toBe(1);
+    expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/task\.timeout_ms: must be at most 3155760000000 ms \(100 years\)/);
   });
 

@@ -25,6 +25,8 @@ export interface NodeProcessOptions {
   bin?: string;
   /** A conveyor.yaml (--config); the flags above still win. */
   config?: string;
+  /** Extra environment variables of the process. */
+  env?: Record<string, string>;
 }
 
 export class NodeProcess {
@@ -50,7 +52,7 @@ export class NodeProcess {
     if (options.config) args.push("--config", options.config);
     for (const [k, v] of Object.entries(options.settings ?? {})) args.push("--set", `${k}=${v}`);
     const [file, ...fileArgs] = [...(options.prefix ?? []), process.execPath, ...args];
-    const child = spawn(file!, fileArgs, { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(file!, fileArgs, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...options.env } });
     const logs: string[] = [];
     let stderr = "";
     child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));

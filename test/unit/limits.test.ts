@@ -10,7 +10,9 @@ import {
 import { fromServiceError, toServiceError } from "../../src/rpc/status.js";
 import { decodeRequest, UndecodableRequest } from "../../src/rpc/request-decode.js";
 import { EnqueueRequestSchema } from "../../src/gen/conveyor/v1/task_service_pb.js";
-import { describeError } from "../../cli/program.js";
+import { describeFailure } from "../../cli/failure.js";
+
+const describeError = (err: unknown, where: { server: string; json: boolean; timeoutMs: number }) => describeFailure(err, where).message;
 
 describe("time bounds", () => {
   it("keep every derived instant a safe integer and a valid Date", () => {
