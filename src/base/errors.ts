@@ -13,6 +13,8 @@ export type ErrorCode =
   | "FAILED_PRECONDITION"
   | "RESOURCE_EXHAUSTED"
   | "UNAVAILABLE"
+  | "UNAUTHENTICATED"
+  | "PERMISSION_DENIED"
   | "INTERNAL";
 
 /**
@@ -59,6 +61,12 @@ export type ErrorReason =
   | "DISK_FULL"
   /** The data file refused this request's own values (a constraint): retrying cannot help. */
   | "STORAGE_REJECTED"
+  /** The node requires a credential (a token or a client certificate) and the call had none. */
+  | "CREDENTIALS_REQUIRED"
+  /** The call's token or client certificate is not one the node knows. */
+  | "CREDENTIALS_UNKNOWN"
+  /** The caller's roles (or queue scope) do not allow this call; `details` name what it needs. */
+  | "ROLE_REQUIRED"
   /** A bug on the server (logged there, never detailed to the caller), or a non-conveyor status. */
   | "INTERNAL";
 

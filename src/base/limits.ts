@@ -185,6 +185,16 @@ export const WORK_SLICE_MS = 5;
 export const WORK_SLICE_BYTES = 256 * 1024;
 
 // ---------------------------------------------------------------------------------
+// Security (src/server/security)
+
+/** Random bytes in a token `conveyord token new` makes: 256 bits, beyond any search of its hash. */
+export const TOKEN_RANDOM_BYTES = 32;
+/** An Authorization value longer than this is refused unread (no token is near it). */
+export const AUTHORIZATION_MAX_CHARS = 1024;
+/** The audit line's copy of an admin request is cut to this (admin requests carry no payloads). */
+export const AUDIT_REQUEST_MAX_BYTES = 2048;
+
+// ---------------------------------------------------------------------------------
 // Messages
 
 /** How much of a caller's value an error message quotes. */

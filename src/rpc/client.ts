@@ -15,6 +15,8 @@ export interface ChannelConfig {
   /** host:port */
   address: string;
   credentials?: grpc.ChannelCredentials;
+  /** Sent on every call as `authorization: Bearer <token>` (per call, so it works on plaintext loopback channels too). */
+  token?: string;
 }
 
 /** Client keepalive: notice a dead server in seconds, even on an idle channel. */
@@ -48,6 +50,7 @@ export class RpcChannel {
           const callOptions: grpc.CallOptions = options.timeoutMs ? { deadline: Date.now() + options.timeoutMs } : {};
           const metadata = new grpc.Metadata();
           if (options.waitForReady) metadata.setOptions({ waitForReady: true });
+          if (this.config.token) metadata.set("authorization", `Bearer ${this.config.token}`);
           const { signal } = options;
           const onAbort = () => call.cancel();
           const call = method(request, metadata, callOptions, (err: grpc.ServiceError | null, res: unknown) => {

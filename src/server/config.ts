@@ -45,6 +45,10 @@ export interface NodeConfig {
   groupMaxDelayMs: number;
   groupGracePeriodMs: number;
   groupSweepIntervalMs: number;
+  /** Tokens and their roles (security/auth-file.ts); "" = no authentication (loopback only). */
+  authFile: string;
+  /** Host header names the HTTP port serves besides loopback names and its own address, comma-separated. */
+  httpAllowedHosts: string;
 }
 
 /** The server-wide default rate limit, if one is configured. */
@@ -78,6 +82,8 @@ export const DEFAULT_CONFIG: NodeConfig = {
   groupMaxDelayMs: 60_000,
   groupGracePeriodMs: 10_000,
   groupSweepIntervalMs: 1_000,
+  authFile: "",
+  httpAllowedHosts: "",
 };
 
 type Kind = "string" | "duration" | "int" | "number" | "sync";
@@ -111,6 +117,8 @@ const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: n
   { key: "groupMaxDelayMs", yaml: "group_max_delay", kind: "duration", max: DURATION_MAX_MS },
   { key: "groupGracePeriodMs", yaml: "group_grace_period", kind: "duration", max: DURATION_MAX_MS },
   { key: "groupSweepIntervalMs", yaml: "group_sweep_interval", kind: "duration", max: TIMER_MAX_MS },
+  { key: "authFile", yaml: "auth_file", kind: "string" },
+  { key: "httpAllowedHosts", yaml: "http_allowed_hosts", kind: "string" },
 ];
 
 /** Integers that have no tighter bound still travel as int32/uint32 on the wire. */

@@ -4,7 +4,8 @@ import type { NodeMetrics } from "./metrics.js";
 
 export type HttpRoute = (req: IncomingMessage, res: ServerResponse) => Promise<boolean> | boolean;
 
-export function createHttpServer(metrics: NodeMetrics, health: () => object, extraRoutes: HttpRoute[] = []): Server {
+/** `gate` runs before every route (Host allow-list, /metrics token): true means it answered. */
+export function createHttpServer(metrics: NodeMetrics, health: () => object, extraRoutes: HttpRoute[] = [], gate: HttpRoute = () => false): Server {
   const server = createServer((req, res) => {
     // Once close() is called (node stopping), every response ends its connection: a
     // dashboard polling over keep-alive would otherwise keep close() waiting forever.
@@ -20,6 +21,7 @@ export function createHttpServer(metrics: NodeMetrics, health: () => object, ext
   return server;
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (await gate(req, res)) return;
     const path = (req.url ?? "/").split("?")[0];
     if (req.method === "GET" && path === "/metrics") {
       const body = await metrics.registry.metrics();

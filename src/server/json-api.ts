@@ -52,6 +52,8 @@ const HTTP_STATUS: Record<ErrorCode, number> = {
   FAILED_PRECONDITION: 409,
   RESOURCE_EXHAUSTED: 429,
   UNAVAILABLE: 503,
+  UNAUTHENTICATED: 401,
+  PERMISSION_DENIED: 403,
   INTERNAL: 500,
 };
 
@@ -101,7 +103,10 @@ export function jsonApiRoute(bindings: readonly JsonApiBinding[], options: JsonA
       const body = await readBody(req, maxBody);
       const request = parseRequest(route.method, body);
       // What the implementations see of a grpc-js ServerUnaryCall (they read `request`).
-      const call = { request, cancelled: false, metadata: new grpc.Metadata(), on() {}, getPeer: () => req.socket.remoteAddress ?? "" };
+      // The Authorization header travels as gRPC metadata does, so the one guard (security/guard.ts) reads both.
+      const metadata = new grpc.Metadata();
+      if (req.headers.authorization !== undefined) metadata.set("authorization", req.headers.authorization);
+      const call = { request, cancelled: false, metadata, transport: "http", on() {}, getPeer: () => req.socket.remoteAddress ?? "" };
       const response = await route.handler(call);
       const json = toJson(route.method.output, create(route.method.output, response as never), { alwaysEmitImplicit: true });
       send(res, 200, json);

@@ -37,12 +37,15 @@ import { adminService } from "./admin-service.js";
 import { createHttpServer } from "./http.js";
 import { jsonApiRoute, jsonService } from "./json-api.js";
 import { findWebRoot, staticRoute } from "./static-files.js";
+import { loadSecurity, NodeSecurity, type SecurityOptions } from "./security/node-security.js";
+import type { Authenticator } from "./security/identity.js";
 
 export interface NodeDeps {
   config: NodeConfig;
   logger: Logger;
   clock?: Clock;
   random?: Random;
+  security?: SecurityOptions;
 }
 
 export class ConveyorNode {
@@ -59,17 +62,19 @@ export class ConveyorNode {
     const { config } = deps;
     const clock = deps.clock ?? systemClock;
     const random = deps.random ?? systemRandom;
+    // Before the data directory: a node that must not start touches nothing.
+    const authn = loadSecurity(config, deps.security ?? {}, deps.logger);
     // Locks the directory and checks its identity; refuses (DataDirError) rather than start empty.
     const dataDir = openDataDir({ dir: config.dataDir, synchronous: config.sqliteSynchronous });
     try {
-      return await ConveyorNode.startOn(dataDir, deps, clock, random);
+      return await ConveyorNode.startOn(dataDir, deps, clock, random, authn);
     } catch (error) {
       dataDir.close();
       throw error;
     }
   }
 
-  private static async startOn(dataDir: DataDir, deps: NodeDeps, clock: Clock, random: Random): Promise<ConveyorNode> {
+  private static async startOn(dataDir: DataDir, deps: NodeDeps, clock: Clock, random: Random, authn: Authenticator): Promise<ConveyorNode> {
     const { config, logger } = deps;
     const metrics = new NodeMetrics();
     const storage = openStorage(dataDir.db, config, clock);
@@ -78,9 +83,11 @@ export class ConveyorNode {
     await Promise.all(storage.queries.queuesWithUnfinishedTasks().map((queue) => runtime.router.grainFor(queue).activate()));
     const stopJanitor = startJanitor(storage.queries, clock, config.janitorIntervalMs, logger);
     const services = buildServices(storage, runtime, { config, clock, metrics });
-    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db });
+    const security = new NodeSecurity(authn, { registry: metrics.registry, logger, config });
+    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, security });
     logger.info({
       grpc: transports.grpcAddress, http: transports.httpAddress, dataDir: dataDir.dir, identity: dataDir.identity.id, opened: dataDir.opened,
+      auth: authn.enabled ? "tokens" : "off",
     }, "conveyord listening");
     return new ConveyorNode(transports.grpcAddress, transports.httpAddress, {
       grpcServer: transports.grpcServer, httpServer: transports.httpServer, dataDir, host: runtime.host, broker: runtime.broker,
@@ -234,11 +241,19 @@ interface Transports {
   httpAddress: string;
 }
 
-/** The gRPC port (every service, reflection) and the HTTP port (metrics, health, dashboard). */
+/**
+ * The gRPC port (every service, reflection) and the HTTP port (metrics, health, dashboard).
+ * Both serve the guarded implementations (security/guard.ts), never the bare ones.
+ */
 async function startTransports(
-  services: Services, runtime: GrainRuntime, env: { config: NodeConfig; metrics: NodeMetrics; logger: Logger; db: Database },
+  bare: Services, runtime: GrainRuntime, env: { config: NodeConfig; metrics: NodeMetrics; logger: Logger; db: Database; security: NodeSecurity },
 ): Promise<Transports> {
-  const { config, metrics, logger, db } = env;
+  const { config, metrics, logger, db, security } = env;
+  const services: Services = {
+    tasks: security.guard(TaskService, bare.tasks),
+    workers: security.guard(WorkerService, bare.workers),
+    admin: security.guard(AdminService, bare.admin),
+  };
   const { host, broker } = runtime;
   const grpcServer = new grpc.Server({
     "grpc.keepalive_time_ms": 30_000,
@@ -253,6 +268,7 @@ async function startTransports(
   addUnaryService(grpcServer, WorkerService, services.workers, onInternal, observe);
   addUnaryService(grpcServer, AdminService, services.admin, onInternal, observe);
   // grpcurl and `buf curl` discover the services and their messages from the node itself.
+  // Open even with auth on: it tells the schema, which the package publishes (proto/), and no data.
   addReflection(grpcServer, [TaskService, WorkerService, AdminService]);
   const grpcPort = await new Promise<number>((resolve, reject) =>
     grpcServer.bindAsync(config.listen, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))));
@@ -263,7 +279,7 @@ async function startTransports(
     jsonApiRoute([jsonService(AdminService, services.admin), jsonService(TaskService, services.tasks)], { onInternal }),
     staticRoute(findWebRoot()),
   ];
-  const httpServer = createHttpServer(metrics, health, dashboard);
+  const httpServer = createHttpServer(metrics, health, dashboard, security.httpGate(config.http));
   const [httpHost, httpPortText] = splitHostPort(config.http);
   await new Promise<void>((resolve, reject) => {
     httpServer.once("error", reject);
