@@ -26,6 +26,8 @@ export interface GlobalOptions {
   json: boolean;
   /** RPC deadline, relative. */
   timeoutMs: number;
+  /** Bearer token for a node with an auth file (--token or $CONVEYOR_TOKEN). */
+  token?: string | undefined;
 }
 
 /** The global options as defined on the program (with env and defaults). */
@@ -35,10 +37,11 @@ function globalOptionDefinitions(): Option[] {
     new Option("--json", "print the response as JSON"),
     new Option("--timeout <duration>", "deadline of each call to the server, e.g. 5s, 1m")
       .argParser(positiveDurationArg).default(DEFAULT_TIMEOUT_MS, "10s"),
+    new Option("--token <token>", "bearer token for a node with authentication (prefer $CONVEYOR_TOKEN: a flag shows in ps)").env("CONVEYOR_TOKEN"),
   ];
 }
 
-const GLOBAL_KEYS = { server: "server", json: "json", timeoutMs: "timeout" } as const;
+const GLOBAL_KEYS = { server: "server", json: "json", timeoutMs: "timeout", token: "token" } as const;
 
 /** Copies of the global options given to subcommands: no env, no default, hidden from help. */
 const globalCopies = new WeakSet<Option>();
@@ -82,6 +85,7 @@ export function globalsOf(cmd: Command): GlobalOptions {
     server: pick<string>(GLOBAL_KEYS.server),
     json: pick<boolean | undefined>(GLOBAL_KEYS.json) === true,
     timeoutMs: pick<number>(GLOBAL_KEYS.timeoutMs),
+    token: pick<string | undefined>(GLOBAL_KEYS.token) || undefined,
   };
 }
 
@@ -98,7 +102,7 @@ export class CliContext {
   private channel: RpcChannel | undefined;
   private readonly clients = new Map<string, unknown>();
   /** The last options a command ran with; error messages name the server. */
-  globals: GlobalOptions = { server: DEFAULT_SERVER, json: false, timeoutMs: DEFAULT_TIMEOUT_MS };
+  globals: GlobalOptions = { server: DEFAULT_SERVER, json: false, timeoutMs: DEFAULT_TIMEOUT_MS, token: undefined };
 
   constructor(readonly io: Io = processIo) {}
 
@@ -107,7 +111,7 @@ export class CliContext {
     const globals = globalsOf(cmd);
     this.globals = globals;
     const getClient = <S extends GenService<GenServiceMethods>>(service: S): UnaryClient<S> => {
-      this.channel ??= new RpcChannel({ address: globals.server });
+      this.channel ??= new RpcChannel({ address: globals.server, ...(globals.token ? { token: globals.token } : {}) });
       let client = this.clients.get(service.typeName);
       if (!client) {
         client = this.channel.service(service);

@@ -9,10 +9,11 @@ import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
 import type { EnqueueResult, TaskSpec } from "../gen/conveyor/v1/task_pb.js";
 import { fromItemError } from "../rpc/status.js";
 import { DEFAULT_ADDRESS, RpcChannel } from "../rpc/client.js";
+import { channelSecurity, type ConnectionSecurityOptions } from "./connection-security.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
 import { stateName, toSpec, toTaskView, type EnqueueOptions, type NewTaskSpec, type TaskState, type TaskView } from "./task.js";
 
-export interface ClientOptions {
+export interface ClientOptions extends ConnectionSecurityOptions {
   /** host:port; default $CONVEYOR_SERVER or 127.0.0.1:7233. */
   address?: string;
   /** Deadline of each RPC; default 30 s. */
@@ -81,7 +82,7 @@ export class Client {
   }
 
   constructor(options: ClientOptions = {}) {
-    this.channel = new RpcChannel({ address: options.address ?? defaultAddress() });
+    this.channel = new RpcChannel({ address: options.address ?? defaultAddress(), ...channelSecurity(options) });
     this.tasks = this.channel.service(TaskService);
     this.timeoutMs = options.timeoutMs ?? 30_000;
   }

@@ -28,6 +28,7 @@ import {
 import { setLongTimeout } from "../base/long-timer.js";
 import { Outcome as WireOutcome, WorkerService, type Delivery, type Settlement } from "../gen/conveyor/v1/worker_service_pb.js";
 import { RpcChannel } from "../rpc/client.js";
+import { channelSecurity, type ConnectionSecurityOptions } from "./connection-security.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
 import { defaultAddress } from "./client.js";
 import { BatchError, isSkipRetry } from "./errors.js";
@@ -37,7 +38,7 @@ import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
 import { strategyToWire } from "../rpc/wire-names.js";
 import { toTaskView } from "./task.js";
 
-export interface WorkerOptions {
+export interface WorkerOptions extends ConnectionSecurityOptions {
   mux: Mux;
   /** host:port; default $CONVEYOR_SERVER or 127.0.0.1:7233. */
   address?: string;
@@ -85,7 +86,7 @@ export class Worker {
 
   constructor(private readonly options: WorkerOptions) {
     this.workerId = options.workerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
-    this.channel = new RpcChannel({ address: options.address ?? defaultAddress() });
+    this.channel = new RpcChannel({ address: options.address ?? defaultAddress(), ...channelSecurity(options) });
     this.rpc = this.channel.service(WorkerService);
     const q = options.queues ?? ["default"];
     this.queues = Array.isArray(q)
