@@ -98,6 +98,7 @@ async function runNode(): Promise<void> {
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
+  process.on("SIGHUP", () => node.reloadTls());
 }
 
 function withoutUndefined<T extends object>(o: T): Partial<T> {

@@ -55,6 +55,11 @@ export type ErrorReason =
    * call's deadline passed). Nothing says whether the server acted; retry idempotently.
    */
   | "UNREACHABLE"
+  /**
+   * Client side only: the TLS handshake failed (the node's certificate is not trusted or
+   * not for this name, or the node wants a client certificate); the message says which.
+   */
+  | "TLS_FAILED"
   /** The data file could not be written for a reason that is not the caller's: retry. */
   | "STORAGE_FAILURE"
   /** The disk holding the data directory is full: retry once space is freed. */

@@ -49,6 +49,11 @@ export interface NodeConfig {
   authFile: string;
   /** Host header names the HTTP port serves besides loopback names and its own address, comma-separated. */
   httpAllowedHosts: string;
+  /** PEM files of the certificate (chain) and key both ports serve; "" = no TLS. Reloaded on SIGHUP. */
+  tlsCert: string;
+  tlsKey: string;
+  /** PEM CA bundle client certificates must chain to; set = mTLS (every connection needs one). */
+  tlsClientCa: string;
 }
 
 /** The server-wide default rate limit, if one is configured. */
@@ -84,6 +89,9 @@ export const DEFAULT_CONFIG: NodeConfig = {
   groupSweepIntervalMs: 1_000,
   authFile: "",
   httpAllowedHosts: "",
+  tlsCert: "",
+  tlsKey: "",
+  tlsClientCa: "",
 };
 
 type Kind = "string" | "duration" | "int" | "number" | "sync";
@@ -119,6 +127,9 @@ const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: n
   { key: "groupSweepIntervalMs", yaml: "group_sweep_interval", kind: "duration", max: TIMER_MAX_MS },
   { key: "authFile", yaml: "auth_file", kind: "string" },
   { key: "httpAllowedHosts", yaml: "http_allowed_hosts", kind: "string" },
+  { key: "tlsCert", yaml: "tls_cert", kind: "string" },
+  { key: "tlsKey", yaml: "tls_key", kind: "string" },
+  { key: "tlsClientCa", yaml: "tls_client_ca", kind: "string" },
 ];
 
 /** Integers that have no tighter bound still travel as int32/uint32 on the wire. */

@@ -1,12 +1,15 @@
 /** The node's HTTP port: Prometheus /metrics and /healthz (the dashboard mounts here too). */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createTlsServer, type ServerOptions as TlsServerOptions } from "node:https";
 import type { NodeMetrics } from "./metrics.js";
 
 export type HttpRoute = (req: IncomingMessage, res: ServerResponse) => Promise<boolean> | boolean;
 
 /** `gate` runs before every route (Host allow-list, /metrics token): true means it answered. */
-export function createHttpServer(metrics: NodeMetrics, health: () => object, extraRoutes: HttpRoute[] = [], gate: HttpRoute = () => false): Server {
-  const server = createServer((req, res) => {
+export function createHttpServer(
+  metrics: NodeMetrics, health: () => object, extraRoutes: HttpRoute[] = [], gate: HttpRoute = () => false, tls?: TlsServerOptions,
+): Server {
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     // Once close() is called (node stopping), every response ends its connection: a
     // dashboard polling over keep-alive would otherwise keep close() waiting forever.
     if (!server.listening) res.setHeader("connection", "close");
@@ -17,7 +20,8 @@ export function createHttpServer(metrics: NodeMetrics, health: () => object, ext
       if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
       res.end("internal error\n");
     });
-  });
+  };
+  const server: Server = tls ? createTlsServer(tls, onRequest) : createServer(onRequest);
   return server;
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {

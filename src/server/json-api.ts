@@ -13,6 +13,7 @@
  */
 import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { TLSSocket } from "node:tls";
 import * as grpc from "@grpc/grpc-js";
 import { create, fromJson, toJson, type DescMethod, type DescService, type JsonValue } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
@@ -106,7 +107,11 @@ export function jsonApiRoute(bindings: readonly JsonApiBinding[], options: JsonA
       // The Authorization header travels as gRPC metadata does, so the one guard (security/guard.ts) reads both.
       const metadata = new grpc.Metadata();
       if (req.headers.authorization !== undefined) metadata.set("authorization", req.headers.authorization);
-      const call = { request, cancelled: false, metadata, transport: "http", on() {}, getPeer: () => req.socket.remoteAddress ?? "" };
+      const call = {
+        request, cancelled: false, metadata, transport: "http", on() {}, getPeer: () => req.socket.remoteAddress ?? "",
+        // A verified client certificate (mTLS), as grpc-js offers it.
+        getAuthContext: () => ({ sslPeerCertificate: "getPeerCertificate" in req.socket ? (req.socket as TLSSocket).getPeerCertificate() : undefined }),
+      };
       const response = await route.handler(call);
       const json = toJson(route.method.output, create(route.method.output, response as never), { alwaysEmitImplicit: true });
       send(res, 200, json);

@@ -5,6 +5,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { randomUUID } from "node:crypto";
 import type { Server as HttpServer } from "node:http";
+import type { Server as TlsServer } from "node:tls";
 import type { Logger } from "pino";
 import { systemClock, type Clock } from "../base/clock.js";
 import { setLongTimeout } from "../base/long-timer.js";
@@ -37,8 +38,8 @@ import { adminService } from "./admin-service.js";
 import { createHttpServer } from "./http.js";
 import { jsonApiRoute, jsonService } from "./json-api.js";
 import { findWebRoot, staticRoute } from "./static-files.js";
-import { loadSecurity, NodeSecurity, type SecurityOptions } from "./security/node-security.js";
-import type { Authenticator } from "./security/identity.js";
+import { loadSecurity, NodeSecurity, type LoadedSecurity, type SecurityOptions } from "./security/node-security.js";
+import type { TlsMaterial } from "./security/tls.js";
 
 export interface NodeDeps {
   config: NodeConfig;
@@ -54,7 +55,7 @@ export class ConveyorNode {
     readonly httpAddress: string,
     private readonly parts: {
       grpcServer: grpc.Server; httpServer: HttpServer; dataDir: DataDir; host: GrainHost; broker: LeaseBroker;
-      stopJanitor: () => void; logger: Logger; config: NodeConfig;
+      stopJanitor: () => void; logger: Logger; config: NodeConfig; tls: TlsMaterial | undefined;
     },
   ) {}
 
@@ -63,18 +64,18 @@ export class ConveyorNode {
     const clock = deps.clock ?? systemClock;
     const random = deps.random ?? systemRandom;
     // Before the data directory: a node that must not start touches nothing.
-    const authn = loadSecurity(config, deps.security ?? {}, deps.logger);
+    const loaded = loadSecurity(config, deps.security ?? {}, deps.logger);
     // Locks the directory and checks its identity; refuses (DataDirError) rather than start empty.
     const dataDir = openDataDir({ dir: config.dataDir, synchronous: config.sqliteSynchronous });
     try {
-      return await ConveyorNode.startOn(dataDir, deps, clock, random, authn);
+      return await ConveyorNode.startOn(dataDir, deps, clock, random, loaded);
     } catch (error) {
       dataDir.close();
       throw error;
     }
   }
 
-  private static async startOn(dataDir: DataDir, deps: NodeDeps, clock: Clock, random: Random, authn: Authenticator): Promise<ConveyorNode> {
+  private static async startOn(dataDir: DataDir, deps: NodeDeps, clock: Clock, random: Random, loaded: LoadedSecurity): Promise<ConveyorNode> {
     const { config, logger } = deps;
     const metrics = new NodeMetrics();
     const storage = openStorage(dataDir.db, config, clock);
@@ -83,16 +84,32 @@ export class ConveyorNode {
     await Promise.all(storage.queries.queuesWithUnfinishedTasks().map((queue) => runtime.router.grainFor(queue).activate()));
     const stopJanitor = startJanitor(storage.queries, clock, config.janitorIntervalMs, logger);
     const services = buildServices(storage, runtime, { config, clock, metrics });
-    const security = new NodeSecurity(authn, { registry: metrics.registry, logger, config });
+    const { authn, tls } = loaded;
+    const security = new NodeSecurity(authn, tls, { registry: metrics.registry, logger, config });
     const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, security });
     logger.info({
       grpc: transports.grpcAddress, http: transports.httpAddress, dataDir: dataDir.dir, identity: dataDir.identity.id, opened: dataDir.opened,
-      auth: authn.enabled ? "tokens" : "off",
+      auth: authn.enabled ? "on" : "off", tls: tls ? (tls.mutual ? "mutual" : "on") : "off",
     }, "conveyord listening");
     return new ConveyorNode(transports.grpcAddress, transports.httpAddress, {
       grpcServer: transports.grpcServer, httpServer: transports.httpServer, dataDir, host: runtime.host, broker: runtime.broker,
-      stopJanitor, logger, config,
+      stopJanitor, logger, config, tls,
     });
+  }
+
+  /** SIGHUP: read the TLS certificate and key again; on failure the old ones stay (and the error is logged). */
+  reloadTls(): void {
+    const { tls, logger } = this.parts;
+    if (!tls) {
+      logger.info("SIGHUP: TLS is off; nothing to reload");
+      return;
+    }
+    try {
+      tls.reload();
+      logger.info("TLS certificate reloaded");
+    } catch (err) {
+      logger.error({ err }, "TLS reload failed; still serving the previous certificate");
+    }
   }
 
   /**
@@ -271,7 +288,7 @@ async function startTransports(
   // Open even with auth on: it tells the schema, which the package publishes (proto/), and no data.
   addReflection(grpcServer, [TaskService, WorkerService, AdminService]);
   const grpcPort = await new Promise<number>((resolve, reject) =>
-    grpcServer.bindAsync(config.listen, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))));
+    grpcServer.bindAsync(config.listen, security.tls?.grpcCredentials ?? grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))));
 
   const health = () => ({ node: config.nodeId, grains: host.activeQueues().length, parkedLeases: broker.parked });
   // Dashboard: the JSON API calls the same (stateless) service implementations as gRPC.
@@ -279,7 +296,8 @@ async function startTransports(
     jsonApiRoute([jsonService(AdminService, services.admin), jsonService(TaskService, services.tasks)], { onInternal }),
     staticRoute(findWebRoot()),
   ];
-  const httpServer = createHttpServer(metrics, health, dashboard, security.httpGate(config.http));
+  const httpServer = createHttpServer(metrics, health, dashboard, security.httpGate(config.http), security.tls?.httpsOptions);
+  security.tls?.onReload((context) => (httpServer as unknown as TlsServer).setSecureContext(context));
   const [httpHost, httpPortText] = splitHostPort(config.http);
   await new Promise<void>((resolve, reject) => {
     httpServer.once("error", reject);

@@ -6,6 +6,10 @@
  *     - name: deploy-bot              # the identity logs and audit lines show
  *       sha256: 9f86d08…              # `conveyord token new` prints a token and this
  *       roles: [producer]             # admin | producer | worker | reader
+ *   certificates:                     # with tls_client_ca: a client certificate's subject CN
+ *     - name: worker-fleet
+ *       common_name: worker-1.internal
+ *       roles: [worker]
  *   metrics_public: false             # true: GET /metrics needs no token
  *
  * Every mistake is refused at start with the file and the entry named: a typo in a role
@@ -24,11 +28,14 @@ export interface Principal {
 export interface AuthPolicy {
   /** SHA-256 (hex) of each token → its holder. */
   tokens: ReadonlyMap<string, Principal>;
+  /** A verified client certificate's subject CN → its holder. */
+  certificates: ReadonlyMap<string, Principal>;
   metricsPublic: boolean;
 }
 
-const FILE_KEYS = ["tokens", "metrics_public"];
+const FILE_KEYS = ["tokens", "certificates", "metrics_public"];
 const TOKEN_KEYS = ["name", "sha256", "roles"];
+const CERTIFICATE_KEYS = ["name", "common_name", "roles"];
 
 export function loadAuthFile(file: string): AuthPolicy {
   let doc: unknown;
@@ -64,10 +71,29 @@ export function parseAuthPolicy(doc: unknown, where: string): AuthPolicy {
     }
     const hash = e.sha256.toLowerCase();
     if (tokens.has(hash)) throw new Error(`${at} (${e.name}): the same token hash as ${tokens.get(hash)!.name}`);
-    if (!Array.isArray(e.roles) || e.roles.length === 0) throw new Error(`${at} (${e.name}): roles must be a non-empty list of ${ROLES.join(", ")}`);
-    for (const r of e.roles) if (!isRole(r)) throw new Error(`${at} (${e.name}): unknown role ${JSON.stringify(r)}; known: ${ROLES.join(", ")}`);
     names.add(e.name);
-    tokens.set(hash, { name: e.name, roles: new Set(e.roles as Role[]) });
+    tokens.set(hash, { name: e.name, roles: rolesOf(e.roles, `${at} (${e.name})`) });
   });
-  return { tokens, metricsPublic };
+  const certList = record.certificates ?? [];
+  if (!Array.isArray(certList)) throw new Error(`${where}: certificates must be a list`);
+  const certificates = new Map<string, Principal>();
+  certList.forEach((entry: unknown, i) => {
+    const at = `${where}: certificates[${i}]`;
+    if (typeof entry !== "object" || entry === null || Array.isArray(entry)) throw new Error(`${at}: expected a mapping with name, common_name and roles`);
+    const e = entry as Record<string, unknown>;
+    for (const k of Object.keys(e)) if (!CERTIFICATE_KEYS.includes(k)) throw new Error(`${at}: unknown key ${JSON.stringify(k)}; known: ${CERTIFICATE_KEYS.join(", ")}`);
+    if (typeof e.name !== "string" || e.name.trim() === "") throw new Error(`${at}: name must be a non-empty string`);
+    if (names.has(e.name)) throw new Error(`${at}: the name ${JSON.stringify(e.name)} is used twice`);
+    if (typeof e.common_name !== "string" || e.common_name === "") throw new Error(`${at} (${e.name}): common_name must be the certificate subject's CN`);
+    if (certificates.has(e.common_name)) throw new Error(`${at} (${e.name}): common_name ${JSON.stringify(e.common_name)} is listed twice`);
+    names.add(e.name);
+    certificates.set(e.common_name, { name: e.name, roles: rolesOf(e.roles, `${at} (${e.name})`) });
+  });
+  return { tokens, certificates, metricsPublic };
+}
+
+function rolesOf(roles: unknown, at: string): ReadonlySet<Role> {
+  if (!Array.isArray(roles) || roles.length === 0) throw new Error(`${at}: roles must be a non-empty list of ${ROLES.join(", ")}`);
+  for (const r of roles) if (!isRole(r)) throw new Error(`${at}: unknown role ${JSON.stringify(r)}; known: ${ROLES.join(", ")}`);
+  return new Set(roles as Role[]);
 }

@@ -26,12 +26,22 @@ interface CallLike {
   request: unknown;
   metadata: { get(key: string): unknown[] };
   getPeer(): string;
+  getAuthContext?(): { sslPeerCertificate?: { subject?: { CN?: string | string[] } } | undefined };
   transport?: Transport;
 }
 
 function credentialsOf(call: CallLike): Credentials {
   const value = call.metadata.get("authorization")[0];
-  return { transport: call.transport ?? "grpc", authorization: typeof value === "string" ? value : undefined };
+  return {
+    transport: call.transport ?? "grpc", authorization: typeof value === "string" ? value : undefined,
+    peerCommonName: commonNameOf(call.getAuthContext?.().sslPeerCertificate),
+  };
+}
+
+/** The subject CN of a peer certificate the TLS layer verified (unverified ones never get this far: mTLS rejects them). */
+export function commonNameOf(certificate: { subject?: { CN?: string | string[] } } | undefined): string | undefined {
+  const cn = certificate?.subject?.CN;
+  return Array.isArray(cn) ? cn[0] : cn || undefined;
 }
 
 export function guardService<S extends GenService<GenServiceMethods>>(service: S, impl: UnaryImpl<S>, deps: GuardDeps): UnaryImpl<S> {

@@ -14,7 +14,9 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { ConveyorError } from "../../base/errors.js";
 import { quote } from "../../base/limits.js";
 import { hostOf, isLoopback } from "./exposure.js";
+import type { TLSSocket } from "node:tls";
 import type { AuthFailures } from "./failures.js";
+import { commonNameOf } from "./guard.js";
 import type { Authenticator } from "./identity.js";
 import { METRICS_ROLES } from "./roles.js";
 
@@ -48,7 +50,10 @@ export function httpGate(options: HttpGateOptions): (req: IncomingMessage, res: 
     }
     if (path === "/metrics" && req.method === "GET" && !options.authn.metricsPublic) {
       try {
-        const identity = options.authn.identify({ transport: "http", authorization: req.headers.authorization });
+        const socket = req.socket as Partial<TLSSocket>;
+        const identity = options.authn.identify({
+          transport: "http", authorization: req.headers.authorization, peerCommonName: commonNameOf(socket.getPeerCertificate?.()),
+        });
         if (!METRICS_ROLES.some((r) => identity.roles.has(r))) {
           options.failures.record({ transport: "http", what: path, reason: "ROLE_REQUIRED", identity: identity.name, peer: req.socket.remoteAddress ?? "" });
           refuse(res, 403, "PERMISSION_DENIED", "ROLE_REQUIRED", `${identity.name} may not read /metrics; it needs one of: ${METRICS_ROLES.join(", ")}`);

@@ -1,7 +1,8 @@
 /**
  * THE seam where a call's identity is established, for both transports: gRPC metadata
  * `authorization: Bearer <token>` and the HTTP `Authorization` header (the JSON API copies
- * it into the call's metadata, so both arrive here the same way). Services never parse
+ * it into the call's metadata, so both arrive here the same way), or a verified client
+ * certificate's subject CN (mTLS, either port). Services never parse
  * credentials; they receive an Identity (`identityOf(call)`). A node-to-node identity
  * (cluster token or peer certificate) is one more branch of `identify`, nothing else.
  */
@@ -17,8 +18,8 @@ export interface Identity {
   /** The token's name in the auth file; "anonymous" when auth is off. */
   name: string;
   roles: ReadonlySet<Role>;
-  /** How it was established: a bearer token, or nothing because auth is off. */
-  via: "token" | "open";
+  /** How it was established: a bearer token, a client certificate, or nothing because auth is off. */
+  via: "token" | "certificate" | "open";
 }
 
 /** What a call presented, taken from the transport. */
@@ -26,6 +27,8 @@ export interface Credentials {
   transport: Transport;
   /** The raw Authorization value, if any (never logged). */
   authorization?: string | undefined;
+  /** The subject CN of a client certificate the TLS layer verified (mTLS), if any. */
+  peerCommonName?: string | undefined;
 }
 
 /** With auth off every caller may do everything (the node only listens on loopback then, unless told otherwise). */
@@ -46,6 +49,15 @@ export class Authenticator {
   identify(credentials: Credentials): Identity {
     if (!this.policy) return OPEN_IDENTITY;
     const header = credentials.authorization?.trim();
+    // A token, when sent, decides (a shared client certificate may carry several callers).
+    if (!header && credentials.peerCommonName !== undefined) {
+      const holder = this.policy.certificates.get(credentials.peerCommonName);
+      if (!holder) {
+        throw new ConveyorError("UNAUTHENTICATED", "CREDENTIALS_UNKNOWN",
+          `the client certificate's subject CN ${JSON.stringify(credentials.peerCommonName)} is not in the node's auth file`);
+      }
+      return { name: holder.name, roles: holder.roles, via: "certificate" };
+    }
     if (!header) {
       throw new ConveyorError("UNAUTHENTICATED", "CREDENTIALS_REQUIRED",
         `the node requires a token: send "authorization: Bearer <token>" (SDK option token, CLI --token or CONVEYOR_TOKEN)`);

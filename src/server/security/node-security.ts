@@ -15,6 +15,7 @@ import { AuthFailures } from "./failures.js";
 import { guardService } from "./guard.js";
 import { httpGate } from "./http-gate.js";
 import { Authenticator } from "./identity.js";
+import { tlsFilesOf, TlsMaterial, type TlsSettings } from "./tls.js";
 
 export interface SecurityOptions {
   /** The operator passed --insecure-allow-unauthenticated-network. */
@@ -24,10 +25,21 @@ export interface SecurityOptions {
 /** Thrown when the node must not start as configured; main prints the message alone. */
 export class SecurityConfigError extends Error {}
 
-export function loadSecurity(config: Pick<NodeConfig, "authFile" | "listen" | "http">, options: SecurityOptions, logger: Logger): Authenticator {
+/** What the node's transports need: who is who, and the TLS material (when TLS is on). */
+export interface LoadedSecurity {
+  authn: Authenticator;
+  tls: TlsMaterial | undefined;
+}
+
+export function loadSecurity(
+  config: Pick<NodeConfig, "authFile" | "listen" | "http"> & TlsSettings, options: SecurityOptions, logger: Logger,
+): LoadedSecurity {
   let authn: Authenticator;
+  let tls: TlsMaterial | undefined;
   try {
     authn = new Authenticator(config.authFile ? loadAuthFile(config.authFile) : undefined);
+    const files = tlsFilesOf(config);
+    tls = files ? new TlsMaterial(files) : undefined;
   } catch (e) {
     throw new SecurityConfigError((e as Error).message);
   }
@@ -37,7 +49,7 @@ export function loadSecurity(config: Pick<NodeConfig, "authFile" | "listen" | "h
     logger.warn({ grpc: config.listen, http: config.http },
       `${INSECURE_FLAG}: NO AUTHENTICATION. Anyone who can reach these ports can read every task and change anything`);
   }
-  return authn;
+  return { authn, tls };
 }
 
 export class NodeSecurity {
@@ -45,6 +57,7 @@ export class NodeSecurity {
 
   constructor(
     readonly authn: Authenticator,
+    readonly tls: TlsMaterial | undefined,
     private readonly env: { registry: Registry; logger: Logger; config: Pick<NodeConfig, "http" | "httpAllowedHosts"> },
   ) {
     this.failures = new AuthFailures(env.registry, env.logger);
