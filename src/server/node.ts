@@ -40,6 +40,7 @@ import { jsonApiRoute, jsonService } from "./json-api.js";
 import { findWebRoot, staticRoute } from "./static-files.js";
 import { loadSecurity, NodeSecurity, type LoadedSecurity, type SecurityOptions } from "./security/node-security.js";
 import type { TlsMaterial } from "./security/tls.js";
+import { whoamiRoute } from "./security/whoami-route.js";
 
 export interface NodeDeps {
   config: NodeConfig;
@@ -293,6 +294,7 @@ async function startTransports(
   const health = () => ({ node: config.nodeId, grains: host.activeQueues().length, parkedLeases: broker.parked });
   // Dashboard: the JSON API calls the same (stateless) service implementations as gRPC.
   const dashboard = [
+    whoamiRoute(security.authn),
     jsonApiRoute([jsonService(AdminService, services.admin), jsonService(TaskService, services.tasks)], { onInternal }),
     staticRoute(findWebRoot()),
   ];

@@ -15,6 +15,9 @@ import { makeCerts, type CertFiles } from "../support/certs.js";
 import { NodeProcess } from "../support/node-process.js";
 import { authFileWithRoles, type RoleName } from "../support/security.js";
 
+/** The page's sessionStorage, typed for page.evaluate (the test's own tsconfig has no DOM). */
+type Browserish = { sessionStorage: { getItem(key: string): string | null } };
+
 describe("dashboard with auth and TLS", () => {
   let certs: CertFiles;
   let node: NodeProcess;
@@ -61,17 +64,33 @@ describe("dashboard with auth and TLS", () => {
     expect(authHeaders.length).toBeGreaterThan(0);
     expect(authHeaders.every((a) => a === `Bearer ${tokens.reader}`)).toBe(true);
     expect(urls.some((u) => u.includes(tokens.reader))).toBe(false);
-    expect(await page.evaluate(() => sessionStorage.getItem("conveyor.token"))).toBe(tokens.reader);
+    expect(await page.evaluate(() => (globalThis as unknown as Browserish).sessionStorage.getItem("conveyor.token"))).toBe(tokens.reader);
+    // A reader sees no actions: the pause button is there but hidden.
+    const pause = page.locator('button[data-focus-key="pause:dash-q"]');
+    await pause.waitFor({ state: "attached" });
+    expect(await pause.isVisible()).toBe(false);
+    await page.getByText("reader-token (reader)").waitFor();
     // A reader's pause is refused by the node and changes nothing.
-    const status = await page.evaluate(async () => {
+    const status = await page.evaluate(async (token) => {
       const res = await fetch("/api/conveyor.v1.AdminService/PauseQueue", {
-        method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${sessionStorage.getItem("conveyor.token")}` },
+        method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
         body: JSON.stringify({ queue: "dash-q" }),
       });
       return res.status;
-    });
+    }, tokens.reader);
     expect(status).toBe(403);
     expect((await admin.service(AdminService).listQueues({})).queues.find((q) => q.name === "dash-q")?.paused).toBe(false);
+    await context.close();
+  }, 60_000);
+
+  it("shows an admin the actions", async () => {
+    const context = await browser.newContext({ ignoreHTTPSErrors: true });
+    const page = await context.newPage();
+    await page.goto(`https://127.0.0.1:${node.httpPort}/#/queues`);
+    await page.locator("#token-input").fill(tokens.admin);
+    await page.locator("#token-form button[type=submit]").click();
+    await page.locator('button[data-focus-key="pause:dash-q"]').waitFor({ state: "visible" });
+    await page.getByText("admin-token (admin)").waitFor();
     await context.close();
   }, 60_000);
 });

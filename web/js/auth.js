@@ -11,6 +11,23 @@ export function authHeaders() {
   return token ? { authorization: `Bearer ${token}` } : {};
 }
 
+/**
+ * Hides what the token cannot do: without the admin role, every element marked
+ * `admin-only` (actions, set forms) is hidden. The node refuses those calls anyway.
+ */
+export async function applyRole() {
+  try {
+    const res = await fetch("/auth/whoami", { headers: authHeaders(), cache: "no-store" });
+    if (!res.ok) return; // 401: the first API call asks for a token
+    const me = await res.json();
+    if (!me.roles.includes("admin")) document.body.dataset.readOnly = "";
+    const el = document.getElementById("identity");
+    if (el && me.auth) el.textContent = `${me.name} (${me.roles.join(", ")})`;
+  } catch {
+    // unreachable: the banner says so; roles are read again on the next load
+  }
+}
+
 let asking = false;
 
 /** Shows the token form (once); `message` is the node's reason (no token, unknown token). */
