@@ -13,6 +13,8 @@ import { Command, Option } from "commander";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import { DEFAULT_ADDRESS, RpcChannel, SERVER_ENV_VAR } from "../src/rpc/client.js";
 import type { CallOptions, UnaryClient } from "../src/rpc/service-definition.js";
+import { readFileSync } from "node:fs";
+import { channelSecurity } from "../src/sdk/connection-security.js";
 import { positiveDurationArg } from "./options.js";
 import { processIo, type Io } from "./output.js";
 
@@ -26,6 +28,10 @@ export interface GlobalOptions {
   json: boolean;
   /** RPC deadline, relative. */
   timeoutMs: number;
+  /** Bearer token for a node with an auth file (--token or $CONVEYOR_TOKEN). */
+  token?: string | undefined;
+  /** TLS: --tls, or implied by --ca / --cert / --key (PEM file paths). */
+  tls?: { ca?: string | undefined; cert?: string | undefined; key?: string | undefined } | undefined;
 }
 
 /** The global options as defined on the program (with env and defaults). */
@@ -35,10 +41,15 @@ function globalOptionDefinitions(): Option[] {
     new Option("--json", "print the response as JSON"),
     new Option("--timeout <duration>", "deadline of each call to the server, e.g. 5s, 1m")
       .argParser(positiveDurationArg).default(DEFAULT_TIMEOUT_MS, "10s"),
+    new Option("--token <token>", "bearer token for a node with authentication (prefer $CONVEYOR_TOKEN: a flag shows in ps)").env("CONVEYOR_TOKEN"),
+    new Option("--tls", "connect with TLS (implied by --ca, --cert, --key)"),
+    new Option("--ca <file>", "PEM file of the CA that signed the node's certificate (default: the system's roots)").env("CONVEYOR_TLS_CA"),
+    new Option("--cert <file>", "PEM file of this client's certificate, for a node that requires one (mTLS)").env("CONVEYOR_TLS_CERT"),
+    new Option("--key <file>", "PEM file of the client certificate's private key").env("CONVEYOR_TLS_KEY"),
   ];
 }
 
-const GLOBAL_KEYS = { server: "server", json: "json", timeoutMs: "timeout" } as const;
+const GLOBAL_KEYS = { server: "server", json: "json", timeoutMs: "timeout", token: "token", tls: "tls", ca: "ca", cert: "cert", key: "key" } as const;
 
 /** Copies of the global options given to subcommands: no env, no default, hidden from help. */
 const globalCopies = new WeakSet<Option>();
@@ -82,7 +93,33 @@ export function globalsOf(cmd: Command): GlobalOptions {
     server: pick<string>(GLOBAL_KEYS.server),
     json: pick<boolean | undefined>(GLOBAL_KEYS.json) === true,
     timeoutMs: pick<number>(GLOBAL_KEYS.timeoutMs),
+    token: pick<string | undefined>(GLOBAL_KEYS.token) || undefined,
+    tls: tlsOf(pick<boolean | undefined>(GLOBAL_KEYS.tls), pick<string | undefined>(GLOBAL_KEYS.ca),
+      pick<string | undefined>(GLOBAL_KEYS.cert), pick<string | undefined>(GLOBAL_KEYS.key)),
   };
+}
+
+function tlsOf(on: boolean | undefined, ca: string | undefined, cert: string | undefined, key: string | undefined): GlobalOptions["tls"] {
+  return on || ca || cert || key ? { ca, cert, key } : undefined;
+}
+
+/** Token and TLS credentials for the channel; a PEM file that cannot be read is named. */
+function channelOptions(globals: GlobalOptions) {
+  const read = (flag: string, file: string | undefined) => {
+    if (!file) return undefined;
+    try {
+      return readFileSync(file);
+    } catch (e) {
+      throw new Error(`${flag} ${file}: ${(e as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (e as Error).message}`);
+    }
+  };
+  const t = globals.tls;
+  const tls = t ? withoutUndefined({ ca: read("--ca", t.ca), cert: read("--cert", t.cert), key: read("--key", t.key) }) : undefined;
+  return channelSecurity(withoutUndefined({ token: globals.token, tls }));
+}
+
+function withoutUndefined<T extends object>(o: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as { [K in keyof T]?: Exclude<T[K], undefined> };
 }
 
 /** A connection for one command run. */
@@ -98,7 +135,7 @@ export class CliContext {
   private channel: RpcChannel | undefined;
   private readonly clients = new Map<string, unknown>();
   /** The last options a command ran with; error messages name the server. */
-  globals: GlobalOptions = { server: DEFAULT_SERVER, json: false, timeoutMs: DEFAULT_TIMEOUT_MS };
+  globals: GlobalOptions = { server: DEFAULT_SERVER, json: false, timeoutMs: DEFAULT_TIMEOUT_MS, token: undefined };
 
   constructor(readonly io: Io = processIo) {}
 
@@ -107,7 +144,7 @@ export class CliContext {
     const globals = globalsOf(cmd);
     this.globals = globals;
     const getClient = <S extends GenService<GenServiceMethods>>(service: S): UnaryClient<S> => {
-      this.channel ??= new RpcChannel({ address: globals.server });
+      this.channel ??= new RpcChannel({ address: globals.server, ...channelOptions(globals) });
       let client = this.clients.get(service.typeName);
       if (!client) {
         client = this.channel.service(service);

@@ -17,6 +17,8 @@ export const EXIT = {
   UNREACHABLE: 4,
   /** A conflict with the current state: FAILED_PRECONDITION or ALREADY_EXISTS (e.g. cancelling a finished task). */
   CONFLICT: 5,
+  /** Not allowed: no or an unknown token (UNAUTHENTICATED), or a token whose roles do not cover the call (PERMISSION_DENIED). */
+  NOT_ALLOWED: 6,
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
@@ -29,6 +31,8 @@ const EXIT_BY_ERROR_CODE: Record<ErrorCode, ExitCode> = {
   RESOURCE_EXHAUSTED: EXIT.FAILURE,
   UNAVAILABLE: EXIT.UNREACHABLE,
   INTERNAL: EXIT.FAILURE,
+  UNAUTHENTICATED: EXIT.NOT_ALLOWED,
+  PERMISSION_DENIED: EXIT.NOT_ALLOWED,
 };
 
 /** The exit code of a conveyor error code (an unknown code is a generic failure). */

@@ -8,6 +8,8 @@ import { Command } from "commander";
 import { DEFAULT_CONFIG, loadConfig, LOG_FORMATS, SETTING_NAMES, envNameOf, unknownEnvVars } from "./server/config.js";
 import { createLogger } from "./server/log-format.js";
 import { packageInfo } from "./version.js";
+import { INSECURE_FLAG } from "./server/security/exposure.js";
+import { hashToken, newToken } from "./server/security/tokens.js";
 
 const program = new Command()
   .name("conveyord")
@@ -21,6 +23,7 @@ const program = new Command()
   .option("--log-level <level>", "trace, debug, info, warn or error (default info)")
   .option("--log-format <format>", `${LOG_FORMATS.join(", ")}: human lines or JSON lines (default auto: pretty on a terminal, JSON otherwise)`)
   .option("--set <key=value...>", "override any setting, e.g. --set lease_ttl=10s")
+  .option(INSECURE_FLAG, "start even though a non-loopback address has no authentication (anyone who reaches the ports may do anything)")
   .addHelpText("after", `\nSettings (conveyor.yaml keys; env ${envNameOf("<key>")}):\n  ${SETTING_NAMES.join(", ")}\n`)
   .action(runNode);
 
@@ -44,8 +47,27 @@ program
       `${result.tasks} tasks, schema version ${result.schemaVersion}, in ${Math.round(result.elapsedMs)} ms\n`);
   });
 
+const token = program.command("token").description("Make bearer tokens for the auth file (see README \"Security\").");
+token
+  .command("new")
+  .description("Print a new random token (give it to the client) and its sha256 (put it in the auth file).")
+  .action(() => {
+    const { token: value, sha256 } = newToken();
+    process.stdout.write(`token:  ${value}\nsha256: ${sha256}\n`);
+  });
+token
+  .command("hash")
+  .description("Print the sha256 of a token read from stdin (for a token made elsewhere).")
+  .action(async () => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    const value = Buffer.concat(chunks).toString("utf8").trim();
+    if (value === "") throw new Error("token hash: give the token on stdin, e.g. printf %s \"$TOKEN\" | conveyord token hash");
+    process.stdout.write(`${hashToken(value)}\n`);
+  });
+
 async function runNode(): Promise<void> {
-  const opts = program.opts<{ listen?: string; http?: string; dataDir?: string; config?: string; logLevel?: string; logFormat?: string; set?: string[] }>();
+  const opts = program.opts<{ listen?: string; http?: string; dataDir?: string; config?: string; logLevel?: string; logFormat?: string; set?: string[]; insecureAllowUnauthenticatedNetwork?: boolean }>();
   const overrides: Record<string, string> = {};
   for (const pair of opts.set ?? []) {
     const eq = pair.indexOf("=");
@@ -68,7 +90,7 @@ async function runNode(): Promise<void> {
   }
   // Loaded here, so that `conveyord backup` and `--version` start without the server's modules.
   const { ConveyorNode } = await import("./server/node.js");
-  const node = await ConveyorNode.start({ config, logger });
+  const node = await ConveyorNode.start({ config, logger, security: { allowUnauthenticatedNetwork: opts.insecureAllowUnauthenticatedNetwork === true } });
 
   let stopping = false;
   const stop = (signal: string) => {
@@ -82,6 +104,7 @@ async function runNode(): Promise<void> {
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
+  process.on("SIGHUP", () => node.reloadTls());
 }
 
 function withoutUndefined<T extends object>(o: T): Partial<T> {

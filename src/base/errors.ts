@@ -13,6 +13,8 @@ export type ErrorCode =
   | "FAILED_PRECONDITION"
   | "RESOURCE_EXHAUSTED"
   | "UNAVAILABLE"
+  | "UNAUTHENTICATED"
+  | "PERMISSION_DENIED"
   | "INTERNAL";
 
 /**
@@ -56,12 +58,23 @@ export type ErrorReason =
    * call's deadline passed). Nothing says whether the server acted; retry idempotently.
    */
   | "UNREACHABLE"
+  /**
+   * Client side only: the TLS handshake failed (the node's certificate is not trusted or
+   * not for this name, or the node wants a client certificate); the message says which.
+   */
+  | "TLS_FAILED"
   /** The data file could not be written for a reason that is not the caller's: retry. */
   | "STORAGE_FAILURE"
   /** The disk holding the data directory is full: retry once space is freed. */
   | "DISK_FULL"
   /** The data file refused this request's own values (a constraint): retrying cannot help. */
   | "STORAGE_REJECTED"
+  /** The node requires a credential (a token or a client certificate) and the call had none. */
+  | "CREDENTIALS_REQUIRED"
+  /** The call's token or client certificate is not one the node knows. */
+  | "CREDENTIALS_UNKNOWN"
+  /** The caller's roles (or queue scope) do not allow this call; `details` name what it needs. */
+  | "ROLE_REQUIRED"
   /** A bug on the server (logged there, never detailed to the caller), or a non-conveyor status. */
   | "INTERNAL";
 

@@ -228,6 +228,15 @@ export const WAIT_TASK_MAX_MS = 5 * 60_000;
 /** WaitTask calls a node holds at once; beyond it a call is refused with WAITERS_FULL. */
 export const TASK_WAITERS_MAX = 10_000;
 
+// Security (src/server/security)
+
+/** Random bytes in a token `conveyord token new` makes: 256 bits, beyond any search of its hash. */
+export const TOKEN_RANDOM_BYTES = 32;
+/** An Authorization value longer than this is refused unread (no token is near it). */
+export const AUTHORIZATION_MAX_CHARS = 1024;
+/** The audit line's copy of an admin request is cut to this (admin requests carry no payloads). */
+export const AUDIT_REQUEST_MAX_BYTES = 2048;
+
 // ---------------------------------------------------------------------------------
 // Messages
 

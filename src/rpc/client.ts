@@ -16,12 +16,18 @@ export const DEFAULT_ADDRESS = "127.0.0.1:7233";
 export const SERVER_ENV_VAR = "CONVEYOR_SERVER";
 
 /** Every environment variable the clients (SDK, CLI) read; conveyord warns of CONVEYOR_* variables outside its own settings and these. */
-export const CLIENT_ENV_VARS: readonly string[] = [SERVER_ENV_VAR];
+export const CLIENT_ENV_VARS: readonly string[] = [
+  SERVER_ENV_VAR,
+  // Security (sdk/connection-security.ts, cli/context.ts).
+  "CONVEYOR_TOKEN", "CONVEYOR_TLS_CA", "CONVEYOR_TLS_CERT", "CONVEYOR_TLS_KEY",
+];
 
 export interface ChannelConfig {
   /** host:port */
   address: string;
   credentials?: grpc.ChannelCredentials;
+  /** Sent on every call as `authorization: Bearer <token>` (per call, so it works on plaintext loopback channels too). */
+  token?: string;
 }
 
 /**
@@ -89,6 +95,7 @@ export class RpcChannel {
           const callOptions: grpc.CallOptions = options.timeoutMs ? { deadline: Date.now() + options.timeoutMs } : {};
           const metadata = new grpc.Metadata();
           if (options.waitForReady) metadata.setOptions({ waitForReady: true });
+          if (this.config.token) metadata.set("authorization", `Bearer ${this.config.token}`);
           const { signal } = options;
           const onAbort = () => call.cancel();
           const call = method(request, metadata, callOptions, (err: grpc.ServiceError | null, res: unknown) => {

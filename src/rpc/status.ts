@@ -11,6 +11,7 @@ import { ConveyorError, type ErrorCode, type ErrorReason } from "../base/errors.
 import { STATUS_MESSAGE_MAX_BYTES, truncateText } from "../base/limits.js";
 import { ErrorInfoSchema, StatusSchema } from "../gen/google/rpc/status_pb.js";
 import { ItemErrorSchema, type ItemError } from "../gen/conveyor/v1/task_pb.js";
+import { explainTlsFailure } from "./tls-errors.js";
 
 const DOMAIN = "conveyor.dev";
 const DETAILS_KEY = "grpc-status-details-bin";
@@ -26,6 +27,8 @@ const CODE_TO_GRPC: Record<ErrorCode, grpc.status> = {
   FAILED_PRECONDITION: grpc.status.FAILED_PRECONDITION,
   RESOURCE_EXHAUSTED: grpc.status.RESOURCE_EXHAUSTED,
   UNAVAILABLE: grpc.status.UNAVAILABLE,
+  UNAUTHENTICATED: grpc.status.UNAUTHENTICATED,
+  PERMISSION_DENIED: grpc.status.PERMISSION_DENIED,
   INTERNAL: grpc.status.INTERNAL,
 };
 
@@ -102,6 +105,8 @@ export function fromServiceError(err: grpc.ServiceError): ConveyorError {
       // Not our trailer: keep the plain status.
     }
   }
-  const message = err.details || err.message;
+  let message = err.details || err.message;
+  const tls = reason === "UNREACHABLE" ? explainTlsFailure(message) : undefined;
+  if (tls) [reason, message] = ["TLS_FAILED", tls];
   return new ConveyorError(errorCodeOf(err.code), reason, message, field, details ? { details } : undefined);
 }

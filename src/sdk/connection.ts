@@ -1,12 +1,13 @@
 /**
  * How the SDK's classes (Client, Worker, Admin) reach a node: the options they share and
- * the one place that turns them into a channel. Connection settings added later (TLS,
- * tokens) belong here, so every class gets them at once.
+ * the one place that turns them into a channel, with its token and TLS settings
+ * (connection-security.ts), so every class gets them at once.
  */
 import { CONNECT_TIMEOUT_MS_DEFAULT } from "../base/limits.js";
 import { DEFAULT_ADDRESS, RpcChannel } from "../rpc/client.js";
+import { channelSecurity, type ConnectionSecurityOptions } from "./connection-security.js";
 
-export interface ConnectionOptions {
+export interface ConnectionOptions extends ConnectionSecurityOptions {
   /** host:port; default $CONVEYOR_SERVER or 127.0.0.1:7233. */
   address?: string;
   /**
@@ -31,5 +32,5 @@ export function connectTo(options: ConnectionOptions, who: string): Connection {
   if (!Number.isFinite(connectTimeoutMs) || connectTimeoutMs <= 0) {
     throw new Error(`${who}: connectTimeoutMs must be a positive number of milliseconds (got ${String(options.connectTimeoutMs)})`);
   }
-  return { channel: new RpcChannel({ address }), address, connectTimeoutMs };
+  return { channel: new RpcChannel({ address, ...channelSecurity(options) }), address, connectTimeoutMs };
 }

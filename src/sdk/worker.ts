@@ -54,7 +54,7 @@ const stderrLogger: WorkerLogger = {
 };
 const silentLogger: WorkerLogger = { info: () => {}, warn: () => {} };
 
-export interface WorkerOptions extends Pick<ConnectionOptions, "address"> {
+export interface WorkerOptions extends Pick<ConnectionOptions, "address" | "token" | "tls"> {
   mux: Mux;
   /**
    * Stop gracefully on SIGINT and SIGTERM, then exit the process (a second signal exits

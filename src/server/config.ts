@@ -51,6 +51,15 @@ export interface NodeConfig {
   groupMaxDelayMs: number;
   groupGracePeriodMs: number;
   groupSweepIntervalMs: number;
+  /** Tokens and their roles (security/auth-file.ts); "" = no authentication (loopback only). */
+  authFile: string;
+  /** Host header names the HTTP port serves besides loopback names and its own address, comma-separated. */
+  httpAllowedHosts: string;
+  /** PEM files of the certificate (chain) and key both ports serve; "" = no TLS. Reloaded on SIGHUP. */
+  tlsCert: string;
+  tlsKey: string;
+  /** PEM CA bundle client certificates must chain to; set = mTLS (every connection needs one). */
+  tlsClientCa: string;
 }
 
 /** The server-wide default rate limit, if one is configured. */
@@ -85,6 +94,11 @@ export const DEFAULT_CONFIG: NodeConfig = {
   groupMaxDelayMs: 60_000,
   groupGracePeriodMs: 10_000,
   groupSweepIntervalMs: 1_000,
+  authFile: "",
+  httpAllowedHosts: "",
+  tlsCert: "",
+  tlsKey: "",
+  tlsClientCa: "",
 };
 
 export const LOG_FORMATS = ["auto", "pretty", "json"] as const;
@@ -122,6 +136,11 @@ const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: n
   { key: "groupMaxDelayMs", yaml: "group_max_delay", kind: "duration", max: DURATION_MAX_MS },
   { key: "groupGracePeriodMs", yaml: "group_grace_period", kind: "duration", max: DURATION_MAX_MS },
   { key: "groupSweepIntervalMs", yaml: "group_sweep_interval", kind: "duration", max: TIMER_MAX_MS },
+  { key: "authFile", yaml: "auth_file", kind: "string" },
+  { key: "httpAllowedHosts", yaml: "http_allowed_hosts", kind: "string" },
+  { key: "tlsCert", yaml: "tls_cert", kind: "string" },
+  { key: "tlsKey", yaml: "tls_key", kind: "string" },
+  { key: "tlsClientCa", yaml: "tls_client_ca", kind: "string" },
 ];
 
 /** Integers that have no tighter bound still travel as int32/uint32 on the wire. */

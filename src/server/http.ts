@@ -1,11 +1,15 @@
 /** The node's HTTP port: Prometheus /metrics and /healthz (the dashboard mounts here too). */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createTlsServer, type ServerOptions as TlsServerOptions } from "node:https";
 import type { NodeMetrics } from "./metrics.js";
 
 export type HttpRoute = (req: IncomingMessage, res: ServerResponse) => Promise<boolean> | boolean;
 
-export function createHttpServer(metrics: NodeMetrics, health: () => object, extraRoutes: HttpRoute[] = []): Server {
-  const server = createServer((req, res) => {
+/** `gate` runs before every route (Host allow-list, /metrics token): true means it answered. */
+export function createHttpServer(
+  metrics: NodeMetrics, health: () => object, extraRoutes: HttpRoute[] = [], gate: HttpRoute = () => false, tls?: TlsServerOptions,
+): Server {
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     // Once close() is called (node stopping), every response ends its connection: a
     // dashboard polling over keep-alive would otherwise keep close() waiting forever.
     if (!server.listening) res.setHeader("connection", "close");
@@ -16,10 +20,12 @@ export function createHttpServer(metrics: NodeMetrics, health: () => object, ext
       if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
       res.end("internal error\n");
     });
-  });
+  };
+  const server: Server = tls ? createTlsServer(tls, onRequest) : createServer(onRequest);
   return server;
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (await gate(req, res)) return;
     const path = (req.url ?? "/").split("?")[0];
     if (req.method === "GET" && path === "/metrics") {
       const body = await metrics.registry.metrics();

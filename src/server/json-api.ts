@@ -13,6 +13,7 @@
  */
 import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { TLSSocket } from "node:tls";
 import * as grpc from "@grpc/grpc-js";
 import { fromJson, type DescMethod, type DescService, type JsonValue } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
@@ -53,6 +54,8 @@ const HTTP_STATUS: Record<ErrorCode, number> = {
   FAILED_PRECONDITION: 409,
   RESOURCE_EXHAUSTED: 429,
   UNAVAILABLE: 503,
+  UNAUTHENTICATED: 401,
+  PERMISSION_DENIED: 403,
   INTERNAL: 500,
 };
 
@@ -102,7 +105,14 @@ export function jsonApiRoute(bindings: readonly JsonApiBinding[], options: JsonA
       const body = await readBody(req, maxBody);
       const request = parseRequest(route.method, body);
       // What the implementations see of a grpc-js ServerUnaryCall (they read `request`).
-      const call = { request, cancelled: false, metadata: new grpc.Metadata(), on() {}, getPeer: () => req.socket.remoteAddress ?? "" };
+      // The Authorization header travels as gRPC metadata does, so the one guard (security/guard.ts) reads both.
+      const metadata = new grpc.Metadata();
+      if (req.headers.authorization !== undefined) metadata.set("authorization", req.headers.authorization);
+      const call = {
+        request, cancelled: false, metadata, transport: "http", on() {}, getPeer: () => req.socket.remoteAddress ?? "",
+        // A verified client certificate (mTLS), as grpc-js offers it.
+        getAuthContext: () => ({ sslPeerCertificate: "getPeerCertificate" in req.socket ? (req.socket as TLSSocket).getPeerCertificate() : undefined }),
+      };
       const response = await route.handler(call);
       const json = toApiJson(route.method.output, response as never);
       send(res, 200, json);

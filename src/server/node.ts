@@ -5,6 +5,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { randomUUID } from "node:crypto";
 import type { Server as HttpServer } from "node:http";
+import type { Server as TlsServer } from "node:tls";
 import type { Logger } from "pino";
 import { systemClock, type Clock } from "../base/clock.js";
 import { setLongTimeout } from "../base/long-timer.js";
@@ -42,12 +43,16 @@ import { jsonApiRoute, jsonService } from "./json-api.js";
 import { findWebRoot, staticRoute } from "./static-files.js";
 import { checkPortFree, listenFailure } from "./port-check.js";
 import { FailureLoggingStore } from "./task-failure-log.js";
+import { loadSecurity, NodeSecurity, type LoadedSecurity, type SecurityOptions } from "./security/node-security.js";
+import type { TlsMaterial } from "./security/tls.js";
+import { whoamiRoute } from "./security/whoami-route.js";
 
 export interface NodeDeps {
   config: NodeConfig;
   logger: Logger;
   clock?: Clock;
   random?: Random;
+  security?: SecurityOptions;
 }
 
 export class ConveyorNode {
@@ -56,7 +61,7 @@ export class ConveyorNode {
     readonly httpAddress: string,
     private readonly parts: {
       grpcServer: grpc.Server; httpServer: HttpServer; dataDir: DataDir; host: GrainHost; broker: LeaseBroker; waiters: TaskWaiters;
-      stopJanitor: () => void; logger: Logger; config: NodeConfig;
+      stopJanitor: () => void; logger: Logger; config: NodeConfig; tls: TlsMaterial | undefined;
     },
   ) {}
 
@@ -64,17 +69,19 @@ export class ConveyorNode {
     const { config } = deps;
     const clock = deps.clock ?? systemClock;
     const random = deps.random ?? systemRandom;
+    // Before the data directory: a node that must not start touches nothing.
+    const loaded = loadSecurity(config, deps.security ?? {}, deps.logger);
     // Locks the directory and checks its identity; refuses (DataDirError) rather than start empty.
     const dataDir = openDataDir({ dir: config.dataDir, synchronous: config.sqliteSynchronous });
     try {
-      return await ConveyorNode.startOn(dataDir, deps, clock, random);
+      return await ConveyorNode.startOn(dataDir, deps, clock, random, loaded);
     } catch (error) {
       dataDir.close();
       throw error;
     }
   }
 
-  private static async startOn(dataDir: DataDir, deps: NodeDeps, clock: Clock, random: Random): Promise<ConveyorNode> {
+  private static async startOn(dataDir: DataDir, deps: NodeDeps, clock: Clock, random: Random, loaded: LoadedSecurity): Promise<ConveyorNode> {
     const { config, logger } = deps;
     const metrics = new NodeMetrics();
     const storage = openStorage(dataDir.db, config, clock);
@@ -83,14 +90,32 @@ export class ConveyorNode {
     await Promise.all(storage.queries.queuesWithUnfinishedTasks().map((queue) => runtime.router.grainFor(queue).activate()));
     const stopJanitor = startJanitor(storage.queries, clock, config.janitorIntervalMs, logger);
     const services = buildServices(storage, runtime, { config, clock, metrics, logger });
-    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock });
+    const { authn, tls } = loaded;
+    const security = new NodeSecurity(authn, tls, { registry: metrics.registry, logger, config });
+    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security });
     logger.info({
       grpc: transports.grpcAddress, http: transports.httpAddress, dataDir: dataDir.dir, identity: dataDir.identity.id, opened: dataDir.opened,
+      auth: authn.enabled ? "on" : "off", tls: tls ? (tls.mutual ? "mutual" : "on") : "off",
     }, "conveyord listening");
     return new ConveyorNode(transports.grpcAddress, transports.httpAddress, {
       grpcServer: transports.grpcServer, httpServer: transports.httpServer, dataDir, host: runtime.host, broker: runtime.broker, waiters: runtime.waiters,
-      stopJanitor, logger, config,
+      stopJanitor, logger, config, tls,
     });
+  }
+
+  /** SIGHUP: read the TLS certificate and key again; on failure the old ones stay (and the error is logged). */
+  reloadTls(): void {
+    const { tls, logger } = this.parts;
+    if (!tls) {
+      logger.info("SIGHUP: TLS is off; nothing to reload");
+      return;
+    }
+    try {
+      tls.reload();
+      logger.info("TLS certificate reloaded");
+    } catch (err) {
+      logger.error({ err }, "TLS reload failed; still serving the previous certificate");
+    }
   }
 
   /**
@@ -260,12 +285,20 @@ interface Transports {
   httpAddress: string;
 }
 
-/** The gRPC port (every service, reflection) and the HTTP port (metrics, health, dashboard). */
+/**
+ * The gRPC port (every service, reflection) and the HTTP port (metrics, health, dashboard).
+ * Both serve the guarded implementations (security/guard.ts), never the bare ones.
+ */
 async function startTransports(
-  services: Services, runtime: GrainRuntime,
-  env: { config: NodeConfig; metrics: NodeMetrics; logger: Logger; db: Database; queries: Pick<AdminQueries, "depth">; clock: Clock },
+  bare: Services, runtime: GrainRuntime,
+  env: { config: NodeConfig; metrics: NodeMetrics; logger: Logger; db: Database; queries: Pick<AdminQueries, "depth">; clock: Clock; security: NodeSecurity },
 ): Promise<Transports> {
-  const { config, metrics, logger, db, queries, clock } = env;
+  const { config, metrics, logger, db, queries, clock, security } = env;
+  const services: Services = {
+    tasks: security.guard(TaskService, bare.tasks),
+    workers: security.guard(WorkerService, bare.workers),
+    admin: security.guard(AdminService, bare.admin),
+  };
   const { host, broker } = runtime;
   const grpcServer = new grpc.Server({
     "grpc.keepalive_time_ms": 30_000,
@@ -280,18 +313,21 @@ async function startTransports(
   addUnaryService(grpcServer, WorkerService, services.workers, onInternal, observe);
   addUnaryService(grpcServer, AdminService, services.admin, onInternal, observe);
   // grpcurl and `buf curl` discover the services and their messages from the node itself.
+  // Open even with auth on: it tells the schema, which the package publishes (proto/), and no data.
   addReflection(grpcServer, [TaskService, WorkerService, AdminService]);
   await checkPortFree(config.listen, "listen");
   const grpcPort = await new Promise<number>((resolve, reject) =>
-    grpcServer.bindAsync(config.listen, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(listenFailure(config.listen, "listen", err)) : resolve(port))));
+    grpcServer.bindAsync(config.listen, security.tls?.grpcCredentials ?? grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(listenFailure(config.listen, "listen", err)) : resolve(port))));
 
   const health = () => ({ node: config.nodeId, grains: host.activeQueues().length, parkedLeases: broker.parked });
   // Dashboard: the JSON API calls the same (stateless) service implementations as gRPC.
   const dashboard = [
+    whoamiRoute(security.authn),
     jsonApiRoute([jsonService(AdminService, services.admin), jsonService(TaskService, services.tasks)], { onInternal }),
     staticRoute(findWebRoot()),
   ];
-  const httpServer = createHttpServer(metrics, health, dashboard);
+  const httpServer = createHttpServer(metrics, health, dashboard, security.httpGate(config.http), security.tls?.httpsOptions);
+  security.tls?.onReload((context) => (httpServer as unknown as TlsServer).setSecureContext(context));
   const [httpHost, httpPortText] = splitHostPort(config.http);
   await new Promise<void>((resolve, reject) => {
     httpServer.once("error", (err) => reject(listenFailure(config.http, "http", err)));

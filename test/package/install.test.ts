@@ -76,7 +76,7 @@ describe("the npm package", () => {
       "package.json", "README.md", "bin/conveyor.js", "bin/conveyord.js",
       "dist/src/index.js", "dist/src/index.d.ts", "dist/src/main.js", "dist/cli/conveyor.js",
       "web/index.html", "web/js/main.js", "proto/conveyor/v1/task_service.proto",
-      "deploy/conveyord.service", "deploy/conveyor.yaml", "docs/task-states.md",
+      "deploy/conveyord.service", "deploy/conveyor.yaml", "deploy/auth.yaml", "docs/task-states.md",
     ]));
     const allowed = /^(package\.json|README\.md|LICENSE|bin\/[^/]+\.js|dist\/(src|cli)\/.+\.(js|d\.ts)|web\/.+|proto\/.+\.proto|deploy\/.+|docs\/.+\.md)$/;
     expect(entries.filter((e) => !allowed.test(e))).toEqual([]);
@@ -140,7 +140,9 @@ describe("the npm package", () => {
 
   it("starts with the shipped deploy/conveyor.yaml (flags override its addresses and data dir)", async () => {
     const config = join(app, "node_modules", ...pkg.name.split("/"), "deploy", "conveyor.yaml");
-    const node = await NodeProcess.start({ bin: join(app, "node_modules", ".bin", "conveyord"), config });
+    // Its auth_file is /etc/conveyor/auth.yaml on a real machine; here the shipped template.
+    const settings = { auth_file: join(app, "node_modules", ...pkg.name.split("/"), "deploy", "auth.yaml") };
+    const node = await NodeProcess.start({ bin: join(app, "node_modules", ".bin", "conveyord"), config, settings });
     try {
       expect(node.logs.join("\n")).toContain('"node":"conveyor-1"');
     } finally {

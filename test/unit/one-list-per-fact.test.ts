@@ -81,7 +81,7 @@ describe("concurrency strategies: one list", () => {
 });
 
 describe("errors: one code table, one item-error mapping", () => {
-  const codes: ErrorCode[] = ["INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL"];
+  const codes: ErrorCode[] = ["INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED", "UNAVAILABLE", "UNAUTHENTICATED", "PERMISSION_DENIED", "INTERNAL"];
 
   it("every code maps to its gRPC status and back", () => {
     for (const c of codes) expect(errorCodeOf(grpcCodeOf(c))).toBe(c);

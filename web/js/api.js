@@ -1,6 +1,8 @@
 // The node's JSON API: POST /api/<service>/<Method> with protobuf JSON, served by the
 // same AdminService/TaskService implementations as gRPC.
 
+import { askForToken, authHeaders } from "./auth.js";
+
 export const ADMIN = "conveyor.v1.AdminService";
 export const TASKS = "conveyor.v1.TaskService";
 
@@ -50,7 +52,7 @@ export async function call(service, method, body = {}) {
   try {
     res = await fetch(`/api/${service}/${method}`, {
       method: "POST",
-      headers: { "content-type": "application/json" },
+      headers: { "content-type": "application/json", ...authHeaders() },
       body: JSON.stringify(body),
       cache: "no-store",
     });
@@ -66,6 +68,7 @@ export async function call(service, method, body = {}) {
   } catch {
     data = undefined;
   }
+  if (res.status === 401) askForToken(data?.message ?? "Enter a token from the node's auth file.");
   if (!res.ok) throw new ApiError(res.status, data ?? { message: text.trim() || `HTTP ${res.status} ${res.statusText}` });
   if (data === undefined) throw new ApiError(res.status, { message: "the node sent a response that is not JSON" });
   return data;

@@ -2,6 +2,7 @@
 // the "cannot reach the node" banner and toasts.
 
 import * as api from "./api.js";
+import { applyRole } from "./auth.js";
 import { confirmDialog } from "./dialog.js";
 import { h } from "./dom.js";
 import { clock } from "./format.js";
@@ -117,5 +118,6 @@ document.querySelector(".skip-link").addEventListener("click", (event) => {
 
 window.addEventListener("hashchange", () => route(true));
 route(false);
+void applyRole();
 void loadNodeName();
 void tick();

@@ -15,7 +15,7 @@ registerTab({
     const messages = messageArea();
     const picker = queueInput(store, { value: ctx.route.params.get("queue") ?? "" });
     const max = h("input", { type: "number", name: "max", inputmode: "numeric", step: "1", "data-field": "max" });
-    const form = h("form", { class: "inline-form", novalidate: true, "aria-label": "Set a concurrency limit" },
+    const form = h("form", { class: ["inline-form", "admin-only"], novalidate: true, "aria-label": "Set a concurrency limit" },
       field("Queue", picker.input), picker.list,
       field("Max running per key", max),
       h("div", { class: "field submit" }, h("button", { type: "submit", class: "button primary" }, "Set limit")));
@@ -98,9 +98,9 @@ registerTab({
           h("td", { class: "num", dataset: { col: "in-flight" } }, count(l.inFlight)),
           h("td", { class: "num", dataset: { col: "held" } }, count(l.held)),
           h("td", { class: "actions" },
-            h("button", { type: "button", class: "button", "data-focus-key": `edit:${l.queue}`, onclick: () => edit(l) },
+            h("button", { type: "button", class: ["button", "admin-only"], "data-focus-key": `edit:${l.queue}`, onclick: () => edit(l) },
               "Edit", h("span", { class: "visually-hidden" }, ` limit of ${l.queue}`)),
-            h("button", { type: "button", class: "button danger", "data-focus-key": `clear:${l.queue}`, onclick: () => clear(l.queue) },
+            h("button", { type: "button", class: ["button", "danger", "admin-only"], "data-focus-key": `clear:${l.queue}`, onclick: () => clear(l.queue) },
               "Clear", h("span", { class: "visually-hidden" }, ` limit of ${l.queue}`))))),
       }));
     }

@@ -28,7 +28,7 @@ registerTab({
     const maxSize = h("input", { type: "number", name: "max-size", inputmode: "numeric", step: "1", min: "1", "data-field": "max_size" });
     const maxDelay = text("max-delay", "max_delay_ms", { class: "short" });
     const grace = text("grace", "grace_ms", { class: "short" });
-    const form = h("form", { class: "inline-form", novalidate: true, "aria-label": "Set group thresholds" },
+    const form = h("form", { class: ["inline-form", "admin-only"], novalidate: true, "aria-label": "Set group thresholds" },
       field("Queue", picker.input), picker.list,
       field("Group", group, "empty: the queue's default for groups without their own"),
       field("Max size", maxSize, "fire at this many members"),
@@ -167,9 +167,9 @@ registerTab({
           h("td", { dataset: { col: "group" } }, c.group ? h("span", { class: "mono" }, c.group) : h("span", { class: "muted" }, "(queue default)")),
           cells(c),
           h("td", { class: "actions" },
-            h("button", { type: "button", class: "button", "data-focus-key": `edit:${key}`, onclick: () => edit(c) },
+            h("button", { type: "button", class: ["button", "admin-only"], "data-focus-key": `edit:${key}`, onclick: () => edit(c) },
               "Edit", h("span", { class: "visually-hidden" }, what)),
-            h("button", { type: "button", class: "button danger", "data-focus-key": `clear:${key}`, onclick: () => clear(c) },
+            h("button", { type: "button", class: ["button", "danger", "admin-only"], "data-focus-key": `clear:${key}`, onclick: () => clear(c) },
               "Clear", h("span", { class: "visually-hidden" }, what))));
       });
       if (fallback) {

@@ -59,7 +59,7 @@ registerTab({
           h("td", null, q.owner),
           h("td", { class: "actions" },
             h("button", {
-              type: "button", class: ["button", q.paused ? "primary" : ""], "data-focus-key": `pause:${q.name}`,
+              type: "button", class: ["button", q.paused ? "primary" : "", "admin-only"], "data-focus-key": `pause:${q.name}`,
               onclick: () => setPaused(q.name, !q.paused),
             }, q.paused ? `Resume` : `Pause`, h("span", { class: "visually-hidden" }, ` ${q.name}`)),
             h("a", { class: "button link", href: href(["tasks"], { queue: q.name }), "data-focus-key": `tasks:${q.name}` },

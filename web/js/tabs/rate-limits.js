@@ -15,7 +15,7 @@ registerTab({
     const picker = queueInput(store, { value: ctx.route.params.get("queue") ?? "" });
     const ratePerSec = h("input", { type: "number", name: "rate", inputmode: "decimal", step: "any", "data-field": "rate_per_sec" });
     const burst = h("input", { type: "number", name: "burst", inputmode: "numeric", step: "1", placeholder: "auto", "data-field": "burst" });
-    const form = h("form", { class: "inline-form", novalidate: true, "aria-label": "Set a rate limit" },
+    const form = h("form", { class: ["inline-form", "admin-only"], novalidate: true, "aria-label": "Set a rate limit" },
       field("Queue", picker.input), picker.list,
       field("Dispatches per second", ratePerSec),
       field("Burst", burst, "blank: max(1, ⌈rate⌉)"),
@@ -112,9 +112,9 @@ registerTab({
           h("td", { class: "num", dataset: { col: "rate" } }, rate(l.ratePerSec)),
           h("td", { class: "num", dataset: { col: "burst" } }, count(l.burst)),
           h("td", { class: "actions" },
-            h("button", { type: "button", class: "button", "data-focus-key": `edit:${l.queue}`, onclick: () => edit(l) },
+            h("button", { type: "button", class: ["button", "admin-only"], "data-focus-key": `edit:${l.queue}`, onclick: () => edit(l) },
               "Edit", h("span", { class: "visually-hidden" }, ` rate limit of ${l.queue}`)),
-            h("button", { type: "button", class: "button danger", "data-focus-key": `clear:${l.queue}`, onclick: () => clear(l.queue, fallback) },
+            h("button", { type: "button", class: ["button", "danger", "admin-only"], "data-focus-key": `clear:${l.queue}`, onclick: () => clear(l.queue, fallback) },
               "Clear", h("span", { class: "visually-hidden" }, ` rate limit of ${l.queue}`))))),
       }));
     }

@@ -32,7 +32,7 @@ registerTab({
     });
     const rulesBox = h("div", { class: "rules" });
     const addButton = h("button", { type: "button", class: "button" }, "Add a rule");
-    const form = h("form", { class: "rules-form", novalidate: true, "aria-label": "Set the concurrency rules of a task type" },
+    const form = h("form", { class: ["rules-form", "admin-only"], novalidate: true, "aria-label": "Set the concurrency rules of a task type" },
       h("div", { class: "inline-form" }, field("Task type", typeInput, "its rules are replaced by the ones below"), typeList),
       rulesBox,
       h("div", { class: "form-actions" }, addButton, h("button", { type: "submit", class: "button primary" }, "Set rules")));
@@ -275,9 +275,9 @@ registerTab({
           i === 0 ? span(h("td", { dataset: { col: "source" } }, h("span", { class: `badge source-${t.source}` }, t.source || "?"))) : null,
           i === 0 ? span(h("td", { dataset: { col: "updated" } }, timestamp(t.updatedAtMs))) : null,
           i === 0 ? span(h("td", { class: "actions-cell" }, h("div", { class: "actions" },
-            h("button", { type: "button", class: "button", "data-focus-key": `edit:${t.type}`, onclick: () => edit(t) },
+            h("button", { type: "button", class: ["button", "admin-only"], "data-focus-key": `edit:${t.type}`, onclick: () => edit(t) },
               "Edit", h("span", { class: "visually-hidden" }, ` rules of ${t.type}`)),
-            h("button", { type: "button", class: "button danger", "data-focus-key": `clear:${t.type}`, onclick: () => clear(t) },
+            h("button", { type: "button", class: ["button", "danger", "admin-only"], "data-focus-key": `clear:${t.type}`, onclick: () => clear(t) },
               "Clear", h("span", { class: "visually-hidden" }, ` rules of ${t.type}`))))) : null));
         return h("tbody", { dataset: { type: t.type } }, rows);
       });

@@ -238,7 +238,7 @@ function taskView(container, ctx, initialRoute) {
   const messages = messageArea();
   const back = h("a", { class: "back", href: href(["tasks"]) }, "← Tasks");
   const title = h("h1", { tabindex: "-1", class: "task-title" });
-  const toolbar = h("div", { class: "toolbar", role: "group", "aria-label": "Task actions" });
+  const toolbar = h("div", { class: ["toolbar", "admin-only"], role: "group", "aria-label": "Task actions" });
   const details = h("div", { class: "task-details" });
   container.append(back, h("div", { class: "page-header" }, title), messages.el, toolbar, details);
 

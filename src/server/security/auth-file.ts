@@ -1,0 +1,99 @@
+/**
+ * The auth file (`auth_file` setting): who may call the node. It holds token hashes,
+ * never tokens, so it may be read by whoever deploys the node:
+ *
+ *   tokens:
+ *     - name: deploy-bot              # the identity logs and audit lines show
+ *       sha256: 9f86d08…              # `conveyord token new` prints a token and this
+ *       roles: [producer]             # admin | producer | worker | reader
+ *   certificates:                     # with tls_client_ca: a client certificate's subject CN
+ *     - name: worker-fleet
+ *       common_name: worker-1.internal
+ *       roles: [worker]
+ *   metrics_public: false             # true: GET /metrics needs no token
+ *
+ * Every mistake is refused at start with the file and the entry named: a typo in a role
+ * must never turn into a token that silently can do nothing (or everything).
+ */
+import { readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+import { isRole, ROLES, type Role } from "./roles.js";
+
+/** Someone the node knows: a token's or a client certificate's holder. */
+export interface Principal {
+  name: string;
+  roles: ReadonlySet<Role>;
+}
+
+export interface AuthPolicy {
+  /** SHA-256 (hex) of each token → its holder. */
+  tokens: ReadonlyMap<string, Principal>;
+  /** A verified client certificate's subject CN → its holder. */
+  certificates: ReadonlyMap<string, Principal>;
+  metricsPublic: boolean;
+}
+
+const FILE_KEYS = ["tokens", "certificates", "metrics_public"];
+const TOKEN_KEYS = ["name", "sha256", "roles"];
+const CERTIFICATE_KEYS = ["name", "common_name", "roles"];
+
+export function loadAuthFile(file: string): AuthPolicy {
+  let doc: unknown;
+  try {
+    doc = parseYaml(readFileSync(file, "utf8")) ?? {};
+  } catch (e) {
+    throw new Error(`auth_file ${file}: ${(e as Error).message}`);
+  }
+  return parseAuthPolicy(doc, `auth_file ${file}`);
+}
+
+export function parseAuthPolicy(doc: unknown, where: string): AuthPolicy {
+  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw new Error(`${where}: expected a mapping with "tokens"`);
+  const record = doc as Record<string, unknown>;
+  for (const k of Object.keys(record)) {
+    if (!FILE_KEYS.includes(k)) throw new Error(`${where}: unknown key ${JSON.stringify(k)}; known: ${FILE_KEYS.join(", ")}`);
+  }
+  const metricsPublic = record.metrics_public ?? false;
+  if (typeof metricsPublic !== "boolean") throw new Error(`${where}: metrics_public must be true or false`);
+  const list = record.tokens ?? [];
+  if (!Array.isArray(list)) throw new Error(`${where}: tokens must be a list`);
+  const tokens = new Map<string, Principal>();
+  const names = new Set<string>();
+  list.forEach((entry: unknown, i) => {
+    const at = `${where}: tokens[${i}]`;
+    if (typeof entry !== "object" || entry === null || Array.isArray(entry)) throw new Error(`${at}: expected a mapping with name, sha256 and roles`);
+    const e = entry as Record<string, unknown>;
+    for (const k of Object.keys(e)) if (!TOKEN_KEYS.includes(k)) throw new Error(`${at}: unknown key ${JSON.stringify(k)}; known: ${TOKEN_KEYS.join(", ")}`);
+    if (typeof e.name !== "string" || e.name.trim() === "") throw new Error(`${at}: name must be a non-empty string`);
+    if (names.has(e.name)) throw new Error(`${at}: the name ${JSON.stringify(e.name)} is used twice`);
+    if (typeof e.sha256 !== "string" || !/^[0-9a-f]{64}$/i.test(e.sha256)) {
+      throw new Error(`${at} (${e.name}): sha256 must be 64 hex digits (the token's hash, from \`conveyord token new\` or \`conveyord token hash\`), never the token`);
+    }
+    const hash = e.sha256.toLowerCase();
+    if (tokens.has(hash)) throw new Error(`${at} (${e.name}): the same token hash as ${tokens.get(hash)!.name}`);
+    names.add(e.name);
+    tokens.set(hash, { name: e.name, roles: rolesOf(e.roles, `${at} (${e.name})`) });
+  });
+  const certList = record.certificates ?? [];
+  if (!Array.isArray(certList)) throw new Error(`${where}: certificates must be a list`);
+  const certificates = new Map<string, Principal>();
+  certList.forEach((entry: unknown, i) => {
+    const at = `${where}: certificates[${i}]`;
+    if (typeof entry !== "object" || entry === null || Array.isArray(entry)) throw new Error(`${at}: expected a mapping with name, common_name and roles`);
+    const e = entry as Record<string, unknown>;
+    for (const k of Object.keys(e)) if (!CERTIFICATE_KEYS.includes(k)) throw new Error(`${at}: unknown key ${JSON.stringify(k)}; known: ${CERTIFICATE_KEYS.join(", ")}`);
+    if (typeof e.name !== "string" || e.name.trim() === "") throw new Error(`${at}: name must be a non-empty string`);
+    if (names.has(e.name)) throw new Error(`${at}: the name ${JSON.stringify(e.name)} is used twice`);
+    if (typeof e.common_name !== "string" || e.common_name === "") throw new Error(`${at} (${e.name}): common_name must be the certificate subject's CN`);
+    if (certificates.has(e.common_name)) throw new Error(`${at} (${e.name}): common_name ${JSON.stringify(e.common_name)} is listed twice`);
+    names.add(e.name);
+    certificates.set(e.common_name, { name: e.name, roles: rolesOf(e.roles, `${at} (${e.name})`) });
+  });
+  return { tokens, certificates, metricsPublic };
+}
+
+function rolesOf(roles: unknown, at: string): ReadonlySet<Role> {
+  if (!Array.isArray(roles) || roles.length === 0) throw new Error(`${at}: roles must be a non-empty list of ${ROLES.join(", ")}`);
+  for (const r of roles) if (!isRole(r)) throw new Error(`${at}: unknown role ${JSON.stringify(r)}; known: ${ROLES.join(", ")}`);
+  return new Set(roles as Role[]);
+}

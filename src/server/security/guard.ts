@@ -1,0 +1,95 @@
+/**
+ * Wraps a service implementation so every call is authenticated and authorised before
+ * its handler runs, and every admin action is audited with the identity that did it.
+ * The gRPC server and the JSON API both serve the wrapped implementation, so the two
+ * transports cannot disagree about who may do what.
+ */
+import { toJson, type DescMethod } from "@bufbuild/protobuf";
+import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
+import type { Logger } from "pino";
+import { ConveyorError } from "../../base/errors.js";
+import { AUDIT_REQUEST_MAX_BYTES, truncateText } from "../../base/limits.js";
+import type { UnaryImpl } from "../../rpc/service-definition.js";
+import { setIdentity, type Authenticator, type Credentials, type Identity, type Transport } from "./identity.js";
+import type { AuthFailures } from "./failures.js";
+import { isAdminOnly, rolesFor } from "./roles.js";
+
+export interface GuardDeps {
+  authn: Authenticator;
+  failures: AuthFailures;
+  /** Audit lines go here (one per admin action, `audit: true`). */
+  logger: Logger;
+}
+
+/** What a call object offers: grpc-js ServerUnaryCall, or the JSON API's stand-in (which marks itself `transport: "http"`). */
+interface CallLike {
+  request: unknown;
+  metadata: { get(key: string): unknown[] };
+  getPeer(): string;
+  getAuthContext?(): { sslPeerCertificate?: { subject?: { CN?: string | string[] } } | undefined };
+  transport?: Transport;
+}
+
+function credentialsOf(call: CallLike): Credentials {
+  const value = call.metadata.get("authorization")[0];
+  return {
+    transport: call.transport ?? "grpc", authorization: typeof value === "string" ? value : undefined,
+    peerCommonName: commonNameOf(call.getAuthContext?.().sslPeerCertificate),
+  };
+}
+
+/** The subject CN of a peer certificate the TLS layer verified (unverified ones never get this far: mTLS rejects them). */
+export function commonNameOf(certificate: { subject?: { CN?: string | string[] } } | undefined): string | undefined {
+  const cn = certificate?.subject?.CN;
+  return Array.isArray(cn) ? cn[0] : cn || undefined;
+}
+
+export function guardService<S extends GenService<GenServiceMethods>>(service: S, impl: UnaryImpl<S>, deps: GuardDeps): UnaryImpl<S> {
+  const handlers = impl as unknown as Record<string, (call: CallLike) => Promise<unknown>>;
+  const guarded: Record<string, (call: CallLike) => Promise<unknown>> = {};
+  for (const method of service.methods as DescMethod[]) {
+    const rpc = `${service.name}/${method.name}`;
+    const roles = rolesFor(rpc);
+    // Fail closed: an RPC without a decision in the table is not served at all.
+    if (!roles) throw new Error(`${rpc} is not in the RPC→role table (src/server/security/roles.ts)`);
+    const handler = handlers[method.localName]!.bind(impl);
+    const audited = isAdminOnly(rpc);
+    guarded[method.localName] = async (call) => {
+      const credentials = credentialsOf(call);
+      let identity: Identity;
+      try {
+        identity = deps.authn.identify(credentials);
+      } catch (error) {
+        if (error instanceof ConveyorError) deps.failures.record({ transport: credentials.transport, what: rpc, reason: error.reason, peer: call.getPeer() });
+        throw error;
+      }
+      if (!roles.some((r) => identity.roles.has(r))) {
+        deps.failures.record({ transport: credentials.transport, what: rpc, reason: "ROLE_REQUIRED", identity: identity.name, peer: call.getPeer() });
+        throw new ConveyorError("PERMISSION_DENIED", "ROLE_REQUIRED",
+          `${identity.name} (roles: ${[...identity.roles].join(", ")}) may not call ${rpc}; it needs one of: ${roles.join(", ")}`,
+          undefined, { details: { needs: roles.join(",") } });
+      }
+      setIdentity(call, identity);
+      if (!audited) return handler(call);
+      const audit = { audit: true, identity: identity.name, via: identity.via, transport: credentials.transport, rpc, request: requestText(method, call.request) };
+      try {
+        const response = await handler(call);
+        deps.logger.info({ ...audit, outcome: "OK" }, "admin action");
+        return response;
+      } catch (error) {
+        deps.logger.info({ ...audit, outcome: error instanceof ConveyorError ? error.code : "INTERNAL" }, "admin action");
+        throw error;
+      }
+    };
+  }
+  return guarded as unknown as UnaryImpl<S>;
+}
+
+/** The request as JSON for the audit line, cut short (admin requests carry no payloads). */
+function requestText(method: DescMethod, request: unknown): string {
+  try {
+    return truncateText(JSON.stringify(toJson(method.input, request as never)), AUDIT_REQUEST_MAX_BYTES);
+  } catch {
+    return "(not encodable)";
+  }
+}
