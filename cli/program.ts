@@ -16,6 +16,7 @@ import { registerRateLimitCommands } from "./commands/ratelimit.js";
 import { registerGroupCommands } from "./commands/group.js";
 import { registerStrategyCommands } from "./commands/strategy.js";
 import { registerClusterCommands } from "./commands/cluster.js";
+import { registerScheduleCommands } from "./commands/schedule.js";
 import { packageInfo } from "../src/version.js";
 import { addGlobalOptions, CliContext, installGlobalOptions, type GlobalOptions } from "./context.js";
 
@@ -30,6 +31,7 @@ export const COMMAND_GROUPS: readonly CommandGroup[] = [
   registerGroupCommands,
   registerStrategyCommands,
   registerClusterCommands,
+  registerScheduleCommands,
 ];
 
 /**

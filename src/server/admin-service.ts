@@ -17,6 +17,7 @@ import type { NodeConfig } from "./config.js";
 import type { RuleRegistry } from "./rules/rule-registry.js";
 import type { TaskAccess } from "./task-access.js";
 import type { TaskAction } from "../grains/queue/queue-grain.js";
+import type { ScheduleMethods } from "./schedule-rpcs.js";
 import { checkDurationMs, checkLength, checkRate, checkPageToken, checkQueueName, checkTaskId } from "./validate.js";
 
 const PAGE_SIZE_DEFAULT = 50;
@@ -37,7 +38,8 @@ export interface AdminServiceDeps extends TaskAccess {
   committed: () => Promise<void>;
 }
 
-export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminService> {
+/** Every AdminService method but the schedules' (schedule-rpcs.ts; node.ts joins the two). */
+export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof AdminService>, ScheduleMethods> {
   const toQueueInfo = (q: QueueSummary): QueueInfo => create(QueueInfoSchema, {
     name: q.name, paused: q.paused, owner: ctx.router.ownerOf(q.name), concurrencyLimit: q.keyLimit ?? 0,
     counts: Object.fromEntries(Object.entries(q.counts).map(([k, v]) => [k, BigInt(v)])),

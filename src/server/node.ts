@@ -34,6 +34,9 @@ import { taskAccess } from "./task-access.js";
 import { taskService } from "./task-service.js";
 import { workerService } from "./worker-service.js";
 import { adminService } from "./admin-service.js";
+import { scheduleRpcs } from "./schedule-rpcs.js";
+import { cronCalendar } from "./cron-calendar.js";
+import type { TaskDefaults } from "./validate.js";
 import { createHttpServer } from "./http.js";
 import { jsonApiRoute, jsonService } from "./json-api.js";
 import { findWebRoot, staticRoute } from "./static-files.js";
@@ -75,7 +78,9 @@ export class ConveyorNode {
     const storage = openStorage(dataDir.db, config, clock);
     const runtime = startGrainRuntime(storage, { config, clock, random, metrics, logger });
     // Queues with unfinished tasks come back at start (their timers, their leases' lapses).
-    await Promise.all(storage.queries.queuesWithUnfinishedTasks().map((queue) => runtime.router.grainFor(queue).activate()));
+    // So do queues with unpaused schedules (their ticks, missed ones included).
+    const startQueues = new Set([...storage.queries.queuesWithUnfinishedTasks(), ...storage.store.schedules.queuesWithSchedules()]);
+    await Promise.all([...startQueues].map((queue) => runtime.router.grainFor(queue).activate()));
     const stopJanitor = startJanitor(storage.queries, clock, config.janitorIntervalMs, logger);
     const services = buildServices(storage, runtime, { config, clock, metrics });
     const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db });
@@ -154,7 +159,7 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
   const sharedSlots = new SharedSlotLedger();
   sharedSlots.restoreLimits(store.slotLimits(""));
   const host = new GrainHost({
-    sharedSlots, store, clock, random, newId: randomUUID,
+    sharedSlots, store, clock, random, newId: randomUUID, cron: cronCalendar,
     core: {
       leaseTtlMs: config.leaseTtlMs,
       ...withDefined("defaultRateLimit", defaultRateLimit(config)),
@@ -214,16 +219,24 @@ function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<Runtim
   return {
     tasks: taskService({
       ...tasksById, router, rules, metrics, clock, newTaskId: randomUUID,
-      taskDefaults: {
-        maxRetry: config.defaultMaxRetry, retentionMs: config.retentionMs,
-        backoffBaseMs: config.retryBackoffBaseMs, backoffMaxMs: config.retryBackoffMaxMs,
-      },
+      taskDefaults: taskDefaultsOf(config),
     }),
     workers: workerService({ router, broker, rules, config, committed }),
-    admin: adminService({
-      ...tasksById, router, queries, rules, broker, config, startedAtMs: clock.nowMs(), committed,
-      activeQueues: () => host.activeQueues(),
-    }),
+    admin: {
+      ...adminService({
+        ...tasksById, router, queries, rules, broker, config, startedAtMs: clock.nowMs(), committed,
+        activeQueues: () => host.activeQueues(),
+      }),
+      ...scheduleRpcs({ router, schedules: store.schedules, rules, taskDefaults: taskDefaultsOf(config), clock }),
+    },
+  };
+}
+
+/** The server's defaults for what a task spec leaves unset. */
+function taskDefaultsOf(config: NodeConfig): TaskDefaults {
+  return {
+    maxRetry: config.defaultMaxRetry, retentionMs: config.retentionMs,
+    backoffBaseMs: config.retryBackoffBaseMs, backoffMaxMs: config.retryBackoffMaxMs,
   };
 }
 

@@ -65,7 +65,7 @@ function restart(core: QueueCore, nowMs: number): QueueCore {
 describe("schedules: one enqueue per tick", () => {
   it("an interval schedule enqueues each tick once, with an id derived from (schedule, tick), and stores its cursor in the same turn", () => {
     const core = makeCore();
-    set(core, spec("s", every(1_000)), T0 + 10);
+    set(core, spec("s", every(1_000)), T0);
     core.drain();
     expect(core.nextWakeAtMs()).toBe(T0 + 1_000);
     const effects = fireAt(core, T0 + 1_003);
@@ -189,7 +189,9 @@ describe("schedules: pause, resume, delete, limits", () => {
     const core = makeCore();
     for (let i = 0; i < SCHEDULES_PER_QUEUE_MAX; i++) set(core, spec(`s${i}`, every(60_000)), T0);
     expectConveyorError(core.schedule({ kind: "set", spec: spec("one-more", every(1_000)) }, T0, NO_KNOWN), "RESOURCE_EXHAUSTED", "SCHEDULES_FULL");
-    expect(set(core, spec("s0", every(5_000)), T0 + 1).cadence).toEqual(every(5_000));
+    expect(set(core, spec("s0", every(5_000)), T0 + 1).cadence).toEqual(every(5_000, T0 + 1));
+    // The same interval again keeps its anchor: replacing the task does not shift the ticks.
+    expect(set(core, spec("s0", every(5_000)), T0 + 7).cadence).toEqual(every(5_000, T0 + 1));
   });
 });
 

@@ -19,7 +19,7 @@ export const MISSED_TICKS: readonly MissedTicks[] = ["latest", "skip"];
 /** Either a cron expression in a zone, or a fixed interval counted from an anchor. */
 export type Cadence =
   | { kind: "cron"; expression: string; timeZone: string }
-  /** Ticks at anchorMs + k·everyMs, k ≥ 1 (the anchor is when the cadence was set). */
+  /** Ticks at anchorMs + k·everyMs, k ≥ 1 (the grain sets the anchor: when the interval was set). */
   | { kind: "interval"; everyMs: number; anchorMs: number };
 
 /** Cron arithmetic (implemented with a cron library in the server). Both answer undefined when no such tick exists. */

@@ -23,7 +23,7 @@ import { SCHEDULES_PER_QUEUE_MAX, quote } from "../../base/limits.js";
 import type { Admission, KnownIds } from "./admission.js";
 import type { CoreMemory } from "./core-memory.js";
 import {
-  latestDueTick, runNowTaskId, tickTaskId, upcomingTick, type CronCalendar, type ScheduleSpec, type ScheduleState,
+  latestDueTick, runNowTaskId, tickTaskId, upcomingTick, type Cadence, type CronCalendar, type ScheduleSpec, type ScheduleState,
 } from "./schedule.js";
 import type { NewTask } from "./task.js";
 
@@ -164,8 +164,12 @@ export class Schedules {
         `queue ${quote(this.memory.queue)} has ${this.byName.size} schedules; the limit is ${SCHEDULES_PER_QUEUE_MAX}`);
     }
     // Ticks from now on: a new or changed cadence never fires for the past.
+    // An interval counts from when it was set (the grain's clock); an unchanged one keeps its
+    // anchor, so replacing the task does not shift the ticks.
+    const cadence = spec.cadence.kind === "cron" ? spec.cadence
+      : old && sameInterval(old.cadence, spec.cadence) ? old.cadence : { ...spec.cadence, anchorMs: nowMs };
     const s: ScheduleState = {
-      ...spec, paused: old?.paused ?? false, createdAtMs: old?.createdAtMs ?? nowMs, updatedAtMs: nowMs,
+      ...spec, cadence, paused: old?.paused ?? false, createdAtMs: old?.createdAtMs ?? nowMs, updatedAtMs: nowMs,
       lastTickAtMs: Math.max(old?.lastTickAtMs ?? 0, nowMs), lastTaskId: old?.lastTaskId ?? "",
     };
     this.byName.set(s.name, s);
@@ -205,4 +209,8 @@ export class Schedules {
     }
     this.soonestMs = soonest;
   }
+}
+
+function sameInterval(a: Cadence, b: Cadence): boolean {
+  return a.kind === "interval" && b.kind === "interval" && a.everyMs === b.everyMs;
 }
