@@ -7,3 +7,4 @@ import "./concurrency.js";
 import "./rate-limits.js";
 import "./groups.js";
 import "./strategies.js";
+import "./schedules.js";
