@@ -14,7 +14,6 @@ import type { NewTask } from "./task.js";
 
 /** What to do with ticks that came due while nobody could enqueue them (node down, clock jump). */
 export type MissedTicks = "latest" | "skip";
-export const MISSED_TICKS: readonly MissedTicks[] = ["latest", "skip"];
 
 /** Either a cron expression in a zone, or a fixed interval counted from an anchor. */
 export type Cadence =
