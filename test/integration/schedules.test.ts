@@ -81,6 +81,8 @@ describe("schedules on a real node", () => {
       const metrics = await node.metrics();
       const idle = Number(/conveyor_grain_lifecycle_total\{queue="passivating",event="idle"\} (\d+)/.exec(metrics)?.[1] ?? 0);
       expect(idle, "passivations between ticks").toBeGreaterThanOrEqual(2);
+      const enqueued = Number(/conveyor_schedule_ticks_total\{queue="passivating",outcome="enqueued"\} (\d+)/.exec(metrics)?.[1] ?? 0);
+      expect(enqueued, "ticks enqueued").toBeGreaterThanOrEqual(3);
     } finally {
       await sdk.close();
       await node.stop();
