@@ -55,6 +55,7 @@ export interface ScheduleView {
 
 const date = (v: bigint): Date | undefined => (v === 0n ? undefined : new Date(Number(v)));
 
+/** A wire Schedule in the SDK's shape. */
 export function toScheduleView(s: Schedule): ScheduleView {
   const t = s.task;
   return {
@@ -69,6 +70,7 @@ export function toScheduleView(s: Schedule): ScheduleView {
   };
 }
 
+/** A queue's periodic tasks, through AdminService (see the README's Schedules section). */
 export class Schedules {
   private readonly channel: RpcChannel;
   private readonly owned: boolean;

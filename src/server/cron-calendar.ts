@@ -24,6 +24,7 @@ export const DEFAULT_TIME_ZONE = "UTC";
 const parse = (expression: string, timeZone: string, currentMs: number) =>
   CronExpressionParser.parse(expression, { tz: timeZone || DEFAULT_TIME_ZONE, currentDate: new Date(currentMs) });
 
+/** The grain's CronCalendar over cron-parser. */
 export const cronCalendar: CronCalendar = {
   next(expression, timeZone, afterMs) {
     try {

@@ -52,6 +52,7 @@ const REFUSED_TASK_FIELDS: ReadonlyArray<[keyof TaskSpec, string, string]> = [
   ["uniqueTtlMs", "unique_ttl_ms", "use skip_if_running to keep a schedule's tasks from overlapping"],
 ];
 
+/** The schedule methods of AdminService (node.ts joins them with adminService's). */
 export function scheduleRpcs(ctx: ScheduleRpcDeps): Pick<UnaryImpl<typeof AdminService>, ScheduleMethods> {
   const toWire = (s: StoredSchedule): Schedule => scheduleToWire(s, ctx.clock.nowMs());
 

@@ -44,9 +44,11 @@ export interface ScheduleAnswer {
   taskId?: string;
 }
 
+/** NOT_FOUND for a schedule name the queue does not hold. */
 export const scheduleNotFound = (queue: string, name: string) =>
   new ConveyorError("NOT_FOUND", "SCHEDULE_NOT_FOUND", `queue ${quote(queue)} has no schedule ${quote(name)}`);
 
+/** The part: the queue's schedules by name, their upcoming ticks and the soonest of them. */
 export class Schedules {
   private readonly byName = new Map<string, ScheduleState>();
   /** The upcoming tick of each unpaused schedule (see `upcomingTick`). */
