@@ -4,6 +4,7 @@ import {
   AdminService, ListSchedulesResponseSchema, MissedTicks, PauseScheduleResponseSchema, ResumeScheduleResponseSchema,
   RunScheduleNowResponseSchema, SetScheduleResponseSchema, type Schedule,
 } from "../../src/gen/conveyor/v1/admin_service_pb.js";
+import { TaskState } from "../../src/gen/conveyor/v1/task_pb.js";
 import type { CliContext, Session } from "../context.js";
 import { durationArg, intArg, jsonArg, keyValueArg, stateName } from "../options.js";
 import { formatInstant, printJson, printLine, printTable, toPlain } from "../output.js";
@@ -104,7 +105,7 @@ export function registerScheduleCommands(program: Command, ctx: CliContext): voi
       if (res.schedules.length === 0) return printLine(s.io, "no schedules");
       printTable(s.io, ["QUEUE", "NAME", "TYPE", "CADENCE", "STATUS", "NEXT TICK", "LAST TASK", "LAST STATE"], res.schedules.map((x) => [
         x.task?.queue ?? "", x.name, x.task?.type ?? "", cadenceText(x), x.paused ? "paused" : "active",
-        x.nextTickAtMs > 0n ? formatInstant(x.nextTickAtMs) : "-", x.lastTaskId || "-", x.lastTaskId ? stateName(x.lastTaskState) : "-",
+        x.nextTickAtMs > 0n ? formatInstant(x.nextTickAtMs) : "-", x.lastTaskId || "-", !x.lastTaskId ? "-" : x.lastTaskState === TaskState.UNSPECIFIED ? "(purged)" : stateName(x.lastTaskState),
       ]));
     });
 
