@@ -15,6 +15,7 @@ import { registerGroupCommands } from "./commands/group.js";
 import { registerStrategyCommands } from "./commands/strategy.js";
 import { registerClusterCommands } from "./commands/cluster.js";
 import { registerWorkerCommands } from "./commands/worker.js";
+import { registerScheduleCommands } from "./commands/schedule.js";
 import { packageInfo } from "../src/version.js";
 import { addGlobalOptions, CliContext, installGlobalOptions } from "./context.js";
 import { EXIT } from "./exit-codes.js";
@@ -32,6 +33,7 @@ export const COMMAND_GROUPS: readonly CommandGroup[] = [
   registerStrategyCommands,
   registerClusterCommands,
   registerWorkerCommands,
+  registerScheduleCommands,
 ];
 
 /**

@@ -15,3 +15,4 @@ export {
   type NewTaskSpec, type Payload, type EnqueueOptions, type TaskView, type TaskState, type Duration,
 } from "./sdk/task.js";
 export type { ErrorCode, ErrorReason } from "./base/errors.js";
+export { Schedules, type ScheduleOptions, type ScheduleTaskOptions, type ScheduleView } from "./sdk/schedules.js";

@@ -34,6 +34,10 @@ export type ErrorReason =
   | "GROUP_CONFIG_NOT_FOUND"
   /** The task type has no concurrency rules to remove. */
   | "RULES_NOT_FOUND"
+  /** The queue has no schedule of this name. */
+  | "SCHEDULE_NOT_FOUND"
+  /** The queue holds as many schedules as SCHEDULES_PER_QUEUE_MAX allows. */
+  | "SCHEDULES_FULL"
   /** An unfinished task of the queue holds the unique key. */
   | "UNIQUE_KEY_CONFLICT"
   /** A task with the caller-chosen id exists with different contents. */

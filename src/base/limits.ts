@@ -101,6 +101,16 @@ export const PAGE_SIZE_MAX = 1000;
 export const RULES_PER_TYPE_MAX = 16;
 /** Members of a group (a fired group is one delivery). */
 export const GROUP_SIZE_MAX = BATCH_MAX;
+/** Schedules per queue (each is held in its grain's memory, payload included). */
+export const SCHEDULES_PER_QUEUE_MAX = 100;
+/** A schedule's payload (kept in its grain's memory; the task limit is PAYLOAD_MAX_BYTES). */
+export const SCHEDULE_PAYLOAD_MAX_BYTES = 64 * 1024;
+/** A schedule's name (it is part of its tasks' ids: "schedule:<name>:<tick ms>"). */
+export const SCHEDULE_NAME_MAX_CHARS = 64;
+/** A cron expression. */
+export const CRON_EXPRESSION_MAX_CHARS = 256;
+/** The shortest fixed interval between ticks. */
+export const SCHEDULE_INTERVAL_MIN_MS = 1_000;
 
 // ---------------------------------------------------------------------------------
 // Work per request

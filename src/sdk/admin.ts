@@ -15,6 +15,7 @@ import type { CallOptions, UnaryClient } from "../rpc/service-definition.js";
 import { TASK_STATE_NAMES, stateToWire, strategyFromWire } from "../rpc/wire-names.js";
 import { connectTo, type ConnectionOptions } from "./connection.js";
 import { ruleToWire, type ConcurrencyRuleSpec } from "./mux.js";
+import { Schedules } from "./schedules.js";
 import { toTaskView, type Duration, type TaskState, type TaskView } from "./task.js";
 
 export interface AdminOptions extends ConnectionOptions {
@@ -100,6 +101,7 @@ export class Admin {
   private readonly channel: RpcChannel;
   private readonly ownsChannel: boolean;
   private readonly callOptions: CallOptions;
+  private schedulesApi: Schedules | undefined;
 
   constructor(options?: AdminOptions);
   /** @internal `client.admin`: shares the client's channel and call options. */
@@ -116,6 +118,12 @@ export class Admin {
       this.ownsChannel = true;
     }
     this.rpc = this.channel.service(AdminService);
+  }
+
+  /** Schedules (periodic tasks), on this admin's connection. */
+  get schedules(): Schedules {
+    this.schedulesApi ??= new Schedules({ channel: this.channel, timeoutMs: this.callOptions.timeoutMs ?? 30_000 });
+    return this.schedulesApi;
   }
 
   // ---- queues ------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import type { NodeConfig } from "./config.js";
 import type { RuleRegistry } from "./rules/rule-registry.js";
 import type { TaskAccess } from "./task-access.js";
 import type { TaskAction } from "../grains/queue/queue-grain.js";
+import type { ScheduleMethods } from "./schedule-rpcs.js";
 import { checkDurationMs, checkLength, checkRate, checkPageToken, checkQueueName, checkTaskId } from "./validate.js";
 
 const PAGE_SIZE_DEFAULT = 50;
@@ -43,7 +44,8 @@ export interface AdminServiceDeps extends TaskAccess {
   committed: () => Promise<void>;
 }
 
-export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminService> {
+/** Every AdminService method but the schedules' (schedule-rpcs.ts; node.ts joins the two). */
+export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof AdminService>, ScheduleMethods> {
   /** A task as the wire shows it, with the worker holding it and since when while it is active. */
   const withHolder = (record: TaskRecord) => {
     const task = taskToWire(record);

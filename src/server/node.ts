@@ -38,6 +38,9 @@ import { TaskWaiters } from "./task-waiters.js";
 import { workerService } from "./worker-service.js";
 import { adminService } from "./admin-service.js";
 import { withOperatorLog } from "./operator-log.js";
+import { scheduleRpcs } from "./schedule-rpcs.js";
+import { cronCalendar } from "./cron-calendar.js";
+import type { TaskDefaults } from "./validate.js";
 import { createHttpServer } from "./http.js";
 import { jsonApiRoute, jsonService } from "./json-api.js";
 import { findWebRoot, staticRoute } from "./static-files.js";
@@ -87,7 +90,9 @@ export class ConveyorNode {
     const storage = openStorage(dataDir.db, config, clock);
     const runtime = startGrainRuntime(storage, { config, clock, random, metrics, logger });
     // Queues with unfinished tasks come back at start (their timers, their leases' lapses).
-    await Promise.all(storage.queries.queuesWithUnfinishedTasks().map((queue) => runtime.router.grainFor(queue).activate()));
+    // So do queues with unpaused schedules (their ticks, missed ones included).
+    const startQueues = new Set([...storage.queries.queuesWithUnfinishedTasks(), ...storage.store.schedules.queuesWithSchedules()]);
+    await Promise.all([...startQueues].map((queue) => runtime.router.grainFor(queue).activate()));
     const stopJanitor = startJanitor(storage.queries, clock, config.janitorIntervalMs, logger);
     const services = buildServices(storage, runtime, { config, clock, metrics, logger });
     const { authn, tls } = loaded;
@@ -192,7 +197,7 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
   // task as it is and answer "not finished").
   const wakeWaiters = (ids: readonly string[]) => () => waiters.notify(ids);
   const host = new GrainHost({
-    sharedSlots, store: new FailureLoggingStore(store, logger), clock, random, newId: randomUUID,
+    sharedSlots, store: new FailureLoggingStore(store, logger), clock, random, newId: randomUUID, cron: cronCalendar,
     core: {
       leaseTtlMs: config.leaseTtlMs,
       ...withDefined("defaultRateLimit", defaultRateLimit(config)),
@@ -264,17 +269,25 @@ function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<Runtim
   return {
     tasks: taskService({
       ...tasksById, router, rules, metrics, clock, newTaskId: randomUUID, waiters,
-      taskDefaults: {
-        maxRetry: config.defaultMaxRetry, retentionMs: config.retentionMs,
-        backoffBaseMs: config.retryBackoffBaseMs, backoffMaxMs: config.retryBackoffMaxMs,
-      },
+      taskDefaults: taskDefaultsOf(config),
     }),
     workers: workerService({ router, broker, workers, rules, config, committed }),
     // Operator actions are logged here, so gRPC and the dashboard's JSON API log alike.
-    admin: withOperatorLog(adminService({
-      ...tasksById, router, queries, rules, broker, workers, activity: metrics.activity, config, startedAtMs: clock.nowMs(), committed,
-      activeQueues: () => host.activeQueues(),
-    }), logger),
+    admin: withOperatorLog({
+      ...adminService({
+        ...tasksById, router, queries, rules, broker, workers, activity: metrics.activity, config, startedAtMs: clock.nowMs(), committed,
+        activeQueues: () => host.activeQueues(),
+      }),
+      ...scheduleRpcs({ router, schedules: store.schedules, rules, taskDefaults: taskDefaultsOf(config), clock }),
+    }, logger),
+  };
+}
+
+/** The server's defaults for what a task spec leaves unset. */
+function taskDefaultsOf(config: NodeConfig): TaskDefaults {
+  return {
+    maxRetry: config.defaultMaxRetry, retentionMs: config.retentionMs,
+    backoffBaseMs: config.retryBackoffBaseMs, backoffMaxMs: config.retryBackoffMaxMs,
   };
 }
 

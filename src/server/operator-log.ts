@@ -50,11 +50,20 @@ export const OPERATOR_ACTIONS: { [M in Method]?: Describe<M> } = {
   deleteGroupConfig: (r) => ({ queue: r.queue, target: r.group || "(queue default)" }),
   setStrategies: (r) => ({ target: r.type, rules: r.rules.length }),
   deleteStrategies: (r) => ({ target: r.type }),
+  setSchedule: (r) => ({
+    queue: r.schedule?.task?.queue, target: r.schedule?.name,
+    ...(r.schedule?.cadence.case === "cron" ? { cron: r.schedule.cadence.value, timeZone: r.schedule.timeZone || "UTC" } : {}),
+    ...(r.schedule?.cadence.case === "intervalMs" ? { intervalMs: Number(r.schedule.cadence.value) } : {}),
+  }),
+  deleteSchedule: (r) => ({ queue: r.queue, target: r.name }),
+  pauseSchedule: (r) => ({ queue: r.queue, target: r.name }),
+  resumeSchedule: (r) => ({ queue: r.queue, target: r.name }),
+  runScheduleNow: (r, res) => ({ queue: r.queue, target: r.name, ...(res ? { taskId: res.taskId } : {}) }),
 };
 
 export const OPERATOR_READS: ReadonlySet<Method> = new Set<Method>([
   "listQueues", "listTasks", "getTask", "listConcurrencyLimits", "listRateLimits", "listGroupConfigs", "listGroups",
-  "listStrategies", "getClusterInfo", "listWorkers", "getActivity",
+  "listStrategies", "getClusterInfo", "listWorkers", "getActivity", "listSchedules",
 ]);
 
 /** `impl` with a log line after each operator action, done or refused. */

@@ -9,6 +9,7 @@ import type { GroupConfig } from "../grains/queue/group-aggregator.js";
 import type { TaskRule } from "../grains/queue/rules.js";
 import type { Database } from "./database.js";
 import { rowToRecord, toBuffer, type TaskRow } from "./rows.js";
+import { ScheduleStore } from "./schedule-store.js";
 
 const UNFINISHED = "('pending','scheduled','retry','active','aggregating')";
 
@@ -20,8 +21,11 @@ export interface TaskStoreOptions {
 export class TaskStore implements QueueStore {
   private readonly knownQueues = new Set<string>();
   private readonly stmt;
+  /** The schedules' statements (their effects are applied in the grain's turn, like the tasks'). */
+  readonly schedules: ScheduleStore;
 
   constructor(private readonly db: Database, private readonly options: TaskStoreOptions) {
+    this.schedules = new ScheduleStore(db);
     // A rolled-back transaction may have taken queue rows with it.
     db.onRollback(() => this.knownQueues.clear());
     const s = db.sqlite;
@@ -113,11 +117,13 @@ export class TaskStore implements QueueStore {
       groupConfigs.set(g.grp, { maxSize: g.max_size, maxDelayMs: g.max_delay_ms, graceMs: g.grace_ms });
     }
     const slotLimits = this.slotLimits(queue);
-    if (!row) return { paused: false, groupConfigs, slotLimits };
+    const schedules = this.schedules.load(queue);
+    if (!row) return { paused: false, groupConfigs, slotLimits, schedules };
     return {
       paused: row.paused === 1,
       groupConfigs,
       slotLimits,
+      schedules,
       ...(row.key_limit !== null ? { keyLimit: row.key_limit } : {}),
       ...(row.rate_per_sec !== null ? { rateLimit: { ratePerSec: row.rate_per_sec, burst: row.rate_burst ?? 1 } } : {}),
     };
@@ -245,6 +251,14 @@ export class TaskStore implements QueueStore {
         else this.stmt.setSlotLimit.run(scope, effect.slot, effect.limit);
         return;
       }
+      case "setSchedule":
+        this.ensureQueue(queue, effect.schedule.updatedAtMs);
+        this.schedules.apply(queue, effect);
+        return;
+      case "deleteSchedule":
+      case "tickSchedule":
+        this.schedules.apply(queue, effect);
+        return;
       default: {
         const never: never = effect;
         throw new Error(`unknown effect ${JSON.stringify(never)}`);

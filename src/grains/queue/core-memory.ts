@@ -21,6 +21,7 @@ import { ReadyQueues } from "./ready-queues.js";
 import type { GroupConfig } from "./group-aggregator.js";
 import type { RateLimitSpec } from "./token-bucket.js";
 import type { TaskIndexEntry } from "./task.js";
+import type { CronCalendar } from "./schedule.js";
 
 export interface CoreConfig {
   /** How long a lease lives without a heartbeat. */
@@ -39,6 +40,8 @@ export interface CoreDeps {
   newId: () => string;
   /** The node's ledger of shared (named) rules; `watch` asks to be woken when a slot frees. */
   sharedSlots?: SlotLedger & { watch(slot: string): void };
+  /** Cron arithmetic for schedules (a cron library in the server); without it, cron schedules are refused. */
+  cron?: CronCalendar;
 }
 
 export interface TurnOutput {

@@ -1,4 +1,5 @@
 import type { GroupConfig } from "./group-aggregator.js";
+import type { ScheduleState } from "./schedule.js";
 import type { NewTask, TaskIndexEntry } from "./task.js";
 import type { RateLimitSpec } from "./token-bucket.js";
 
@@ -17,7 +18,7 @@ import type { RateLimitSpec } from "./token-bucket.js";
  * A task transition carries the entry as the core left it (`entry`, a copy) and the
  * outcome fields that only that transition writes.
  */
-export type Effect = TaskTransition | QueueSettingEffect;
+export type Effect = TaskTransition | QueueSettingEffect | ScheduleEffect;
 
 export type TaskTransition =
   /** Store a new task (its state is `entry.state`). */
@@ -74,6 +75,14 @@ export type QueueSettingEffect =
   /** A rule key's dynamic limit (its newest task's value); undefined forgets it. */
   | { kind: "setSlotLimit"; slot: string; limit: number | undefined };
 
+/** A queue's schedules (schedules.ts), each written only through the grain. */
+export type ScheduleEffect =
+  /** Creates or replaces a schedule's whole row (spec, paused, cursor, last task). */
+  | { kind: "setSchedule"; schedule: ScheduleState }
+  | { kind: "deleteSchedule"; name: string }
+  /** A tick was handled (or a run-now enqueued): the cursor and the last task, in the tick's turn. */
+  | { kind: "tickSchedule"; name: string; lastTickAtMs: number; lastTaskId: string };
+
 /** Lifecycle events for logs and metrics (the core does not log). */
 export type CoreEvent =
   | { kind: "dispatched"; count: number }
@@ -84,4 +93,6 @@ export type CoreEvent =
   | { kind: "throttled" }
   | { kind: "rate_limited" }
   | { kind: "group_fired"; size: number }
-  | { kind: "cancelled"; reason: "CONCURRENCY_LIMIT"; strategy: string };
+  | { kind: "cancelled"; reason: "CONCURRENCY_LIMIT"; strategy: string }
+  /** A schedule's tick was handled: enqueued, or skipped (missed, previous task running, refused by admission). */
+  | { kind: "schedule_tick"; outcome: "enqueued" | "missed" | "running" | "refused" };

@@ -1,6 +1,7 @@
 import type { Effect } from "./effects.js";
 import type { RateLimitSpec } from "./token-bucket.js";
 import type { GroupConfig } from "./group-aggregator.js";
+import type { ScheduleState } from "./schedule.js";
 import type { TaskIndexEntry, TaskRecord, TaskState } from "./task.js";
 
 /** Durable per-queue settings the grain needs at activation. */
@@ -14,6 +15,8 @@ export interface QueueSettings {
   groupConfigs?: ReadonlyMap<string, GroupConfig>;
   /** Dynamic limits of this queue's own rule keys. */
   slotLimits?: ReadonlyMap<string, number>;
+  /** The queue's schedules. */
+  schedules?: readonly ScheduleState[];
 }
 
 /**

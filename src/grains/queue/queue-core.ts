@@ -20,7 +20,8 @@
  * - `LeaseLifecycle` (lease-lifecycle.ts): opening, heartbeats, settlements, lease ends;
  * - `QueueSettings` (queue-settings.ts): paused, key limit, rate limit;
  * - `OperatorActions` (operator-actions.ts): cancel, run now, archive, delete, revive;
- * - `Admission` (admission.ts): which enqueued items may enter, and entering them.
+ * - `Admission` (admission.ts): which enqueued items may enter, and entering them;
+ * - `Schedules` (schedules.ts): periodic tasks, each tick enqueued at most once.
  */
 import type { ConveyorError } from "../../base/errors.js";
 import { Admission, type EnqueueOutcome, type KnownIds } from "./admission.js";
@@ -35,6 +36,8 @@ import { QueueSettings } from "./queue-settings.js";
 import { snapshotOf, statsOf, type CoreStats } from "./queue-views.js";
 import { NO_BATCHES, type LeaseCaps } from "./ready-queues.js";
 import { RuleMembership } from "./rule-membership.js";
+import type { CronCalendar, ScheduleState } from "./schedule.js";
+import { Schedules, type ScheduleAnswer, type ScheduleCommand } from "./schedules.js";
 import { TaskExits } from "./task-exits.js";
 import type { CancelReason, NewTask, TaskIndexEntry, TaskRecord } from "./task.js";
 import type { RateLimitSpec } from "./token-bucket.js";
@@ -45,6 +48,13 @@ export type { CoreConfig, CoreDeps } from "./core-memory.js";
 export type { EnqueueOutcome, KnownIds } from "./admission.js";
 export type { GroupStatus } from "./fired-groups.js";
 export type { DeliveryPlan, LeaseStatusView, Settlement } from "./lease-lifecycle.js";
+export type { ScheduleAnswer, ScheduleCommand } from "./schedules.js";
+
+/** The calendar of a core built without one: cron schedules are validated by the server, so reaching this is a bug. */
+const NO_CRON: CronCalendar = {
+  next: () => { throw new Error("no cron calendar"); },
+  prev: () => { throw new Error("no cron calendar"); },
+};
 
 export interface LoadOptions {
   paused: boolean;
@@ -54,6 +64,7 @@ export interface LoadOptions {
   rateLimit?: RateLimitSpec;
   /** Group overrides by group name ("" = the queue default). */
   groupConfigs?: ReadonlyMap<string, GroupConfig>;
+  schedules?: readonly ScheduleState[];
 }
 
 export class QueueCore {
@@ -67,6 +78,7 @@ export class QueueCore {
   private readonly settings: QueueSettings;
   private readonly operator: OperatorActions;
   private readonly admission: Admission;
+  private readonly schedules: Schedules;
 
   constructor(
     readonly queue: string,
@@ -84,6 +96,7 @@ export class QueueCore {
     this.settings = new QueueSettings(memory, rules);
     this.operator = new OperatorActions(memory, rules, unique, waiting, exits);
     this.admission = new Admission(memory, groups, rules, unique, waiting, exits);
+    this.schedules = new Schedules(memory, this.admission, deps.cron ?? NO_CRON);
   }
 
   // ---- activation -------------------------------------------------------------------
@@ -108,6 +121,7 @@ export class QueueCore {
     let oldest = Infinity;
     for (const e of entries.values()) if (e.state === "pending" && e.rules.length > 0) oldest = Math.min(oldest, e.seq);
     ranks.startServingAt(oldest === Infinity ? undefined : oldest);
+    this.schedules.restore(options.schedules ?? [], nowMs);
     this.memory.markReadyChanged();
   }
 
@@ -223,10 +237,31 @@ export class QueueCore {
     const candidates = [memory.due.nextAtMs(), memory.leases.nextAtMs()];
     // Rate-limited work wakes the grain when the next token arrives.
     if (settings.limited && memory.ready.size > 0) candidates.push(settings.nextTokenAtMs());
-    candidates.push(this.groups.nextSweepAtMs);
+    candidates.push(this.groups.nextSweepAtMs, this.schedules.nextAtMs);
     let next: number | undefined;
     for (const c of candidates) if (c !== undefined && (next === undefined || c < next)) next = c;
     return next;
+  }
+
+  // ---- schedules -----------------------------------------------------------------------
+
+  /** Ids of the tasks `fireSchedules(nowMs)` may enqueue: the shell looks up those that finished. */
+  dueScheduleTaskIds(nowMs: number): string[] {
+    return this.schedules.dueTaskIds(nowMs);
+  }
+
+  /** Enqueues the latest due tick of each schedule (see Schedules.fire). */
+  fireSchedules(nowMs: number, known: KnownIds): void {
+    this.schedules.fire(nowMs, known);
+  }
+
+  /** An operator's command on a schedule; `known` as for enqueue (a run-now's id). */
+  schedule(cmd: ScheduleCommand, nowMs: number, known: KnownIds): ScheduleAnswer | ConveyorError {
+    return this.schedules.command(cmd, nowMs, known);
+  }
+
+  listSchedules(): ScheduleState[] {
+    return this.schedules.list();
   }
 
   // ---- operators ---------------------------------------------------------------------

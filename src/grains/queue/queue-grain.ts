@@ -14,7 +14,10 @@ import type { Clock } from "../../base/clock.js";
 import { ConveyorError, grainDeactivated, taskNotFound } from "../../base/errors.js";
 import { quote } from "../../base/limits.js";
 import type { CoreEvent, Effect } from "./effects.js";
-import type { DeliveryPlan, EnqueueOutcome, GroupStatus, LeaseStatusView, QueueCore, Settlement } from "./queue-core.js";
+import type {
+  DeliveryPlan, EnqueueOutcome, GroupStatus, LeaseStatusView, QueueCore, ScheduleAnswer, ScheduleCommand, Settlement,
+} from "./queue-core.js";
+import { runNowTaskId } from "./schedule.js";
 import type { GroupConfig } from "./group-aggregator.js";
 import { NO_BATCHES, type LeaseCaps } from "./ready-queues.js";
 import type { QueueStore } from "./ports.js";
@@ -71,6 +74,7 @@ export class QueueGrain {
     const nowMs = this.clock.nowMs();
     this.core.load(this.store.loadUnfinished(this.queue), this.store.loadSettings(this.queue), nowMs);
     this.core.tick(nowMs);
+    this.fireSchedules(nowMs);
     this.afterTurn();
   }
 
@@ -161,6 +165,23 @@ export class QueueGrain {
     return this.turn(() => this.core.setGroupConfig(group, config, this.clock.nowMs()));
   }
 
+  /** An operator's command on one of the queue's schedules; throws its error (not found, full). */
+  schedule(cmd: ScheduleCommand): ScheduleAnswer {
+    const answer = this.turn(() => {
+      const nowMs = this.clock.nowMs();
+      const known = cmd.kind === "runNow" ? this.store.findIds([runNowTaskId(cmd.name, nowMs)]) : EMPTY_KNOWN;
+      return this.core.schedule(cmd, nowMs, known);
+    });
+    if (answer instanceof ConveyorError) throw answer;
+    return answer;
+  }
+
+  /** Enqueues the schedules' due ticks; a tick whose task already exists (finished) is found first. */
+  private fireSchedules(nowMs: number): void {
+    const ids = this.core.dueScheduleTaskIds(nowMs);
+    this.core.fireSchedules(nowMs, ids.length > 0 ? this.store.findIds(ids) : EMPTY_KNOWN);
+  }
+
   /** A shared slot freed elsewhere on the node. */
   wakeSlot(slot: string): void {
     this.turn(() => this.core.wakeSlot(slot));
@@ -234,7 +255,11 @@ export class QueueGrain {
       this.cancelTimer = undefined;
       if (!this.active) return;
       try {
-        this.turn(() => this.core.tick(this.clock.nowMs()));
+        this.turn(() => {
+          const nowMs = this.clock.nowMs();
+          this.core.tick(nowMs);
+          this.fireSchedules(nowMs);
+        });
       } catch {
         // onFailure has already deactivated the grain; the next call rebuilds it.
       }

@@ -14,6 +14,7 @@ import type { Random } from "../../base/random.js";
 import { QueueCore, type CoreConfig } from "../queue/queue-core.js";
 import { QueueGrain, type GrainHooks } from "../queue/queue-grain.js";
 import type { QueueStore } from "../queue/ports.js";
+import type { CronCalendar } from "../queue/schedule.js";
 import type { SharedSlotLedger } from "./shared-slots.js";
 
 export type DeactivationReason = "idle" | "failed" | "shutdown";
@@ -32,6 +33,8 @@ export interface GrainHostOptions {
   onLifecycle?: (queue: string, event: "activated" | DeactivationReason) => void;
   /** The node's shared-rule ledger. */
   sharedSlots: SharedSlotLedger;
+  /** Cron arithmetic for schedules. */
+  cron?: CronCalendar;
 }
 
 /** The idle sweep runs every half grain_idle_timeout, but at most this often. */
@@ -89,7 +92,7 @@ export class GrainHost {
     const { store, clock, random, newId, core, hooks } = this.options;
     const logger = this.loggerOf(queue);
     const sharedSlots = this.options.sharedSlots.forQueue(queue);
-    const grain = new QueueGrain(queue, new QueueCore(queue, core, { random, newId, sharedSlots }), store, clock, {
+    const grain = new QueueGrain(queue, new QueueCore(queue, core, { random, newId, sharedSlots, ...(this.options.cron ? { cron: this.options.cron } : {}) }), store, clock, {
       onEvents: hooks.onEvents,
       ...(hooks.onTasksEnded ? { onTasksEnded: hooks.onTasksEnded } : {}),
       ...(hooks.onApplied ? { onApplied: hooks.onApplied } : {}),

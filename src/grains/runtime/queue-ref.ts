@@ -14,7 +14,7 @@
  * calls made in one event-loop turn still share one commit.
  */
 import { ConveyorError } from "../../base/errors.js";
-import type { EnqueueOutcome, GroupStatus, LeaseStatusView, Settlement } from "../queue/queue-core.js";
+import type { EnqueueOutcome, GroupStatus, LeaseStatusView, ScheduleAnswer, ScheduleCommand, Settlement } from "../queue/queue-core.js";
 import type { GroupConfig } from "../queue/group-aggregator.js";
 import type { QueueStore } from "../queue/ports.js";
 import type { LeasedDelivery, QueueGrain, TaskAction } from "../queue/queue-grain.js";
@@ -55,6 +55,8 @@ export interface QueueRef {
   stats(): Promise<GrainStats | undefined>;
   /** A shared slot this queue watches was freed; a grain not in memory needs no wake. */
   wakeSlot(slot: string): Promise<void>;
+  /** An operator's command on one of the queue's schedules (rejects: not found, full). */
+  schedule(cmd: ScheduleCommand): Promise<ScheduleAnswer>;
 }
 
 /** The grains of this node, as the local ref needs them (the grain host). */
@@ -157,6 +159,10 @@ export class LocalQueueRef implements QueueRef {
 
   wakeSlot(slot: string): Promise<void> {
     return this.run(() => this.grains.peek(this.queue)?.wakeSlot(slot));
+  }
+
+  schedule(cmd: ScheduleCommand): Promise<ScheduleAnswer> {
+    return this.run(() => this.grain.schedule(cmd));
   }
 
   /** Runs `turn` now (synchronously) and resolves with its value after the commit. */

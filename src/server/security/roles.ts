@@ -39,6 +39,7 @@ export const RPC_ROLES: Readonly<Record<string, readonly Role[]>> = {
   "AdminService/GetClusterInfo": READ,
   "AdminService/ListWorkers": READ,
   "AdminService/GetActivity": READ,
+  "AdminService/ListSchedules": READ,
   "AdminService/PauseQueue": ADMIN,
   "AdminService/ResumeQueue": ADMIN,
   "AdminService/CancelTask": ADMIN,
@@ -54,6 +55,11 @@ export const RPC_ROLES: Readonly<Record<string, readonly Role[]>> = {
   "AdminService/DeleteGroupConfig": ADMIN,
   "AdminService/SetStrategies": ADMIN,
   "AdminService/DeleteStrategies": ADMIN,
+  "AdminService/SetSchedule": ADMIN,
+  "AdminService/DeleteSchedule": ADMIN,
+  "AdminService/PauseSchedule": ADMIN,
+  "AdminService/ResumeSchedule": ADMIN,
+  "AdminService/RunScheduleNow": ADMIN,
 };
 
 /** The roles that may call `rpc` (admin always among them); undefined for an RPC not in the table. */

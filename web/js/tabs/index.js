@@ -8,3 +8,4 @@ import "./concurrency.js";
 import "./rate-limits.js";
 import "./groups.js";
 import "./strategies.js";
+import "./schedules.js";

@@ -9,6 +9,9 @@ DESCRIPTOR: _descriptor.FileDescriptor
 GROUP_STATE_AGGREGATING: GroupState
 GROUP_STATE_READY: GroupState
 GROUP_STATE_UNSPECIFIED: GroupState
+MISSED_TICKS_LATEST: MissedTicks
+MISSED_TICKS_SKIP: MissedTicks
+MISSED_TICKS_UNSPECIFIED: MissedTicks
 
 class ActivityBucket(_message.Message):
     __slots__ = ["archived", "completed", "enqueued", "retried", "start_ms"]
@@ -109,6 +112,18 @@ class DeleteQueueRateLimitRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ...) -> None: ...
 
 class DeleteQueueRateLimitResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class DeleteScheduleRequest(_message.Message):
+    __slots__ = ["name", "queue"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class DeleteScheduleResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
@@ -264,6 +279,18 @@ class ListRateLimitsResponse(_message.Message):
     limits: _containers.RepeatedCompositeFieldContainer[RateLimit]
     def __init__(self, limits: _Optional[_Iterable[_Union[RateLimit, _Mapping]]] = ..., default_limit: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
 
+class ListSchedulesRequest(_message.Message):
+    __slots__ = ["queue"]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class ListSchedulesResponse(_message.Message):
+    __slots__ = ["schedules"]
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    schedules: _containers.RepeatedCompositeFieldContainer[Schedule]
+    def __init__(self, schedules: _Optional[_Iterable[_Union[Schedule, _Mapping]]] = ...) -> None: ...
+
 class ListStrategiesRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
@@ -316,6 +343,20 @@ class PauseQueueResponse(_message.Message):
     queue: QueueInfo
     def __init__(self, queue: _Optional[_Union[QueueInfo, _Mapping]] = ...) -> None: ...
 
+class PauseScheduleRequest(_message.Message):
+    __slots__ = ["name", "queue"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class PauseScheduleResponse(_message.Message):
+    __slots__ = ["schedule"]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...
+
 class QueueInfo(_message.Message):
     __slots__ = ["concurrency_limit", "counts", "name", "owner", "paused"]
     CONCURRENCY_LIMIT_FIELD_NUMBER: _ClassVar[int]
@@ -352,6 +393,20 @@ class ResumeQueueResponse(_message.Message):
     queue: QueueInfo
     def __init__(self, queue: _Optional[_Union[QueueInfo, _Mapping]] = ...) -> None: ...
 
+class ResumeScheduleRequest(_message.Message):
+    __slots__ = ["name", "queue"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class ResumeScheduleResponse(_message.Message):
+    __slots__ = ["schedule"]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...
+
 class RetryTaskRequest(_message.Message):
     __slots__ = ["id"]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -364,6 +419,20 @@ class RetryTaskResponse(_message.Message):
     task: _task_pb2.Task
     def __init__(self, task: _Optional[_Union[_task_pb2.Task, _Mapping]] = ...) -> None: ...
 
+class RunScheduleNowRequest(_message.Message):
+    __slots__ = ["name", "queue"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class RunScheduleNowResponse(_message.Message):
+    __slots__ = ["task_id"]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    def __init__(self, task_id: _Optional[str] = ...) -> None: ...
+
 class RunTaskRequest(_message.Message):
     __slots__ = ["id"]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -375,6 +444,38 @@ class RunTaskResponse(_message.Message):
     TASK_FIELD_NUMBER: _ClassVar[int]
     task: _task_pb2.Task
     def __init__(self, task: _Optional[_Union[_task_pb2.Task, _Mapping]] = ...) -> None: ...
+
+class Schedule(_message.Message):
+    __slots__ = ["created_at_ms", "cron", "interval_ms", "last_task_id", "last_task_state", "last_tick_at_ms", "missed_ticks", "name", "next_tick_at_ms", "paused", "skip_if_running", "task", "time_zone", "updated_at_ms"]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_TASK_STATE_FIELD_NUMBER: _ClassVar[int]
+    LAST_TICK_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    MISSED_TICKS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NEXT_TICK_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    SKIP_IF_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    created_at_ms: int
+    cron: str
+    interval_ms: int
+    last_task_id: str
+    last_task_state: _task_pb2.TaskState
+    last_tick_at_ms: int
+    missed_ticks: MissedTicks
+    name: str
+    next_tick_at_ms: int
+    paused: bool
+    skip_if_running: bool
+    task: _task_pb2.TaskSpec
+    time_zone: str
+    updated_at_ms: int
+    def __init__(self, name: _Optional[str] = ..., task: _Optional[_Union[_task_pb2.TaskSpec, _Mapping]] = ..., cron: _Optional[str] = ..., interval_ms: _Optional[int] = ..., time_zone: _Optional[str] = ..., missed_ticks: _Optional[_Union[MissedTicks, str]] = ..., skip_if_running: bool = ..., paused: bool = ..., next_tick_at_ms: _Optional[int] = ..., last_tick_at_ms: _Optional[int] = ..., last_task_id: _Optional[str] = ..., last_task_state: _Optional[_Union[_task_pb2.TaskState, str]] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ...) -> None: ...
 
 class SetGroupConfigRequest(_message.Message):
     __slots__ = ["config"]
@@ -417,6 +518,18 @@ class SetQueueRateLimitResponse(_message.Message):
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     limit: RateLimit
     def __init__(self, limit: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
+
+class SetScheduleRequest(_message.Message):
+    __slots__ = ["schedule"]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...
+
+class SetScheduleResponse(_message.Message):
+    __slots__ = ["schedule"]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...
 
 class SetStrategiesRequest(_message.Message):
     __slots__ = ["rules", "type"]
@@ -475,4 +588,7 @@ class WorkerInfo(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., host: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., concurrency: _Optional[int] = ..., in_flight: _Optional[int] = ..., last_seen_at_ms: _Optional[int] = ..., connected_since_ms: _Optional[int] = ..., polling: bool = ...) -> None: ...
 
 class GroupState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class MissedTicks(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -145,6 +145,36 @@ class AdminServiceStub(object):
                 request_serializer=conveyor_dot_v1_dot_admin__service__pb2.GetActivityRequest.SerializeToString,
                 response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.GetActivityResponse.FromString,
                 )
+        self.SetSchedule = channel.unary_unary(
+                '/conveyor.v1.AdminService/SetSchedule',
+                request_serializer=conveyor_dot_v1_dot_admin__service__pb2.SetScheduleRequest.SerializeToString,
+                response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.SetScheduleResponse.FromString,
+                )
+        self.ListSchedules = channel.unary_unary(
+                '/conveyor.v1.AdminService/ListSchedules',
+                request_serializer=conveyor_dot_v1_dot_admin__service__pb2.ListSchedulesRequest.SerializeToString,
+                response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.ListSchedulesResponse.FromString,
+                )
+        self.DeleteSchedule = channel.unary_unary(
+                '/conveyor.v1.AdminService/DeleteSchedule',
+                request_serializer=conveyor_dot_v1_dot_admin__service__pb2.DeleteScheduleRequest.SerializeToString,
+                response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.DeleteScheduleResponse.FromString,
+                )
+        self.PauseSchedule = channel.unary_unary(
+                '/conveyor.v1.AdminService/PauseSchedule',
+                request_serializer=conveyor_dot_v1_dot_admin__service__pb2.PauseScheduleRequest.SerializeToString,
+                response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.PauseScheduleResponse.FromString,
+                )
+        self.ResumeSchedule = channel.unary_unary(
+                '/conveyor.v1.AdminService/ResumeSchedule',
+                request_serializer=conveyor_dot_v1_dot_admin__service__pb2.ResumeScheduleRequest.SerializeToString,
+                response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.ResumeScheduleResponse.FromString,
+                )
+        self.RunScheduleNow = channel.unary_unary(
+                '/conveyor.v1.AdminService/RunScheduleNow',
+                request_serializer=conveyor_dot_v1_dot_admin__service__pb2.RunScheduleNowRequest.SerializeToString,
+                response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.RunScheduleNowResponse.FromString,
+                )
 
 
 class AdminServiceServicer(object):
@@ -329,6 +359,46 @@ class AdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetSchedule(self, request, context):
+        """Schedules (periodic tasks): the grain of the schedule's queue enqueues its task at
+        every tick, exactly once per tick. SetSchedule creates or replaces one by (queue, name).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSchedules(self, request, context):
+        """Every schedule, or one queue's, with its next tick and its last task.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSchedule(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseSchedule(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSchedule(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RunScheduleNow(self, request, context):
+        """Enqueues the schedule's task now (outside its cadence; the overlap guard does not apply).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -461,6 +531,36 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.GetActivity,
                     request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.GetActivityRequest.FromString,
                     response_serializer=conveyor_dot_v1_dot_admin__service__pb2.GetActivityResponse.SerializeToString,
+            ),
+            'SetSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetSchedule,
+                    request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.SetScheduleRequest.FromString,
+                    response_serializer=conveyor_dot_v1_dot_admin__service__pb2.SetScheduleResponse.SerializeToString,
+            ),
+            'ListSchedules': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSchedules,
+                    request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.ListSchedulesRequest.FromString,
+                    response_serializer=conveyor_dot_v1_dot_admin__service__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'DeleteSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSchedule,
+                    request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.DeleteScheduleRequest.FromString,
+                    response_serializer=conveyor_dot_v1_dot_admin__service__pb2.DeleteScheduleResponse.SerializeToString,
+            ),
+            'PauseSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSchedule,
+                    request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.PauseScheduleRequest.FromString,
+                    response_serializer=conveyor_dot_v1_dot_admin__service__pb2.PauseScheduleResponse.SerializeToString,
+            ),
+            'ResumeSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSchedule,
+                    request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.ResumeScheduleRequest.FromString,
+                    response_serializer=conveyor_dot_v1_dot_admin__service__pb2.ResumeScheduleResponse.SerializeToString,
+            ),
+            'RunScheduleNow': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunScheduleNow,
+                    request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.RunScheduleNowRequest.FromString,
+                    response_serializer=conveyor_dot_v1_dot_admin__service__pb2.RunScheduleNowResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -912,5 +1012,107 @@ class AdminService(object):
         return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/GetActivity',
             conveyor_dot_v1_dot_admin__service__pb2.GetActivityRequest.SerializeToString,
             conveyor_dot_v1_dot_admin__service__pb2.GetActivityResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/SetSchedule',
+            conveyor_dot_v1_dot_admin__service__pb2.SetScheduleRequest.SerializeToString,
+            conveyor_dot_v1_dot_admin__service__pb2.SetScheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListSchedules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/ListSchedules',
+            conveyor_dot_v1_dot_admin__service__pb2.ListSchedulesRequest.SerializeToString,
+            conveyor_dot_v1_dot_admin__service__pb2.ListSchedulesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/DeleteSchedule',
+            conveyor_dot_v1_dot_admin__service__pb2.DeleteScheduleRequest.SerializeToString,
+            conveyor_dot_v1_dot_admin__service__pb2.DeleteScheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def PauseSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/PauseSchedule',
+            conveyor_dot_v1_dot_admin__service__pb2.PauseScheduleRequest.SerializeToString,
+            conveyor_dot_v1_dot_admin__service__pb2.PauseScheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ResumeSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/ResumeSchedule',
+            conveyor_dot_v1_dot_admin__service__pb2.ResumeScheduleRequest.SerializeToString,
+            conveyor_dot_v1_dot_admin__service__pb2.ResumeScheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RunScheduleNow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/RunScheduleNow',
+            conveyor_dot_v1_dot_admin__service__pb2.RunScheduleNowRequest.SerializeToString,
+            conveyor_dot_v1_dot_admin__service__pb2.RunScheduleNowResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { ConcurrencyRule, Task, TaskState, TaskTypeRules } from "./task_pb.js";
+import type { ConcurrencyRule, Task, TaskSpec, TaskState, TaskTypeRules } from "./task_pb.js";
 import { file_conveyor_v1_task } from "./task_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file conveyor/v1/admin_service.proto.
  */
 export const file_conveyor_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9jb252ZXlvci92MS9hZG1pbl9zZXJ2aWNlLnByb3RvEgtjb252ZXlvci52MSKdAQoLU3RhdGVDb3VudHMSEQoJc2NoZWR1bGVkGAEgASgEEg8KB3BlbmRpbmcYAiABKAQSEwoLYWdncmVnYXRpbmcYAyABKAQSDgoGYWN0aXZlGAQgASgEEg0KBXJldHJ5GAUgASgEEhEKCWNvbXBsZXRlZBgGIAEoBBIQCghhcmNoaXZlZBgHIAEoBBIRCgljYW5jZWxsZWQYCCABKAQifQoJUXVldWVJbmZvEgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIEigKBmNvdW50cxgDIAEoCzIYLmNvbnZleW9yLnYxLlN0YXRlQ291bnRzEg0KBW93bmVyGAQgASgJEhkKEWNvbmN1cnJlbmN5X2xpbWl0GAUgASgNIhMKEUxpc3RRdWV1ZXNSZXF1ZXN0IjwKEkxpc3RRdWV1ZXNSZXNwb25zZRImCgZxdWV1ZXMYASADKAsyFi5jb252ZXlvci52MS5RdWV1ZUluZm8iIgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiOwoSUGF1c2VRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSI8ChNSZXN1bWVRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIm8KEExpc3RUYXNrc1JlcXVlc3QSDQoFcXVldWUYASABKAkSJQoFc3RhdGUYAiABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkiTgoRTGlzdFRhc2tzUmVzcG9uc2USIAoFdGFza3MYASADKAsyES5jb252ZXlvci52MS5UYXNrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIoChpBZG1pblNlcnZpY2VHZXRUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI+ChtBZG1pblNlcnZpY2VHZXRUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siKwodQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1JlcXVlc3QSCgoCaWQYASABKAkiQQoeQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5jb252ZXlvci52MS5UYXNrIh8KEURlbGV0ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIhQKEkRlbGV0ZVRhc2tSZXNwb25zZSIcCg5SdW5UYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIyCg9SdW5UYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siIAoSQXJjaGl2ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIjYKE0FyY2hpdmVUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siHgoQUmV0cnlUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI0ChFSZXRyeVRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuY29udmV5b3IudjEuVGFzayJPChBDb25jdXJyZW5jeUxpbWl0Eg0KBXF1ZXVlGAEgASgJEgsKA21heBgCIAEoDRIRCglpbl9mbGlnaHQYAyABKA0SDAoEaGVsZBgEIAEoDSI9Ch9TZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEgsKA21heBgCIAEoDSJQCiBTZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZRIsCgVsaW1pdBgBIAEoCzIdLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5TGltaXQiMwoiRGVsZXRlUXVldWVDb25jdXJyZW5jeUxpbWl0UmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIlCiNEZWxldGVRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZSIeChxMaXN0Q29uY3VycmVuY3lMaW1pdHNSZXF1ZXN0Ik4KHUxpc3RDb25jdXJyZW5jeUxpbWl0c1Jlc3BvbnNlEi0KBmxpbWl0cxgBIAMoCzIdLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5TGltaXQiPwoJUmF0ZUxpbWl0Eg0KBXF1ZXVlGAEgASgJEhQKDHJhdGVfcGVyX3NlYxgCIAEoARINCgVidXJzdBgDIAEoDSJOChhTZXRRdWV1ZVJhdGVMaW1pdFJlcXVlc3QSDQoFcXVldWUYASABKAkSFAoMcmF0ZV9wZXJfc2VjGAIgASgBEg0KBWJ1cnN0GAMgASgNIkIKGVNldFF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2USJQoFbGltaXQYASABKAsyFi5jb252ZXlvci52MS5SYXRlTGltaXQiLAobRGVsZXRlUXVldWVSYXRlTGltaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIh4KHERlbGV0ZVF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2UiFwoVTGlzdFJhdGVMaW1pdHNSZXF1ZXN0Im8KFkxpc3RSYXRlTGltaXRzUmVzcG9uc2USJgoGbGltaXRzGAEgAygLMhYuY29udmV5b3IudjEuUmF0ZUxpbWl0Ei0KDWRlZmF1bHRfbGltaXQYAiABKAsyFi5jb252ZXlvci52MS5SYXRlTGltaXQiZQoLR3JvdXBDb25maWcSDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkSEAoIbWF4X3NpemUYAyABKA0SFAoMbWF4X2RlbGF5X21zGAQgASgDEhAKCGdyYWNlX21zGAUgASgDIkEKFVNldEdyb3VwQ29uZmlnUmVxdWVzdBIoCgZjb25maWcYASABKAsyGC5jb252ZXlvci52MS5Hcm91cENvbmZpZyJCChZTZXRHcm91cENvbmZpZ1Jlc3BvbnNlEigKBmNvbmZpZxgBIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwQ29uZmlnIigKF0xpc3RHcm91cENvbmZpZ3NSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIncKGExpc3RHcm91cENvbmZpZ3NSZXNwb25zZRIpCgdjb25maWdzGAEgAygLMhguY29udmV5b3IudjEuR3JvdXBDb25maWcSMAoOc2VydmVyX2RlZmF1bHQYAiABKAsyGC5jb252ZXlvci52MS5Hcm91cENvbmZpZyI4ChhEZWxldGVHcm91cENvbmZpZ1JlcXVlc3QSDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkiGwoZRGVsZXRlR3JvdXBDb25maWdSZXNwb25zZSKBAgoJR3JvdXBJbmZvEg0KBXF1ZXVlGAEgASgJEg0KBWdyb3VwGAIgASgJEgwKBHR5cGUYAyABKAkSJgoFc3RhdGUYBCABKA4yFy5jb252ZXlvci52MS5Hcm91cFN0YXRlEgwKBHNpemUYBSABKA0SGgoSZmlyc3RfbWVtYmVyX2F0X21zGAYgASgDEhkKEWxhc3RfbWVtYmVyX2F0X21zGAcgASgDEhcKD25leHRfZmlyZV9hdF9tcxgIIAEoAxIYChB3b3JrZXJfYXZhaWxhYmxlGAkgASgIEigKBmNvbmZpZxgKIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwQ29uZmlnIiIKEUxpc3RHcm91cHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIjwKEkxpc3RHcm91cHNSZXNwb25zZRImCgZncm91cHMYASADKAsyFi5jb252ZXlvci52MS5Hcm91cEluZm8iFwoVTGlzdFN0cmF0ZWdpZXNSZXF1ZXN0IkMKFkxpc3RTdHJhdGVnaWVzUmVzcG9uc2USKQoFdHlwZXMYASADKAsyGi5jb252ZXlvci52MS5UYXNrVHlwZVJ1bGVzIlEKFFNldFN0cmF0ZWdpZXNSZXF1ZXN0EgwKBHR5cGUYASABKAkSKwoFcnVsZXMYAiADKAsyHC5jb252ZXlvci52MS5Db25jdXJyZW5jeVJ1bGUiQgoVU2V0U3RyYXRlZ2llc1Jlc3BvbnNlEikKBXJ1bGVzGAEgASgLMhouY29udmV5b3IudjEuVGFza1R5cGVSdWxlcyInChdEZWxldGVTdHJhdGVnaWVzUmVxdWVzdBIMCgR0eXBlGAEgASgJIhoKGERlbGV0ZVN0cmF0ZWdpZXNSZXNwb25zZSIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3QiLgoNQ2x1c3Rlck1lbWJlchIPCgdub2RlX2lkGAEgASgJEgwKBHNlbGYYAiABKAgiyAEKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoCRIUCgxyaW5nX3ZlcnNpb24YAiABKAQSKwoHbWVtYmVycxgDIAMoCzIaLmNvbnZleW9yLnYxLkNsdXN0ZXJNZW1iZXISFQoNYWN0aXZlX2dyYWlucxgEIAEoDRIVCg1hY3RpdmVfcXVldWVzGAUgAygJEhUKDXBhcmtlZF9sZWFzZXMYBiABKA0SFQoNc3RhcnRlZF9hdF9tcxgHIAEoAyIUChJMaXN0V29ya2Vyc1JlcXVlc3QiugEKCldvcmtlckluZm8SEQoJd29ya2VyX2lkGAEgASgJEgwKBGhvc3QYAiABKAkSDgoGcXVldWVzGAMgAygJEg0KBXR5cGVzGAQgAygJEhMKC2NvbmN1cnJlbmN5GAUgASgNEhEKCWluX2ZsaWdodBgGIAEoDRIXCg9sYXN0X3NlZW5fYXRfbXMYByABKAMSGgoSY29ubmVjdGVkX3NpbmNlX21zGAggASgDEg8KB3BvbGxpbmcYCSABKAgiPwoTTGlzdFdvcmtlcnNSZXNwb25zZRIoCgd3b3JrZXJzGAEgAygLMhcuY29udmV5b3IudjEuV29ya2VySW5mbyIjChJHZXRBY3Rpdml0eVJlcXVlc3QSDQoFcXVldWUYASABKAkiagoOQWN0aXZpdHlCdWNrZXQSEAoIc3RhcnRfbXMYASABKAMSEAoIZW5xdWV1ZWQYAiABKAQSEQoJY29tcGxldGVkGAMgASgEEg8KB3JldHJpZWQYBCABKAQSEAoIYXJjaGl2ZWQYBSABKAQiVgoTR2V0QWN0aXZpdHlSZXNwb25zZRIRCglidWNrZXRfbXMYASABKAMSLAoHYnVja2V0cxgCIAMoCzIbLmNvbnZleW9yLnYxLkFjdGl2aXR5QnVja2V0Kl0KCkdyb3VwU3RhdGUSGwoXR1JPVVBfU1RBVEVfVU5TUEVDSUZJRUQQABIbChdHUk9VUF9TVEFURV9BR0dSRUdBVElORxABEhUKEUdST1VQX1NUQVRFX1JFQURZEAIy3BIKDEFkbWluU2VydmljZRJNCgpMaXN0UXVldWVzEh4uY29udmV5b3IudjEuTGlzdFF1ZXVlc1JlcXVlc3QaHy5jb252ZXlvci52MS5MaXN0UXVldWVzUmVzcG9uc2USTQoKUGF1c2VRdWV1ZRIeLmNvbnZleW9yLnYxLlBhdXNlUXVldWVSZXF1ZXN0Gh8uY29udmV5b3IudjEuUGF1c2VRdWV1ZVJlc3BvbnNlElAKC1Jlc3VtZVF1ZXVlEh8uY29udmV5b3IudjEuUmVzdW1lUXVldWVSZXF1ZXN0GiAuY29udmV5b3IudjEuUmVzdW1lUXVldWVSZXNwb25zZRJKCglMaXN0VGFza3MSHS5jb252ZXlvci52MS5MaXN0VGFza3NSZXF1ZXN0Gh4uY29udmV5b3IudjEuTGlzdFRhc2tzUmVzcG9uc2USXAoHR2V0VGFzaxInLmNvbnZleW9yLnYxLkFkbWluU2VydmljZUdldFRhc2tSZXF1ZXN0GiguY29udmV5b3IudjEuQWRtaW5TZXJ2aWNlR2V0VGFza1Jlc3BvbnNlEmUKCkNhbmNlbFRhc2sSKi5jb252ZXlvci52MS5BZG1pblNlcnZpY2VDYW5jZWxUYXNrUmVxdWVzdBorLmNvbnZleW9yLnYxLkFkbWluU2VydmljZUNhbmNlbFRhc2tSZXNwb25zZRJNCgpEZWxldGVUYXNrEh4uY29udmV5b3IudjEuRGVsZXRlVGFza1JlcXVlc3QaHy5jb252ZXlvci52MS5EZWxldGVUYXNrUmVzcG9uc2USRAoHUnVuVGFzaxIbLmNvbnZleW9yLnYxLlJ1blRhc2tSZXF1ZXN0GhwuY29udmV5b3IudjEuUnVuVGFza1Jlc3BvbnNlElAKC0FyY2hpdmVUYXNrEh8uY29udmV5b3IudjEuQXJjaGl2ZVRhc2tSZXF1ZXN0GiAuY29udmV5b3IudjEuQXJjaGl2ZVRhc2tSZXNwb25zZRJKCglSZXRyeVRhc2sSHS5jb252ZXlvci52MS5SZXRyeVRhc2tSZXF1ZXN0Gh4uY29udmV5b3IudjEuUmV0cnlUYXNrUmVzcG9uc2USdwoYU2V0UXVldWVDb25jdXJyZW5jeUxpbWl0EiwuY29udmV5b3IudjEuU2V0UXVldWVDb25jdXJyZW5jeUxpbWl0UmVxdWVzdBotLmNvbnZleW9yLnYxLlNldFF1ZXVlQ29uY3VycmVuY3lMaW1pdFJlc3BvbnNlEoABChtEZWxldGVRdWV1ZUNvbmN1cnJlbmN5TGltaXQSLy5jb252ZXlvci52MS5EZWxldGVRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXF1ZXN0GjAuY29udmV5b3IudjEuRGVsZXRlUXVldWVDb25jdXJyZW5jeUxpbWl0UmVzcG9uc2USbgoVTGlzdENvbmN1cnJlbmN5TGltaXRzEikuY29udmV5b3IudjEuTGlzdENvbmN1cnJlbmN5TGltaXRzUmVxdWVzdBoqLmNvbnZleW9yLnYxLkxpc3RDb25jdXJyZW5jeUxpbWl0c1Jlc3BvbnNlEmIKEVNldFF1ZXVlUmF0ZUxpbWl0EiUuY29udmV5b3IudjEuU2V0UXVldWVSYXRlTGltaXRSZXF1ZXN0GiYuY29udmV5b3IudjEuU2V0UXVldWVSYXRlTGltaXRSZXNwb25zZRJrChREZWxldGVRdWV1ZVJhdGVMaW1pdBIoLmNvbnZleW9yLnYxLkRlbGV0ZVF1ZXVlUmF0ZUxpbWl0UmVxdWVzdBopLmNvbnZleW9yLnYxLkRlbGV0ZVF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2USWQoOTGlzdFJhdGVMaW1pdHMSIi5jb252ZXlvci52MS5MaXN0UmF0ZUxpbWl0c1JlcXVlc3QaIy5jb252ZXlvci52MS5MaXN0UmF0ZUxpbWl0c1Jlc3BvbnNlElkKDlNldEdyb3VwQ29uZmlnEiIuY29udmV5b3IudjEuU2V0R3JvdXBDb25maWdSZXF1ZXN0GiMuY29udmV5b3IudjEuU2V0R3JvdXBDb25maWdSZXNwb25zZRJfChBMaXN0R3JvdXBDb25maWdzEiQuY29udmV5b3IudjEuTGlzdEdyb3VwQ29uZmlnc1JlcXVlc3QaJS5jb252ZXlvci52MS5MaXN0R3JvdXBDb25maWdzUmVzcG9uc2USYgoRRGVsZXRlR3JvdXBDb25maWcSJS5jb252ZXlvci52MS5EZWxldGVHcm91cENvbmZpZ1JlcXVlc3QaJi5jb252ZXlvci52MS5EZWxldGVHcm91cENvbmZpZ1Jlc3BvbnNlEk0KCkxpc3RHcm91cHMSHi5jb252ZXlvci52MS5MaXN0R3JvdXBzUmVxdWVzdBofLmNvbnZleW9yLnYxLkxpc3RHcm91cHNSZXNwb25zZRJZCg5MaXN0U3RyYXRlZ2llcxIiLmNvbnZleW9yLnYxLkxpc3RTdHJhdGVnaWVzUmVxdWVzdBojLmNvbnZleW9yLnYxLkxpc3RTdHJhdGVnaWVzUmVzcG9uc2USVgoNU2V0U3RyYXRlZ2llcxIhLmNvbnZleW9yLnYxLlNldFN0cmF0ZWdpZXNSZXF1ZXN0GiIuY29udmV5b3IudjEuU2V0U3RyYXRlZ2llc1Jlc3BvbnNlEl8KEERlbGV0ZVN0cmF0ZWdpZXMSJC5jb252ZXlvci52MS5EZWxldGVTdHJhdGVnaWVzUmVxdWVzdBolLmNvbnZleW9yLnYxLkRlbGV0ZVN0cmF0ZWdpZXNSZXNwb25zZRJZCg5HZXRDbHVzdGVySW5mbxIiLmNvbnZleW9yLnYxLkdldENsdXN0ZXJJbmZvUmVxdWVzdBojLmNvbnZleW9yLnYxLkdldENsdXN0ZXJJbmZvUmVzcG9uc2USUAoLTGlzdFdvcmtlcnMSHy5jb252ZXlvci52MS5MaXN0V29ya2Vyc1JlcXVlc3QaIC5jb252ZXlvci52MS5MaXN0V29ya2Vyc1Jlc3BvbnNlElAKC0dldEFjdGl2aXR5Eh8uY29udmV5b3IudjEuR2V0QWN0aXZpdHlSZXF1ZXN0GiAuY29udmV5b3IudjEuR2V0QWN0aXZpdHlSZXNwb25zZWIGcHJvdG8z", [file_conveyor_v1_task]);
+  fileDesc("Ch9jb252ZXlvci92MS9hZG1pbl9zZXJ2aWNlLnByb3RvEgtjb252ZXlvci52MSKdAQoLU3RhdGVDb3VudHMSEQoJc2NoZWR1bGVkGAEgASgEEg8KB3BlbmRpbmcYAiABKAQSEwoLYWdncmVnYXRpbmcYAyABKAQSDgoGYWN0aXZlGAQgASgEEg0KBXJldHJ5GAUgASgEEhEKCWNvbXBsZXRlZBgGIAEoBBIQCghhcmNoaXZlZBgHIAEoBBIRCgljYW5jZWxsZWQYCCABKAQifQoJUXVldWVJbmZvEgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIEigKBmNvdW50cxgDIAEoCzIYLmNvbnZleW9yLnYxLlN0YXRlQ291bnRzEg0KBW93bmVyGAQgASgJEhkKEWNvbmN1cnJlbmN5X2xpbWl0GAUgASgNIhMKEUxpc3RRdWV1ZXNSZXF1ZXN0IjwKEkxpc3RRdWV1ZXNSZXNwb25zZRImCgZxdWV1ZXMYASADKAsyFi5jb252ZXlvci52MS5RdWV1ZUluZm8iIgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiOwoSUGF1c2VRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSI8ChNSZXN1bWVRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIm8KEExpc3RUYXNrc1JlcXVlc3QSDQoFcXVldWUYASABKAkSJQoFc3RhdGUYAiABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkiTgoRTGlzdFRhc2tzUmVzcG9uc2USIAoFdGFza3MYASADKAsyES5jb252ZXlvci52MS5UYXNrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIoChpBZG1pblNlcnZpY2VHZXRUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI+ChtBZG1pblNlcnZpY2VHZXRUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siKwodQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1JlcXVlc3QSCgoCaWQYASABKAkiQQoeQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5jb252ZXlvci52MS5UYXNrIh8KEURlbGV0ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIhQKEkRlbGV0ZVRhc2tSZXNwb25zZSIcCg5SdW5UYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIyCg9SdW5UYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siIAoSQXJjaGl2ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIjYKE0FyY2hpdmVUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siHgoQUmV0cnlUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI0ChFSZXRyeVRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuY29udmV5b3IudjEuVGFzayJPChBDb25jdXJyZW5jeUxpbWl0Eg0KBXF1ZXVlGAEgASgJEgsKA21heBgCIAEoDRIRCglpbl9mbGlnaHQYAyABKA0SDAoEaGVsZBgEIAEoDSI9Ch9TZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEgsKA21heBgCIAEoDSJQCiBTZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZRIsCgVsaW1pdBgBIAEoCzIdLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5TGltaXQiMwoiRGVsZXRlUXVldWVDb25jdXJyZW5jeUxpbWl0UmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIlCiNEZWxldGVRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZSIeChxMaXN0Q29uY3VycmVuY3lMaW1pdHNSZXF1ZXN0Ik4KHUxpc3RDb25jdXJyZW5jeUxpbWl0c1Jlc3BvbnNlEi0KBmxpbWl0cxgBIAMoCzIdLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5TGltaXQiPwoJUmF0ZUxpbWl0Eg0KBXF1ZXVlGAEgASgJEhQKDHJhdGVfcGVyX3NlYxgCIAEoARINCgVidXJzdBgDIAEoDSJOChhTZXRRdWV1ZVJhdGVMaW1pdFJlcXVlc3QSDQoFcXVldWUYASABKAkSFAoMcmF0ZV9wZXJfc2VjGAIgASgBEg0KBWJ1cnN0GAMgASgNIkIKGVNldFF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2USJQoFbGltaXQYASABKAsyFi5jb252ZXlvci52MS5SYXRlTGltaXQiLAobRGVsZXRlUXVldWVSYXRlTGltaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIh4KHERlbGV0ZVF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2UiFwoVTGlzdFJhdGVMaW1pdHNSZXF1ZXN0Im8KFkxpc3RSYXRlTGltaXRzUmVzcG9uc2USJgoGbGltaXRzGAEgAygLMhYuY29udmV5b3IudjEuUmF0ZUxpbWl0Ei0KDWRlZmF1bHRfbGltaXQYAiABKAsyFi5jb252ZXlvci52MS5SYXRlTGltaXQiZQoLR3JvdXBDb25maWcSDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkSEAoIbWF4X3NpemUYAyABKA0SFAoMbWF4X2RlbGF5X21zGAQgASgDEhAKCGdyYWNlX21zGAUgASgDIkEKFVNldEdyb3VwQ29uZmlnUmVxdWVzdBIoCgZjb25maWcYASABKAsyGC5jb252ZXlvci52MS5Hcm91cENvbmZpZyJCChZTZXRHcm91cENvbmZpZ1Jlc3BvbnNlEigKBmNvbmZpZxgBIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwQ29uZmlnIigKF0xpc3RHcm91cENvbmZpZ3NSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIncKGExpc3RHcm91cENvbmZpZ3NSZXNwb25zZRIpCgdjb25maWdzGAEgAygLMhguY29udmV5b3IudjEuR3JvdXBDb25maWcSMAoOc2VydmVyX2RlZmF1bHQYAiABKAsyGC5jb252ZXlvci52MS5Hcm91cENvbmZpZyI4ChhEZWxldGVHcm91cENvbmZpZ1JlcXVlc3QSDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkiGwoZRGVsZXRlR3JvdXBDb25maWdSZXNwb25zZSKBAgoJR3JvdXBJbmZvEg0KBXF1ZXVlGAEgASgJEg0KBWdyb3VwGAIgASgJEgwKBHR5cGUYAyABKAkSJgoFc3RhdGUYBCABKA4yFy5jb252ZXlvci52MS5Hcm91cFN0YXRlEgwKBHNpemUYBSABKA0SGgoSZmlyc3RfbWVtYmVyX2F0X21zGAYgASgDEhkKEWxhc3RfbWVtYmVyX2F0X21zGAcgASgDEhcKD25leHRfZmlyZV9hdF9tcxgIIAEoAxIYChB3b3JrZXJfYXZhaWxhYmxlGAkgASgIEigKBmNvbmZpZxgKIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwQ29uZmlnIiIKEUxpc3RHcm91cHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIjwKEkxpc3RHcm91cHNSZXNwb25zZRImCgZncm91cHMYASADKAsyFi5jb252ZXlvci52MS5Hcm91cEluZm8iFwoVTGlzdFN0cmF0ZWdpZXNSZXF1ZXN0IkMKFkxpc3RTdHJhdGVnaWVzUmVzcG9uc2USKQoFdHlwZXMYASADKAsyGi5jb252ZXlvci52MS5UYXNrVHlwZVJ1bGVzIlEKFFNldFN0cmF0ZWdpZXNSZXF1ZXN0EgwKBHR5cGUYASABKAkSKwoFcnVsZXMYAiADKAsyHC5jb252ZXlvci52MS5Db25jdXJyZW5jeVJ1bGUiQgoVU2V0U3RyYXRlZ2llc1Jlc3BvbnNlEikKBXJ1bGVzGAEgASgLMhouY29udmV5b3IudjEuVGFza1R5cGVSdWxlcyInChdEZWxldGVTdHJhdGVnaWVzUmVxdWVzdBIMCgR0eXBlGAEgASgJIhoKGERlbGV0ZVN0cmF0ZWdpZXNSZXNwb25zZSIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3QiLgoNQ2x1c3Rlck1lbWJlchIPCgdub2RlX2lkGAEgASgJEgwKBHNlbGYYAiABKAgiyAEKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoCRIUCgxyaW5nX3ZlcnNpb24YAiABKAQSKwoHbWVtYmVycxgDIAMoCzIaLmNvbnZleW9yLnYxLkNsdXN0ZXJNZW1iZXISFQoNYWN0aXZlX2dyYWlucxgEIAEoDRIVCg1hY3RpdmVfcXVldWVzGAUgAygJEhUKDXBhcmtlZF9sZWFzZXMYBiABKA0SFQoNc3RhcnRlZF9hdF9tcxgHIAEoAyIUChJMaXN0V29ya2Vyc1JlcXVlc3QiugEKCldvcmtlckluZm8SEQoJd29ya2VyX2lkGAEgASgJEgwKBGhvc3QYAiABKAkSDgoGcXVldWVzGAMgAygJEg0KBXR5cGVzGAQgAygJEhMKC2NvbmN1cnJlbmN5GAUgASgNEhEKCWluX2ZsaWdodBgGIAEoDRIXCg9sYXN0X3NlZW5fYXRfbXMYByABKAMSGgoSY29ubmVjdGVkX3NpbmNlX21zGAggASgDEg8KB3BvbGxpbmcYCSABKAgiPwoTTGlzdFdvcmtlcnNSZXNwb25zZRIoCgd3b3JrZXJzGAEgAygLMhcuY29udmV5b3IudjEuV29ya2VySW5mbyIjChJHZXRBY3Rpdml0eVJlcXVlc3QSDQoFcXVldWUYASABKAkiagoOQWN0aXZpdHlCdWNrZXQSEAoIc3RhcnRfbXMYASABKAMSEAoIZW5xdWV1ZWQYAiABKAQSEQoJY29tcGxldGVkGAMgASgEEg8KB3JldHJpZWQYBCABKAQSEAoIYXJjaGl2ZWQYBSABKAQiVgoTR2V0QWN0aXZpdHlSZXNwb25zZRIRCglidWNrZXRfbXMYASABKAMSLAoHYnVja2V0cxgCIAMoCzIbLmNvbnZleW9yLnYxLkFjdGl2aXR5QnVja2V0IoIDCghTY2hlZHVsZRIMCgRuYW1lGAEgASgJEiMKBHRhc2sYAiABKAsyFS5jb252ZXlvci52MS5UYXNrU3BlYxIOCgRjcm9uGAMgASgJSAASFQoLaW50ZXJ2YWxfbXMYBCABKANIABIRCgl0aW1lX3pvbmUYBSABKAkSLgoMbWlzc2VkX3RpY2tzGAYgASgOMhguY29udmV5b3IudjEuTWlzc2VkVGlja3MSFwoPc2tpcF9pZl9ydW5uaW5nGAcgASgIEg4KBnBhdXNlZBgIIAEoCBIXCg9uZXh0X3RpY2tfYXRfbXMYCSABKAMSFwoPbGFzdF90aWNrX2F0X21zGAogASgDEhQKDGxhc3RfdGFza19pZBgLIAEoCRIvCg9sYXN0X3Rhc2tfc3RhdGUYDCABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSFQoNY3JlYXRlZF9hdF9tcxgNIAEoAxIVCg11cGRhdGVkX2F0X21zGA4gASgDQgkKB2NhZGVuY2UiPQoSU2V0U2NoZWR1bGVSZXF1ZXN0EicKCHNjaGVkdWxlGAEgASgLMhUuY29udmV5b3IudjEuU2NoZWR1bGUiPgoTU2V0U2NoZWR1bGVSZXNwb25zZRInCghzY2hlZHVsZRgBIAEoCzIVLmNvbnZleW9yLnYxLlNjaGVkdWxlIiUKFExpc3RTY2hlZHVsZXNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIkEKFUxpc3RTY2hlZHVsZXNSZXNwb25zZRIoCglzY2hlZHVsZXMYASADKAsyFS5jb252ZXlvci52MS5TY2hlZHVsZSI0ChVEZWxldGVTY2hlZHVsZVJlcXVlc3QSDQoFcXVldWUYASABKAkSDAoEbmFtZRgCIAEoCSIYChZEZWxldGVTY2hlZHVsZVJlc3BvbnNlIjMKFFBhdXNlU2NoZWR1bGVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEgwKBG5hbWUYAiABKAkiQAoVUGF1c2VTY2hlZHVsZVJlc3BvbnNlEicKCHNjaGVkdWxlGAEgASgLMhUuY29udmV5b3IudjEuU2NoZWR1bGUiNAoVUmVzdW1lU2NoZWR1bGVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEgwKBG5hbWUYAiABKAkiQQoWUmVzdW1lU2NoZWR1bGVSZXNwb25zZRInCghzY2hlZHVsZRgBIAEoCzIVLmNvbnZleW9yLnYxLlNjaGVkdWxlIjQKFVJ1blNjaGVkdWxlTm93UmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIMCgRuYW1lGAIgASgJIikKFlJ1blNjaGVkdWxlTm93UmVzcG9uc2USDwoHdGFza19pZBgBIAEoCSpdCgpHcm91cFN0YXRlEhsKF0dST1VQX1NUQVRFX1VOU1BFQ0lGSUVEEAASGwoXR1JPVVBfU1RBVEVfQUdHUkVHQVRJTkcQARIVChFHUk9VUF9TVEFURV9SRUFEWRACKlsKC01pc3NlZFRpY2tzEhwKGE1JU1NFRF9USUNLU19VTlNQRUNJRklFRBAAEhcKE01JU1NFRF9USUNLU19MQVRFU1QQARIVChFNSVNTRURfVElDS1NfU0tJUBACMu8WCgxBZG1pblNlcnZpY2USTQoKTGlzdFF1ZXVlcxIeLmNvbnZleW9yLnYxLkxpc3RRdWV1ZXNSZXF1ZXN0Gh8uY29udmV5b3IudjEuTGlzdFF1ZXVlc1Jlc3BvbnNlEk0KClBhdXNlUXVldWUSHi5jb252ZXlvci52MS5QYXVzZVF1ZXVlUmVxdWVzdBofLmNvbnZleW9yLnYxLlBhdXNlUXVldWVSZXNwb25zZRJQCgtSZXN1bWVRdWV1ZRIfLmNvbnZleW9yLnYxLlJlc3VtZVF1ZXVlUmVxdWVzdBogLmNvbnZleW9yLnYxLlJlc3VtZVF1ZXVlUmVzcG9uc2USSgoJTGlzdFRhc2tzEh0uY29udmV5b3IudjEuTGlzdFRhc2tzUmVxdWVzdBoeLmNvbnZleW9yLnYxLkxpc3RUYXNrc1Jlc3BvbnNlElwKB0dldFRhc2sSJy5jb252ZXlvci52MS5BZG1pblNlcnZpY2VHZXRUYXNrUmVxdWVzdBooLmNvbnZleW9yLnYxLkFkbWluU2VydmljZUdldFRhc2tSZXNwb25zZRJlCgpDYW5jZWxUYXNrEiouY29udmV5b3IudjEuQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1JlcXVlc3QaKy5jb252ZXlvci52MS5BZG1pblNlcnZpY2VDYW5jZWxUYXNrUmVzcG9uc2USTQoKRGVsZXRlVGFzaxIeLmNvbnZleW9yLnYxLkRlbGV0ZVRhc2tSZXF1ZXN0Gh8uY29udmV5b3IudjEuRGVsZXRlVGFza1Jlc3BvbnNlEkQKB1J1blRhc2sSGy5jb252ZXlvci52MS5SdW5UYXNrUmVxdWVzdBocLmNvbnZleW9yLnYxLlJ1blRhc2tSZXNwb25zZRJQCgtBcmNoaXZlVGFzaxIfLmNvbnZleW9yLnYxLkFyY2hpdmVUYXNrUmVxdWVzdBogLmNvbnZleW9yLnYxLkFyY2hpdmVUYXNrUmVzcG9uc2USSgoJUmV0cnlUYXNrEh0uY29udmV5b3IudjEuUmV0cnlUYXNrUmVxdWVzdBoeLmNvbnZleW9yLnYxLlJldHJ5VGFza1Jlc3BvbnNlEncKGFNldFF1ZXVlQ29uY3VycmVuY3lMaW1pdBIsLmNvbnZleW9yLnYxLlNldFF1ZXVlQ29uY3VycmVuY3lMaW1pdFJlcXVlc3QaLS5jb252ZXlvci52MS5TZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZRKAAQobRGVsZXRlUXVldWVDb25jdXJyZW5jeUxpbWl0Ei8uY29udmV5b3IudjEuRGVsZXRlUXVldWVDb25jdXJyZW5jeUxpbWl0UmVxdWVzdBowLmNvbnZleW9yLnYxLkRlbGV0ZVF1ZXVlQ29uY3VycmVuY3lMaW1pdFJlc3BvbnNlEm4KFUxpc3RDb25jdXJyZW5jeUxpbWl0cxIpLmNvbnZleW9yLnYxLkxpc3RDb25jdXJyZW5jeUxpbWl0c1JlcXVlc3QaKi5jb252ZXlvci52MS5MaXN0Q29uY3VycmVuY3lMaW1pdHNSZXNwb25zZRJiChFTZXRRdWV1ZVJhdGVMaW1pdBIlLmNvbnZleW9yLnYxLlNldFF1ZXVlUmF0ZUxpbWl0UmVxdWVzdBomLmNvbnZleW9yLnYxLlNldFF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2USawoURGVsZXRlUXVldWVSYXRlTGltaXQSKC5jb252ZXlvci52MS5EZWxldGVRdWV1ZVJhdGVMaW1pdFJlcXVlc3QaKS5jb252ZXlvci52MS5EZWxldGVRdWV1ZVJhdGVMaW1pdFJlc3BvbnNlElkKDkxpc3RSYXRlTGltaXRzEiIuY29udmV5b3IudjEuTGlzdFJhdGVMaW1pdHNSZXF1ZXN0GiMuY29udmV5b3IudjEuTGlzdFJhdGVMaW1pdHNSZXNwb25zZRJZCg5TZXRHcm91cENvbmZpZxIiLmNvbnZleW9yLnYxLlNldEdyb3VwQ29uZmlnUmVxdWVzdBojLmNvbnZleW9yLnYxLlNldEdyb3VwQ29uZmlnUmVzcG9uc2USXwoQTGlzdEdyb3VwQ29uZmlncxIkLmNvbnZleW9yLnYxLkxpc3RHcm91cENvbmZpZ3NSZXF1ZXN0GiUuY29udmV5b3IudjEuTGlzdEdyb3VwQ29uZmlnc1Jlc3BvbnNlEmIKEURlbGV0ZUdyb3VwQ29uZmlnEiUuY29udmV5b3IudjEuRGVsZXRlR3JvdXBDb25maWdSZXF1ZXN0GiYuY29udmV5b3IudjEuRGVsZXRlR3JvdXBDb25maWdSZXNwb25zZRJNCgpMaXN0R3JvdXBzEh4uY29udmV5b3IudjEuTGlzdEdyb3Vwc1JlcXVlc3QaHy5jb252ZXlvci52MS5MaXN0R3JvdXBzUmVzcG9uc2USWQoOTGlzdFN0cmF0ZWdpZXMSIi5jb252ZXlvci52MS5MaXN0U3RyYXRlZ2llc1JlcXVlc3QaIy5jb252ZXlvci52MS5MaXN0U3RyYXRlZ2llc1Jlc3BvbnNlElYKDVNldFN0cmF0ZWdpZXMSIS5jb252ZXlvci52MS5TZXRTdHJhdGVnaWVzUmVxdWVzdBoiLmNvbnZleW9yLnYxLlNldFN0cmF0ZWdpZXNSZXNwb25zZRJfChBEZWxldGVTdHJhdGVnaWVzEiQuY29udmV5b3IudjEuRGVsZXRlU3RyYXRlZ2llc1JlcXVlc3QaJS5jb252ZXlvci52MS5EZWxldGVTdHJhdGVnaWVzUmVzcG9uc2USWQoOR2V0Q2x1c3RlckluZm8SIi5jb252ZXlvci52MS5HZXRDbHVzdGVySW5mb1JlcXVlc3QaIy5jb252ZXlvci52MS5HZXRDbHVzdGVySW5mb1Jlc3BvbnNlElAKC0xpc3RXb3JrZXJzEh8uY29udmV5b3IudjEuTGlzdFdvcmtlcnNSZXF1ZXN0GiAuY29udmV5b3IudjEuTGlzdFdvcmtlcnNSZXNwb25zZRJQCgtHZXRBY3Rpdml0eRIfLmNvbnZleW9yLnYxLkdldEFjdGl2aXR5UmVxdWVzdBogLmNvbnZleW9yLnYxLkdldEFjdGl2aXR5UmVzcG9uc2USUAoLU2V0U2NoZWR1bGUSHy5jb252ZXlvci52MS5TZXRTY2hlZHVsZVJlcXVlc3QaIC5jb252ZXlvci52MS5TZXRTY2hlZHVsZVJlc3BvbnNlElYKDUxpc3RTY2hlZHVsZXMSIS5jb252ZXlvci52MS5MaXN0U2NoZWR1bGVzUmVxdWVzdBoiLmNvbnZleW9yLnYxLkxpc3RTY2hlZHVsZXNSZXNwb25zZRJZCg5EZWxldGVTY2hlZHVsZRIiLmNvbnZleW9yLnYxLkRlbGV0ZVNjaGVkdWxlUmVxdWVzdBojLmNvbnZleW9yLnYxLkRlbGV0ZVNjaGVkdWxlUmVzcG9uc2USVgoNUGF1c2VTY2hlZHVsZRIhLmNvbnZleW9yLnYxLlBhdXNlU2NoZWR1bGVSZXF1ZXN0GiIuY29udmV5b3IudjEuUGF1c2VTY2hlZHVsZVJlc3BvbnNlElkKDlJlc3VtZVNjaGVkdWxlEiIuY29udmV5b3IudjEuUmVzdW1lU2NoZWR1bGVSZXF1ZXN0GiMuY29udmV5b3IudjEuUmVzdW1lU2NoZWR1bGVSZXNwb25zZRJZCg5SdW5TY2hlZHVsZU5vdxIiLmNvbnZleW9yLnYxLlJ1blNjaGVkdWxlTm93UmVxdWVzdBojLmNvbnZleW9yLnYxLlJ1blNjaGVkdWxlTm93UmVzcG9uc2ViBnByb3RvMw", [file_conveyor_v1_task]);
 
 /**
  * Number of tasks in each state.
@@ -1405,6 +1405,342 @@ export const GetActivityResponseSchema: GenMessage<GetActivityResponse> = /*@__P
   messageDesc(file_conveyor_v1_admin_service, 60);
 
 /**
+ * A periodic task. The fields after skip_if_running are set by the server.
+ *
+ * @generated from message conveyor.v1.Schedule
+ */
+export type Schedule = Message<"conveyor.v1.Schedule"> & {
+  /**
+   * Unique within its queue: 1-64 letters, digits, '.', '_', '-'.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The task each tick enqueues; task.queue is the schedule's queue. Its id is derived
+   * from the tick ("schedule:<name>:<tick ms>"), so task_id, process_at_ms,
+   * deadline_at_ms, expires_at_ms, unique_key and unique_ttl_ms are refused; the relative
+   * process_in_ms and expires_in_ms count from each tick's enqueue. Payload at most 64 KiB.
+   *
+   * @generated from field: conveyor.v1.TaskSpec task = 2;
+   */
+  task?: TaskSpec | undefined;
+
+  /**
+   * @generated from oneof conveyor.v1.Schedule.cadence
+   */
+  cadence: {
+    /**
+     * A cron expression: 5 fields, or 6 with seconds first (cron-parser syntax).
+     *
+     * @generated from field: string cron = 3;
+     */
+    value: string;
+    case: "cron";
+  } | {
+    /**
+     * A fixed interval (at least 1000 ms), counted from when the interval was set.
+     *
+     * @generated from field: int64 interval_ms = 4;
+     */
+    value: bigint;
+    case: "intervalMs";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * IANA time zone of the cron expression (e.g. "Europe/Berlin"); empty means UTC.
+   *
+   * @generated from field: string time_zone = 5;
+   */
+  timeZone: string;
+
+  /**
+   * @generated from field: conveyor.v1.MissedTicks missed_ticks = 6;
+   */
+  missedTicks: MissedTicks;
+
+  /**
+   * Overlap guard: skip a tick while the schedule's previous task is unfinished.
+   *
+   * @generated from field: bool skip_if_running = 7;
+   */
+  skipIfRunning: boolean;
+
+  /**
+   * @generated from field: bool paused = 8;
+   */
+  paused: boolean;
+
+  /**
+   * The tick the schedule handles next (0: paused, or no tick left).
+   *
+   * @generated from field: int64 next_tick_at_ms = 9;
+   */
+  nextTickAtMs: bigint;
+
+  /**
+   * The last tick handled (enqueued or skipped); every tick up to it is done.
+   *
+   * @generated from field: int64 last_tick_at_ms = 10;
+   */
+  lastTickAtMs: bigint;
+
+  /**
+   * The last task the schedule enqueued, and its state (UNSPECIFIED once purged).
+   *
+   * @generated from field: string last_task_id = 11;
+   */
+  lastTaskId: string;
+
+  /**
+   * @generated from field: conveyor.v1.TaskState last_task_state = 12;
+   */
+  lastTaskState: TaskState;
+
+  /**
+   * @generated from field: int64 created_at_ms = 13;
+   */
+  createdAtMs: bigint;
+
+  /**
+   * @generated from field: int64 updated_at_ms = 14;
+   */
+  updatedAtMs: bigint;
+};
+
+/**
+ * Describes the message conveyor.v1.Schedule.
+ * Use `create(ScheduleSchema)` to create a new message.
+ */
+export const ScheduleSchema: GenMessage<Schedule> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 61);
+
+/**
+ * @generated from message conveyor.v1.SetScheduleRequest
+ */
+export type SetScheduleRequest = Message<"conveyor.v1.SetScheduleRequest"> & {
+  /**
+   * @generated from field: conveyor.v1.Schedule schedule = 1;
+   */
+  schedule?: Schedule | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.SetScheduleRequest.
+ * Use `create(SetScheduleRequestSchema)` to create a new message.
+ */
+export const SetScheduleRequestSchema: GenMessage<SetScheduleRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 62);
+
+/**
+ * @generated from message conveyor.v1.SetScheduleResponse
+ */
+export type SetScheduleResponse = Message<"conveyor.v1.SetScheduleResponse"> & {
+  /**
+   * @generated from field: conveyor.v1.Schedule schedule = 1;
+   */
+  schedule?: Schedule | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.SetScheduleResponse.
+ * Use `create(SetScheduleResponseSchema)` to create a new message.
+ */
+export const SetScheduleResponseSchema: GenMessage<SetScheduleResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 63);
+
+/**
+ * @generated from message conveyor.v1.ListSchedulesRequest
+ */
+export type ListSchedulesRequest = Message<"conveyor.v1.ListSchedulesRequest"> & {
+  /**
+   * Only this queue's schedules; empty means every queue's.
+   *
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+};
+
+/**
+ * Describes the message conveyor.v1.ListSchedulesRequest.
+ * Use `create(ListSchedulesRequestSchema)` to create a new message.
+ */
+export const ListSchedulesRequestSchema: GenMessage<ListSchedulesRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 64);
+
+/**
+ * @generated from message conveyor.v1.ListSchedulesResponse
+ */
+export type ListSchedulesResponse = Message<"conveyor.v1.ListSchedulesResponse"> & {
+  /**
+   * @generated from field: repeated conveyor.v1.Schedule schedules = 1;
+   */
+  schedules: Schedule[];
+};
+
+/**
+ * Describes the message conveyor.v1.ListSchedulesResponse.
+ * Use `create(ListSchedulesResponseSchema)` to create a new message.
+ */
+export const ListSchedulesResponseSchema: GenMessage<ListSchedulesResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 65);
+
+/**
+ * @generated from message conveyor.v1.DeleteScheduleRequest
+ */
+export type DeleteScheduleRequest = Message<"conveyor.v1.DeleteScheduleRequest"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message conveyor.v1.DeleteScheduleRequest.
+ * Use `create(DeleteScheduleRequestSchema)` to create a new message.
+ */
+export const DeleteScheduleRequestSchema: GenMessage<DeleteScheduleRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 66);
+
+/**
+ * @generated from message conveyor.v1.DeleteScheduleResponse
+ */
+export type DeleteScheduleResponse = Message<"conveyor.v1.DeleteScheduleResponse"> & {
+};
+
+/**
+ * Describes the message conveyor.v1.DeleteScheduleResponse.
+ * Use `create(DeleteScheduleResponseSchema)` to create a new message.
+ */
+export const DeleteScheduleResponseSchema: GenMessage<DeleteScheduleResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 67);
+
+/**
+ * @generated from message conveyor.v1.PauseScheduleRequest
+ */
+export type PauseScheduleRequest = Message<"conveyor.v1.PauseScheduleRequest"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message conveyor.v1.PauseScheduleRequest.
+ * Use `create(PauseScheduleRequestSchema)` to create a new message.
+ */
+export const PauseScheduleRequestSchema: GenMessage<PauseScheduleRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 68);
+
+/**
+ * @generated from message conveyor.v1.PauseScheduleResponse
+ */
+export type PauseScheduleResponse = Message<"conveyor.v1.PauseScheduleResponse"> & {
+  /**
+   * @generated from field: conveyor.v1.Schedule schedule = 1;
+   */
+  schedule?: Schedule | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.PauseScheduleResponse.
+ * Use `create(PauseScheduleResponseSchema)` to create a new message.
+ */
+export const PauseScheduleResponseSchema: GenMessage<PauseScheduleResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 69);
+
+/**
+ * @generated from message conveyor.v1.ResumeScheduleRequest
+ */
+export type ResumeScheduleRequest = Message<"conveyor.v1.ResumeScheduleRequest"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message conveyor.v1.ResumeScheduleRequest.
+ * Use `create(ResumeScheduleRequestSchema)` to create a new message.
+ */
+export const ResumeScheduleRequestSchema: GenMessage<ResumeScheduleRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 70);
+
+/**
+ * @generated from message conveyor.v1.ResumeScheduleResponse
+ */
+export type ResumeScheduleResponse = Message<"conveyor.v1.ResumeScheduleResponse"> & {
+  /**
+   * @generated from field: conveyor.v1.Schedule schedule = 1;
+   */
+  schedule?: Schedule | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.ResumeScheduleResponse.
+ * Use `create(ResumeScheduleResponseSchema)` to create a new message.
+ */
+export const ResumeScheduleResponseSchema: GenMessage<ResumeScheduleResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 71);
+
+/**
+ * @generated from message conveyor.v1.RunScheduleNowRequest
+ */
+export type RunScheduleNowRequest = Message<"conveyor.v1.RunScheduleNowRequest"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message conveyor.v1.RunScheduleNowRequest.
+ * Use `create(RunScheduleNowRequestSchema)` to create a new message.
+ */
+export const RunScheduleNowRequestSchema: GenMessage<RunScheduleNowRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 72);
+
+/**
+ * @generated from message conveyor.v1.RunScheduleNowResponse
+ */
+export type RunScheduleNowResponse = Message<"conveyor.v1.RunScheduleNowResponse"> & {
+  /**
+   * The id of the task enqueued ("schedule:<name>:now:<ms>").
+   *
+   * @generated from field: string task_id = 1;
+   */
+  taskId: string;
+};
+
+/**
+ * Describes the message conveyor.v1.RunScheduleNowResponse.
+ * Use `create(RunScheduleNowResponseSchema)` to create a new message.
+ */
+export const RunScheduleNowResponseSchema: GenMessage<RunScheduleNowResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 73);
+
+/**
  * @generated from enum conveyor.v1.GroupState
  */
 export enum GroupState {
@@ -1433,6 +1769,40 @@ export enum GroupState {
  */
 export const GroupStateSchema: GenEnum<GroupState> = /*@__PURE__*/
   enumDesc(file_conveyor_v1_admin_service, 0);
+
+/**
+ * What to do with ticks that came due while no node could enqueue them.
+ *
+ * @generated from enum conveyor.v1.MissedTicks
+ */
+export enum MissedTicks {
+  /**
+   * The default: MISSED_TICKS_LATEST.
+   *
+   * @generated from enum value: MISSED_TICKS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Enqueue the most recent missed tick (once), skip the older ones.
+   *
+   * @generated from enum value: MISSED_TICKS_LATEST = 1;
+   */
+  LATEST = 1,
+
+  /**
+   * Enqueue none of them (a tick more than 5 s late counts as missed); wait for the next.
+   *
+   * @generated from enum value: MISSED_TICKS_SKIP = 2;
+   */
+  SKIP = 2,
+}
+
+/**
+ * Describes the enum conveyor.v1.MissedTicks.
+ */
+export const MissedTicksSchema: GenEnum<MissedTicks> = /*@__PURE__*/
+  enumDesc(file_conveyor_v1_admin_service, 1);
 
 /**
  * Operators: inspect and steer queues and tasks. Used by the CLI and the dashboard.
@@ -1685,6 +2055,61 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof GetActivityRequestSchema;
     output: typeof GetActivityResponseSchema;
+  },
+  /**
+   * Schedules (periodic tasks): the grain of the schedule's queue enqueues its task at
+   * every tick, exactly once per tick. SetSchedule creates or replaces one by (queue, name).
+   *
+   * @generated from rpc conveyor.v1.AdminService.SetSchedule
+   */
+  setSchedule: {
+    methodKind: "unary";
+    input: typeof SetScheduleRequestSchema;
+    output: typeof SetScheduleResponseSchema;
+  },
+  /**
+   * Every schedule, or one queue's, with its next tick and its last task.
+   *
+   * @generated from rpc conveyor.v1.AdminService.ListSchedules
+   */
+  listSchedules: {
+    methodKind: "unary";
+    input: typeof ListSchedulesRequestSchema;
+    output: typeof ListSchedulesResponseSchema;
+  },
+  /**
+   * @generated from rpc conveyor.v1.AdminService.DeleteSchedule
+   */
+  deleteSchedule: {
+    methodKind: "unary";
+    input: typeof DeleteScheduleRequestSchema;
+    output: typeof DeleteScheduleResponseSchema;
+  },
+  /**
+   * @generated from rpc conveyor.v1.AdminService.PauseSchedule
+   */
+  pauseSchedule: {
+    methodKind: "unary";
+    input: typeof PauseScheduleRequestSchema;
+    output: typeof PauseScheduleResponseSchema;
+  },
+  /**
+   * @generated from rpc conveyor.v1.AdminService.ResumeSchedule
+   */
+  resumeSchedule: {
+    methodKind: "unary";
+    input: typeof ResumeScheduleRequestSchema;
+    output: typeof ResumeScheduleResponseSchema;
+  },
+  /**
+   * Enqueues the schedule's task now (outside its cadence; the overlap guard does not apply).
+   *
+   * @generated from rpc conveyor.v1.AdminService.RunScheduleNow
+   */
+  runScheduleNow: {
+    methodKind: "unary";
+    input: typeof RunScheduleNowRequestSchema;
+    output: typeof RunScheduleNowResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_conveyor_v1_admin_service, 0);
