@@ -85,17 +85,28 @@ export class ClusterMember {
   /** Joins the cluster; resolves once this node is active, rejects with a ClusterJoinError it cannot. */
   async start(): Promise<void> {
     const { coordination, clock, partitions, cluster } = this.options;
-    const meta = await coordination.clusterMeta({ partitions, createdAtMs: clock.nowMs() });
-    if (meta.partitions !== partitions) {
-      throw new ClusterJoinError(`cluster ${JSON.stringify(cluster)} was created with cluster_partitions=${meta.partitions} ` +
-        `(stored in etcd); this node has cluster_partitions=${partitions}: refusing to join. The partition count is fixed ` +
-        `when a cluster is created; set cluster_partitions to ${meta.partitions}, or use another cluster_name.`);
-    }
-    await this.resync();
-    this.input({ kind: "start" });
     const timeoutMs = this.options.startTimeoutMs ?? this.options.ttlMs * 2 + 5_000;
+    const deadline = clock.nowMs() + timeoutMs;
+    // etcd may blip while a node starts: retry the reads until the start deadline.
+    for (;;) {
+      try {
+        const meta = await coordination.clusterMeta({ partitions, createdAtMs: clock.nowMs() });
+        if (meta.partitions !== partitions) {
+          throw new ClusterJoinError(`cluster ${JSON.stringify(cluster)} was created with cluster_partitions=${meta.partitions} ` +
+            `(stored in etcd); this node has cluster_partitions=${partitions}: refusing to join. The partition count is fixed ` +
+            `when a cluster is created; set cluster_partitions to ${meta.partitions}, or use another cluster_name.`);
+        }
+        await this.resync();
+        break;
+      } catch (err) {
+        if (err instanceof ClusterJoinError || clock.nowMs() >= deadline) throw err;
+        this.options.logger.warn({ err }, "cannot read the cluster from etcd yet; retrying");
+        await new Promise<void>((r) => clock.setTimer(Math.floor(this.options.ttlMs / 3), r));
+      }
+    }
+    this.input({ kind: "start" });
     await new Promise<void>((resolve, reject) => {
-      const cancel = clock.setTimer(timeoutMs, () => {
+      const cancel = clock.setTimer(Math.max(0, deadline - clock.nowMs()), () => {
         reject(new ClusterJoinError(`could not join cluster ${JSON.stringify(cluster)} within ${timeoutMs}ms` +
           (this.lastRegisterError ? `: ${this.lastRegisterError}` : "")));
       });
