@@ -19,6 +19,9 @@ const program = new Command()
   .option("--data-dir <dir>", `directory of the SQLite data file (default ${DEFAULT_CONFIG.dataDir})`)
   .option("--config <file>", "a conveyor.yaml with any of the settings below")
   .option("--log-level <level>", "trace, debug, info, warn or error (default info)")
+  .option("--cluster-etcd <urls>", "join a cluster: etcd client URLs, comma-separated (cluster_etcd; default none: a single node)")
+  .option("--node-id <id>", "this node's name in the cluster (node_id; default the listen address)")
+  .option("--advertise <host:port>", "the gRPC address other nodes and clients reach this node at (cluster_advertise)")
   .option("--set <key=value...>", "override any setting, e.g. --set lease_ttl=10s")
   .addHelpText("after", `\nSettings (conveyor.yaml keys; env ${envNameOf("<key>")}):\n  ${SETTING_NAMES.join(", ")}\n`)
   .action(runNode);
@@ -44,7 +47,10 @@ program
   });
 
 async function runNode(): Promise<void> {
-  const opts = program.opts<{ listen?: string; http?: string; dataDir?: string; config?: string; logLevel?: string; set?: string[] }>();
+  const opts = program.opts<{
+    listen?: string; http?: string; dataDir?: string; config?: string; logLevel?: string; set?: string[];
+    clusterEtcd?: string; nodeId?: string; advertise?: string;
+  }>();
   const overrides: Record<string, string> = {};
   for (const pair of opts.set ?? []) {
     const eq = pair.indexOf("=");
@@ -58,6 +64,9 @@ async function runNode(): Promise<void> {
   if (opts.http) overrides.http = opts.http;
   if (opts.dataDir) overrides.data_dir = opts.dataDir;
   if (opts.logLevel) overrides.log_level = opts.logLevel;
+  if (opts.clusterEtcd) overrides.cluster_etcd = opts.clusterEtcd;
+  if (opts.nodeId) overrides.node_id = opts.nodeId;
+  if (opts.advertise) overrides.cluster_advertise = opts.advertise;
   const config = loadConfig({ ...(opts.config ? { file: opts.config } : {}), env: process.env, overrides });
   const logger = pino({ level: config.logLevel, base: { node: config.nodeId } });
   // Loaded here, so that `conveyord backup` and `--version` start without the server's modules.

@@ -16,7 +16,7 @@
  * misconfiguration: the node waits for it to go away (a TTL) and then refuses to start.
  */
 import type { Clock } from "../base/clock.js";
-import type { Coordination, MemberChange, MemberEntry, MemberRecord, MemberState, Watch } from "./coordination.js";
+import type { Coordination, EndpointHealth, MemberChange, MemberEntry, MemberRecord, MemberState, Watch } from "./coordination.js";
 import { MembershipCore, type MembershipAction, type MembershipInput, type Phase } from "./membership.js";
 import { PartitionMap } from "./partitions.js";
 
@@ -66,7 +66,33 @@ export interface ClusterStatus {
   owners: readonly string[];
 }
 
-export class ClusterMember {
+/** What GetClusterStatus reads: a cluster member, or a single node (a ring of one). */
+export interface MembershipStatusSource {
+  readonly clustered: boolean;
+  status(withLeases: boolean): Promise<ClusterStatus>;
+  etcdHealth(): Promise<EndpointHealth[]>;
+}
+
+/** A single node's membership: itself, active, at ring version 1, owning every partition. */
+export class SoloMembership implements MembershipStatusSource {
+  readonly clustered = false;
+  constructor(private readonly self: Omit<MemberRecord, "state" | "incarnation">, private readonly partitions: number) {}
+
+  async status(): Promise<ClusterStatus> {
+    const entry: MemberEntry = { record: { ...this.self, incarnation: "", state: "active" }, createRevision: 0, modRevision: 0, leaseId: "0" };
+    return {
+      cluster: "", nodeId: this.self.nodeId, phase: "active", incarnation: "", serving: true, fences: 0, ringVersion: 1,
+      partitions: this.partitions, members: [{ entry, self: true }], owners: new PartitionMap([this.self.nodeId], this.partitions).ownerList(),
+    };
+  }
+
+  async etcdHealth(): Promise<EndpointHealth[]> {
+    return [];
+  }
+}
+
+export class ClusterMember implements MembershipStatusSource {
+  readonly clustered = true;
   readonly core: MembershipCore;
   private watch: Watch | undefined;
   private cancelWake = () => {};
@@ -156,6 +182,10 @@ export class ClusterMember {
       serving: this.serving(), fences: this.core.fences, ringVersion: view.ringVersion, partitions: this.options.partitions, members,
       owners: active.length > 0 ? new PartitionMap(active, this.options.partitions).ownerList() : [],
     };
+  }
+
+  etcdHealth(): Promise<EndpointHealth[]> {
+    return this.options.coordination.health();
   }
 
   private input(input: MembershipInput): void {

@@ -33,6 +33,8 @@ export interface AdminServiceDeps extends TaskAccess {
   config: Pick<NodeConfig, "groupMaxSize" | "groupMaxDelayMs" | "groupGracePeriodMs" | "leaseWaitMaxMs"
     | "rateLimitRatePerSec" | "rateLimitBurst">;
   startedAtMs: number;
+  /** GetClusterStatus (server/cluster-status.ts). */
+  clusterStatus: UnaryImpl<typeof AdminService>["getClusterStatus"];
   /** Resolves once every write so far is durable (the rule registry's writes). */
   committed: () => Promise<void>;
 }
@@ -236,6 +238,8 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
         startedAtMs: BigInt(ctx.startedAtMs),
       };
     },
+
+    getClusterStatus: (call) => ctx.clusterStatus(call),
 
     async listRateLimits() {
       const fallback = defaultRateLimit(ctx.config);

@@ -12,6 +12,9 @@ import { systemRandom, type Random } from "../base/random.js";
 import { LEASE_RESPONSE_DELIVERIES_MAX, LEASE_RESPONSE_MAX_BYTES, REQUEST_MAX_BYTES } from "../base/limits.js";
 import { Ring } from "../cluster/ring.js";
 import { Router } from "../cluster/router.js";
+import { parseEndpoints, startMembership } from "../cluster/start-membership.js";
+import { clusterStatusHandler, MembershipLink } from "./cluster-status.js";
+import { packageInfo } from "../version.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
 import { LocalQueueRef, type QueueRef } from "../grains/runtime/queue-ref.js";
 import { SharedSlotLedger } from "../grains/runtime/shared-slots.js";
@@ -51,7 +54,7 @@ export class ConveyorNode {
     readonly httpAddress: string,
     private readonly parts: {
       grpcServer: grpc.Server; httpServer: HttpServer; dataDir: DataDir; host: GrainHost; broker: LeaseBroker;
-      stopJanitor: () => void; logger: Logger; config: NodeConfig;
+      stopJanitor: () => void; logger: Logger; config: NodeConfig; leaveCluster: () => Promise<void>;
     },
   ) {}
 
@@ -77,14 +80,16 @@ export class ConveyorNode {
     // Queues with unfinished tasks come back at start (their timers, their leases' lapses).
     await Promise.all(storage.queries.queuesWithUnfinishedTasks().map((queue) => runtime.router.grainFor(queue).activate()));
     const stopJanitor = startJanitor(storage.queries, clock, config.janitorIntervalMs, logger);
-    const services = buildServices(storage, runtime, { config, clock, metrics });
+    const membership = new MembershipLink(config.nodeId, parseEndpoints(config.clusterEtcd).length > 0);
+    const services = buildServices(storage, runtime, { config, clock, metrics, membership });
     const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db });
+    const leaveCluster = await joinCluster(config, transports, dataDir, logger, membership);
     logger.info({
       grpc: transports.grpcAddress, http: transports.httpAddress, dataDir: dataDir.dir, identity: dataDir.identity.id, opened: dataDir.opened,
     }, "conveyord listening");
     return new ConveyorNode(transports.grpcAddress, transports.httpAddress, {
       grpcServer: transports.grpcServer, httpServer: transports.httpServer, dataDir, host: runtime.host, broker: runtime.broker,
-      stopJanitor, logger, config,
+      stopJanitor, logger, config, leaveCluster,
     });
   }
 
@@ -93,7 +98,9 @@ export class ConveyorNode {
    * finish (up to the shutdown grace), commit, and close the data file.
    */
   async stop(): Promise<void> {
-    const { grpcServer, httpServer, dataDir, host, broker, stopJanitor, logger, config } = this.parts;
+    const { grpcServer, httpServer, dataDir, host, broker, stopJanitor, logger, config, leaveCluster } = this.parts;
+    // First leave the cluster: the lease is revoked, so peers see this node gone at once.
+    await leaveCluster();
     stopJanitor();
     broker.releaseAll();
     await new Promise<void>((resolve) => {
@@ -165,7 +172,7 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
     hooks: { onEvents: (queue, events) => metrics.record(queue, events) },
     onLifecycle: (queue, event) => metrics.grainLifecycle.inc({ queue, event }),
   });
-  const ring = new Ring([config.nodeId], 1);
+  const ring = new Ring([config.nodeId], 1, config.clusterPartitions);
   const router = new Router({
     selfId: config.nodeId, ring: () => ring,
     localRef: (q) => new LocalQueueRef(q, host, store), localGrain: (q) => host.get(q),
@@ -205,7 +212,9 @@ interface Services {
 }
 
 /** One implementation per service, each given only what it uses. */
-function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<RuntimeEnv, "config" | "clock" | "metrics">): Services {
+function buildServices(
+  storage: Storage, runtime: GrainRuntime, env: Pick<RuntimeEnv, "config" | "clock" | "metrics"> & { membership: MembershipLink },
+): Services {
   const { db, store, queries, rules } = storage;
   const { host, router, broker } = runtime;
   const { config, clock, metrics } = env;
@@ -222,7 +231,7 @@ function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<Runtim
     workers: workerService({ router, broker, rules, config, committed }),
     admin: adminService({
       ...tasksById, router, queries, rules, broker, config, startedAtMs: clock.nowMs(), committed,
-      activeQueues: () => host.activeQueues(),
+      activeQueues: () => host.activeQueues(), clusterStatus: clusterStatusHandler(env.membership),
     }),
   };
 }
@@ -282,6 +291,32 @@ async function startTransports(
     grpcServer, grpcAddress: `${splitHostPort(config.listen)[0]}:${grpcPort}`,
     httpServer, httpAddress: `${httpHost}:${httpPort}`,
   };
+}
+
+/**
+ * Registers in the cluster (cluster_etcd set) or stands alone, once the ports are bound
+ * (the member record advertises them). A refusal closes the ports and fails the start.
+ * Returns how to leave.
+ */
+async function joinCluster(
+  config: NodeConfig, transports: Transports, dataDir: DataDir, logger: Logger, link: MembershipLink,
+): Promise<() => Promise<void>> {
+  try {
+    const membership = await startMembership({
+      etcd: config.clusterEtcd, cluster: config.clusterName, partitions: config.clusterPartitions, ttlMs: config.clusterMemberTtlMs, logger,
+      self: {
+        nodeId: config.nodeId, grpc: config.clusterAdvertise || transports.grpcAddress, http: transports.httpAddress,
+        version: packageInfo().version, dataDirId: dataDir.identity.id, startedAtMs: Date.now(),
+      },
+    });
+    link.link(membership);
+    return () => membership.stop();
+  } catch (error) {
+    transports.grpcServer.forceShutdown();
+    transports.httpServer.closeAllConnections();
+    await new Promise<void>((resolve) => transports.httpServer.close(() => resolve()));
+    throw error;
+  }
 }
 
 /** Rows one janitor run deletes at most (one transaction); a larger backlog drains over several runs. */

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file conveyor/v1/admin_service.proto.
  */
 export const file_conveyor_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9jb252ZXlvci92MS9hZG1pbl9zZXJ2aWNlLnByb3RvEgtjb252ZXlvci52MSKdAQoLU3RhdGVDb3VudHMSEQoJc2NoZWR1bGVkGAEgASgEEg8KB3BlbmRpbmcYAiABKAQSEwoLYWdncmVnYXRpbmcYAyABKAQSDgoGYWN0aXZlGAQgASgEEg0KBXJldHJ5GAUgASgEEhEKCWNvbXBsZXRlZBgGIAEoBBIQCghhcmNoaXZlZBgHIAEoBBIRCgljYW5jZWxsZWQYCCABKAQifQoJUXVldWVJbmZvEgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIEigKBmNvdW50cxgDIAEoCzIYLmNvbnZleW9yLnYxLlN0YXRlQ291bnRzEg0KBW93bmVyGAQgASgJEhkKEWNvbmN1cnJlbmN5X2xpbWl0GAUgASgNIhMKEUxpc3RRdWV1ZXNSZXF1ZXN0IjwKEkxpc3RRdWV1ZXNSZXNwb25zZRImCgZxdWV1ZXMYASADKAsyFi5jb252ZXlvci52MS5RdWV1ZUluZm8iIgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiOwoSUGF1c2VRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSI8ChNSZXN1bWVRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIm8KEExpc3RUYXNrc1JlcXVlc3QSDQoFcXVldWUYASABKAkSJQoFc3RhdGUYAiABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkiTgoRTGlzdFRhc2tzUmVzcG9uc2USIAoFdGFza3MYASADKAsyES5jb252ZXlvci52MS5UYXNrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIoChpBZG1pblNlcnZpY2VHZXRUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI+ChtBZG1pblNlcnZpY2VHZXRUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siKwodQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1JlcXVlc3QSCgoCaWQYASABKAkiQQoeQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5jb252ZXlvci52MS5UYXNrIh8KEURlbGV0ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIhQKEkRlbGV0ZVRhc2tSZXNwb25zZSIcCg5SdW5UYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIyCg9SdW5UYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siIAoSQXJjaGl2ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIjYKE0FyY2hpdmVUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siHgoQUmV0cnlUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI0ChFSZXRyeVRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuY29udmV5b3IudjEuVGFzayJPChBDb25jdXJyZW5jeUxpbWl0Eg0KBXF1ZXVlGAEgASgJEgsKA21heBgCIAEoDRIRCglpbl9mbGlnaHQYAyABKA0SDAoEaGVsZBgEIAEoDSI9Ch9TZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEgsKA21heBgCIAEoDSJQCiBTZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZRIsCgVsaW1pdBgBIAEoCzIdLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5TGltaXQiMwoiRGVsZXRlUXVldWVDb25jdXJyZW5jeUxpbWl0UmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIlCiNEZWxldGVRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZSIeChxMaXN0Q29uY3VycmVuY3lMaW1pdHNSZXF1ZXN0Ik4KHUxpc3RDb25jdXJyZW5jeUxpbWl0c1Jlc3BvbnNlEi0KBmxpbWl0cxgBIAMoCzIdLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5TGltaXQiPwoJUmF0ZUxpbWl0Eg0KBXF1ZXVlGAEgASgJEhQKDHJhdGVfcGVyX3NlYxgCIAEoARINCgVidXJzdBgDIAEoDSJOChhTZXRRdWV1ZVJhdGVMaW1pdFJlcXVlc3QSDQoFcXVldWUYASABKAkSFAoMcmF0ZV9wZXJfc2VjGAIgASgBEg0KBWJ1cnN0GAMgASgNIkIKGVNldFF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2USJQoFbGltaXQYASABKAsyFi5jb252ZXlvci52MS5SYXRlTGltaXQiLAobRGVsZXRlUXVldWVSYXRlTGltaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIh4KHERlbGV0ZVF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2UiFwoVTGlzdFJhdGVMaW1pdHNSZXF1ZXN0Im8KFkxpc3RSYXRlTGltaXRzUmVzcG9uc2USJgoGbGltaXRzGAEgAygLMhYuY29udmV5b3IudjEuUmF0ZUxpbWl0Ei0KDWRlZmF1bHRfbGltaXQYAiABKAsyFi5jb252ZXlvci52MS5SYXRlTGltaXQiZQoLR3JvdXBDb25maWcSDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkSEAoIbWF4X3NpemUYAyABKA0SFAoMbWF4X2RlbGF5X21zGAQgASgDEhAKCGdyYWNlX21zGAUgASgDIkEKFVNldEdyb3VwQ29uZmlnUmVxdWVzdBIoCgZjb25maWcYASABKAsyGC5jb252ZXlvci52MS5Hcm91cENvbmZpZyJCChZTZXRHcm91cENvbmZpZ1Jlc3BvbnNlEigKBmNvbmZpZxgBIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwQ29uZmlnIigKF0xpc3RHcm91cENvbmZpZ3NSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIncKGExpc3RHcm91cENvbmZpZ3NSZXNwb25zZRIpCgdjb25maWdzGAEgAygLMhguY29udmV5b3IudjEuR3JvdXBDb25maWcSMAoOc2VydmVyX2RlZmF1bHQYAiABKAsyGC5jb252ZXlvci52MS5Hcm91cENvbmZpZyI4ChhEZWxldGVHcm91cENvbmZpZ1JlcXVlc3QSDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkiGwoZRGVsZXRlR3JvdXBDb25maWdSZXNwb25zZSKBAgoJR3JvdXBJbmZvEg0KBXF1ZXVlGAEgASgJEg0KBWdyb3VwGAIgASgJEgwKBHR5cGUYAyABKAkSJgoFc3RhdGUYBCABKA4yFy5jb252ZXlvci52MS5Hcm91cFN0YXRlEgwKBHNpemUYBSABKA0SGgoSZmlyc3RfbWVtYmVyX2F0X21zGAYgASgDEhkKEWxhc3RfbWVtYmVyX2F0X21zGAcgASgDEhcKD25leHRfZmlyZV9hdF9tcxgIIAEoAxIYChB3b3JrZXJfYXZhaWxhYmxlGAkgASgIEigKBmNvbmZpZxgKIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwQ29uZmlnIiIKEUxpc3RHcm91cHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIjwKEkxpc3RHcm91cHNSZXNwb25zZRImCgZncm91cHMYASADKAsyFi5jb252ZXlvci52MS5Hcm91cEluZm8iFwoVTGlzdFN0cmF0ZWdpZXNSZXF1ZXN0IkMKFkxpc3RTdHJhdGVnaWVzUmVzcG9uc2USKQoFdHlwZXMYASADKAsyGi5jb252ZXlvci52MS5UYXNrVHlwZVJ1bGVzIlEKFFNldFN0cmF0ZWdpZXNSZXF1ZXN0EgwKBHR5cGUYASABKAkSKwoFcnVsZXMYAiADKAsyHC5jb252ZXlvci52MS5Db25jdXJyZW5jeVJ1bGUiQgoVU2V0U3RyYXRlZ2llc1Jlc3BvbnNlEikKBXJ1bGVzGAEgASgLMhouY29udmV5b3IudjEuVGFza1R5cGVSdWxlcyInChdEZWxldGVTdHJhdGVnaWVzUmVxdWVzdBIMCgR0eXBlGAEgASgJIhoKGERlbGV0ZVN0cmF0ZWdpZXNSZXNwb25zZSIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3QiLgoNQ2x1c3Rlck1lbWJlchIPCgdub2RlX2lkGAEgASgJEgwKBHNlbGYYAiABKAgiyAEKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoCRIUCgxyaW5nX3ZlcnNpb24YAiABKAQSKwoHbWVtYmVycxgDIAMoCzIaLmNvbnZleW9yLnYxLkNsdXN0ZXJNZW1iZXISFQoNYWN0aXZlX2dyYWlucxgEIAEoDRIVCg1hY3RpdmVfcXVldWVzGAUgAygJEhUKDXBhcmtlZF9sZWFzZXMYBiABKA0SFQoNc3RhcnRlZF9hdF9tcxgHIAEoAypdCgpHcm91cFN0YXRlEhsKF0dST1VQX1NUQVRFX1VOU1BFQ0lGSUVEEAASGwoXR1JPVVBfU1RBVEVfQUdHUkVHQVRJTkcQARIVChFHUk9VUF9TVEFURV9SRUFEWRACMrgRCgxBZG1pblNlcnZpY2USTQoKTGlzdFF1ZXVlcxIeLmNvbnZleW9yLnYxLkxpc3RRdWV1ZXNSZXF1ZXN0Gh8uY29udmV5b3IudjEuTGlzdFF1ZXVlc1Jlc3BvbnNlEk0KClBhdXNlUXVldWUSHi5jb252ZXlvci52MS5QYXVzZVF1ZXVlUmVxdWVzdBofLmNvbnZleW9yLnYxLlBhdXNlUXVldWVSZXNwb25zZRJQCgtSZXN1bWVRdWV1ZRIfLmNvbnZleW9yLnYxLlJlc3VtZVF1ZXVlUmVxdWVzdBogLmNvbnZleW9yLnYxLlJlc3VtZVF1ZXVlUmVzcG9uc2USSgoJTGlzdFRhc2tzEh0uY29udmV5b3IudjEuTGlzdFRhc2tzUmVxdWVzdBoeLmNvbnZleW9yLnYxLkxpc3RUYXNrc1Jlc3BvbnNlElwKB0dldFRhc2sSJy5jb252ZXlvci52MS5BZG1pblNlcnZpY2VHZXRUYXNrUmVxdWVzdBooLmNvbnZleW9yLnYxLkFkbWluU2VydmljZUdldFRhc2tSZXNwb25zZRJlCgpDYW5jZWxUYXNrEiouY29udmV5b3IudjEuQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1JlcXVlc3QaKy5jb252ZXlvci52MS5BZG1pblNlcnZpY2VDYW5jZWxUYXNrUmVzcG9uc2USTQoKRGVsZXRlVGFzaxIeLmNvbnZleW9yLnYxLkRlbGV0ZVRhc2tSZXF1ZXN0Gh8uY29udmV5b3IudjEuRGVsZXRlVGFza1Jlc3BvbnNlEkQKB1J1blRhc2sSGy5jb252ZXlvci52MS5SdW5UYXNrUmVxdWVzdBocLmNvbnZleW9yLnYxLlJ1blRhc2tSZXNwb25zZRJQCgtBcmNoaXZlVGFzaxIfLmNvbnZleW9yLnYxLkFyY2hpdmVUYXNrUmVxdWVzdBogLmNvbnZleW9yLnYxLkFyY2hpdmVUYXNrUmVzcG9uc2USSgoJUmV0cnlUYXNrEh0uY29udmV5b3IudjEuUmV0cnlUYXNrUmVxdWVzdBoeLmNvbnZleW9yLnYxLlJldHJ5VGFza1Jlc3BvbnNlEncKGFNldFF1ZXVlQ29uY3VycmVuY3lMaW1pdBIsLmNvbnZleW9yLnYxLlNldFF1ZXVlQ29uY3VycmVuY3lMaW1pdFJlcXVlc3QaLS5jb252ZXlvci52MS5TZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZRKAAQobRGVsZXRlUXVldWVDb25jdXJyZW5jeUxpbWl0Ei8uY29udmV5b3IudjEuRGVsZXRlUXVldWVDb25jdXJyZW5jeUxpbWl0UmVxdWVzdBowLmNvbnZleW9yLnYxLkRlbGV0ZVF1ZXVlQ29uY3VycmVuY3lMaW1pdFJlc3BvbnNlEm4KFUxpc3RDb25jdXJyZW5jeUxpbWl0cxIpLmNvbnZleW9yLnYxLkxpc3RDb25jdXJyZW5jeUxpbWl0c1JlcXVlc3QaKi5jb252ZXlvci52MS5MaXN0Q29uY3VycmVuY3lMaW1pdHNSZXNwb25zZRJiChFTZXRRdWV1ZVJhdGVMaW1pdBIlLmNvbnZleW9yLnYxLlNldFF1ZXVlUmF0ZUxpbWl0UmVxdWVzdBomLmNvbnZleW9yLnYxLlNldFF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2USawoURGVsZXRlUXVldWVSYXRlTGltaXQSKC5jb252ZXlvci52MS5EZWxldGVRdWV1ZVJhdGVMaW1pdFJlcXVlc3QaKS5jb252ZXlvci52MS5EZWxldGVRdWV1ZVJhdGVMaW1pdFJlc3BvbnNlElkKDkxpc3RSYXRlTGltaXRzEiIuY29udmV5b3IudjEuTGlzdFJhdGVMaW1pdHNSZXF1ZXN0GiMuY29udmV5b3IudjEuTGlzdFJhdGVMaW1pdHNSZXNwb25zZRJZCg5TZXRHcm91cENvbmZpZxIiLmNvbnZleW9yLnYxLlNldEdyb3VwQ29uZmlnUmVxdWVzdBojLmNvbnZleW9yLnYxLlNldEdyb3VwQ29uZmlnUmVzcG9uc2USXwoQTGlzdEdyb3VwQ29uZmlncxIkLmNvbnZleW9yLnYxLkxpc3RHcm91cENvbmZpZ3NSZXF1ZXN0GiUuY29udmV5b3IudjEuTGlzdEdyb3VwQ29uZmlnc1Jlc3BvbnNlEmIKEURlbGV0ZUdyb3VwQ29uZmlnEiUuY29udmV5b3IudjEuRGVsZXRlR3JvdXBDb25maWdSZXF1ZXN0GiYuY29udmV5b3IudjEuRGVsZXRlR3JvdXBDb25maWdSZXNwb25zZRJNCgpMaXN0R3JvdXBzEh4uY29udmV5b3IudjEuTGlzdEdyb3Vwc1JlcXVlc3QaHy5jb252ZXlvci52MS5MaXN0R3JvdXBzUmVzcG9uc2USWQoOTGlzdFN0cmF0ZWdpZXMSIi5jb252ZXlvci52MS5MaXN0U3RyYXRlZ2llc1JlcXVlc3QaIy5jb252ZXlvci52MS5MaXN0U3RyYXRlZ2llc1Jlc3BvbnNlElYKDVNldFN0cmF0ZWdpZXMSIS5jb252ZXlvci52MS5TZXRTdHJhdGVnaWVzUmVxdWVzdBoiLmNvbnZleW9yLnYxLlNldFN0cmF0ZWdpZXNSZXNwb25zZRJfChBEZWxldGVTdHJhdGVnaWVzEiQuY29udmV5b3IudjEuRGVsZXRlU3RyYXRlZ2llc1JlcXVlc3QaJS5jb252ZXlvci52MS5EZWxldGVTdHJhdGVnaWVzUmVzcG9uc2USWQoOR2V0Q2x1c3RlckluZm8SIi5jb252ZXlvci52MS5HZXRDbHVzdGVySW5mb1JlcXVlc3QaIy5jb252ZXlvci52MS5HZXRDbHVzdGVySW5mb1Jlc3BvbnNlYgZwcm90bzM", [file_conveyor_v1_task]);
+  fileDesc("Ch9jb252ZXlvci92MS9hZG1pbl9zZXJ2aWNlLnByb3RvEgtjb252ZXlvci52MSKdAQoLU3RhdGVDb3VudHMSEQoJc2NoZWR1bGVkGAEgASgEEg8KB3BlbmRpbmcYAiABKAQSEwoLYWdncmVnYXRpbmcYAyABKAQSDgoGYWN0aXZlGAQgASgEEg0KBXJldHJ5GAUgASgEEhEKCWNvbXBsZXRlZBgGIAEoBBIQCghhcmNoaXZlZBgHIAEoBBIRCgljYW5jZWxsZWQYCCABKAQifQoJUXVldWVJbmZvEgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIEigKBmNvdW50cxgDIAEoCzIYLmNvbnZleW9yLnYxLlN0YXRlQ291bnRzEg0KBW93bmVyGAQgASgJEhkKEWNvbmN1cnJlbmN5X2xpbWl0GAUgASgNIhMKEUxpc3RRdWV1ZXNSZXF1ZXN0IjwKEkxpc3RRdWV1ZXNSZXNwb25zZRImCgZxdWV1ZXMYASADKAsyFi5jb252ZXlvci52MS5RdWV1ZUluZm8iIgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiOwoSUGF1c2VRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSI8ChNSZXN1bWVRdWV1ZVJlc3BvbnNlEiUKBXF1ZXVlGAEgASgLMhYuY29udmV5b3IudjEuUXVldWVJbmZvIm8KEExpc3RUYXNrc1JlcXVlc3QSDQoFcXVldWUYASABKAkSJQoFc3RhdGUYAiABKA4yFi5jb252ZXlvci52MS5UYXNrU3RhdGUSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkiTgoRTGlzdFRhc2tzUmVzcG9uc2USIAoFdGFza3MYASADKAsyES5jb252ZXlvci52MS5UYXNrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIoChpBZG1pblNlcnZpY2VHZXRUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI+ChtBZG1pblNlcnZpY2VHZXRUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siKwodQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1JlcXVlc3QSCgoCaWQYASABKAkiQQoeQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5jb252ZXlvci52MS5UYXNrIh8KEURlbGV0ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIhQKEkRlbGV0ZVRhc2tSZXNwb25zZSIcCg5SdW5UYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSIyCg9SdW5UYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siIAoSQXJjaGl2ZVRhc2tSZXF1ZXN0EgoKAmlkGAEgASgJIjYKE0FyY2hpdmVUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmNvbnZleW9yLnYxLlRhc2siHgoQUmV0cnlUYXNrUmVxdWVzdBIKCgJpZBgBIAEoCSI0ChFSZXRyeVRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuY29udmV5b3IudjEuVGFzayJPChBDb25jdXJyZW5jeUxpbWl0Eg0KBXF1ZXVlGAEgASgJEgsKA21heBgCIAEoDRIRCglpbl9mbGlnaHQYAyABKA0SDAoEaGVsZBgEIAEoDSI9Ch9TZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEgsKA21heBgCIAEoDSJQCiBTZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZRIsCgVsaW1pdBgBIAEoCzIdLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5TGltaXQiMwoiRGVsZXRlUXVldWVDb25jdXJyZW5jeUxpbWl0UmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIlCiNEZWxldGVRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZSIeChxMaXN0Q29uY3VycmVuY3lMaW1pdHNSZXF1ZXN0Ik4KHUxpc3RDb25jdXJyZW5jeUxpbWl0c1Jlc3BvbnNlEi0KBmxpbWl0cxgBIAMoCzIdLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5TGltaXQiPwoJUmF0ZUxpbWl0Eg0KBXF1ZXVlGAEgASgJEhQKDHJhdGVfcGVyX3NlYxgCIAEoARINCgVidXJzdBgDIAEoDSJOChhTZXRRdWV1ZVJhdGVMaW1pdFJlcXVlc3QSDQoFcXVldWUYASABKAkSFAoMcmF0ZV9wZXJfc2VjGAIgASgBEg0KBWJ1cnN0GAMgASgNIkIKGVNldFF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2USJQoFbGltaXQYASABKAsyFi5jb252ZXlvci52MS5SYXRlTGltaXQiLAobRGVsZXRlUXVldWVSYXRlTGltaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIh4KHERlbGV0ZVF1ZXVlUmF0ZUxpbWl0UmVzcG9uc2UiFwoVTGlzdFJhdGVMaW1pdHNSZXF1ZXN0Im8KFkxpc3RSYXRlTGltaXRzUmVzcG9uc2USJgoGbGltaXRzGAEgAygLMhYuY29udmV5b3IudjEuUmF0ZUxpbWl0Ei0KDWRlZmF1bHRfbGltaXQYAiABKAsyFi5jb252ZXlvci52MS5SYXRlTGltaXQiZQoLR3JvdXBDb25maWcSDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkSEAoIbWF4X3NpemUYAyABKA0SFAoMbWF4X2RlbGF5X21zGAQgASgDEhAKCGdyYWNlX21zGAUgASgDIkEKFVNldEdyb3VwQ29uZmlnUmVxdWVzdBIoCgZjb25maWcYASABKAsyGC5jb252ZXlvci52MS5Hcm91cENvbmZpZyJCChZTZXRHcm91cENvbmZpZ1Jlc3BvbnNlEigKBmNvbmZpZxgBIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwQ29uZmlnIigKF0xpc3RHcm91cENvbmZpZ3NSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIncKGExpc3RHcm91cENvbmZpZ3NSZXNwb25zZRIpCgdjb25maWdzGAEgAygLMhguY29udmV5b3IudjEuR3JvdXBDb25maWcSMAoOc2VydmVyX2RlZmF1bHQYAiABKAsyGC5jb252ZXlvci52MS5Hcm91cENvbmZpZyI4ChhEZWxldGVHcm91cENvbmZpZ1JlcXVlc3QSDQoFcXVldWUYASABKAkSDQoFZ3JvdXAYAiABKAkiGwoZRGVsZXRlR3JvdXBDb25maWdSZXNwb25zZSKBAgoJR3JvdXBJbmZvEg0KBXF1ZXVlGAEgASgJEg0KBWdyb3VwGAIgASgJEgwKBHR5cGUYAyABKAkSJgoFc3RhdGUYBCABKA4yFy5jb252ZXlvci52MS5Hcm91cFN0YXRlEgwKBHNpemUYBSABKA0SGgoSZmlyc3RfbWVtYmVyX2F0X21zGAYgASgDEhkKEWxhc3RfbWVtYmVyX2F0X21zGAcgASgDEhcKD25leHRfZmlyZV9hdF9tcxgIIAEoAxIYChB3b3JrZXJfYXZhaWxhYmxlGAkgASgIEigKBmNvbmZpZxgKIAEoCzIYLmNvbnZleW9yLnYxLkdyb3VwQ29uZmlnIiIKEUxpc3RHcm91cHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIjwKEkxpc3RHcm91cHNSZXNwb25zZRImCgZncm91cHMYASADKAsyFi5jb252ZXlvci52MS5Hcm91cEluZm8iFwoVTGlzdFN0cmF0ZWdpZXNSZXF1ZXN0IkMKFkxpc3RTdHJhdGVnaWVzUmVzcG9uc2USKQoFdHlwZXMYASADKAsyGi5jb252ZXlvci52MS5UYXNrVHlwZVJ1bGVzIlEKFFNldFN0cmF0ZWdpZXNSZXF1ZXN0EgwKBHR5cGUYASABKAkSKwoFcnVsZXMYAiADKAsyHC5jb252ZXlvci52MS5Db25jdXJyZW5jeVJ1bGUiQgoVU2V0U3RyYXRlZ2llc1Jlc3BvbnNlEikKBXJ1bGVzGAEgASgLMhouY29udmV5b3IudjEuVGFza1R5cGVSdWxlcyInChdEZWxldGVTdHJhdGVnaWVzUmVxdWVzdBIMCgR0eXBlGAEgASgJIhoKGERlbGV0ZVN0cmF0ZWdpZXNSZXNwb25zZSIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3QiLgoNQ2x1c3Rlck1lbWJlchIPCgdub2RlX2lkGAEgASgJEgwKBHNlbGYYAiABKAgiyAEKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoCRIUCgxyaW5nX3ZlcnNpb24YAiABKAQSKwoHbWVtYmVycxgDIAMoCzIaLmNvbnZleW9yLnYxLkNsdXN0ZXJNZW1iZXISFQoNYWN0aXZlX2dyYWlucxgEIAEoDRIVCg1hY3RpdmVfcXVldWVzGAUgAygJEhUKDXBhcmtlZF9sZWFzZXMYBiABKA0SFQoNc3RhcnRlZF9hdF9tcxgHIAEoAyIuChdHZXRDbHVzdGVyU3RhdHVzUmVxdWVzdBITCgt3aXRoX2xlYXNlcxgBIAEoCCL5AQoTQ2x1c3Rlck1lbWJlclN0YXR1cxIPCgdub2RlX2lkGAEgASgJEgwKBHNlbGYYAiABKAgSJwoFc3RhdGUYAyABKA4yGC5jb252ZXlvci52MS5NZW1iZXJTdGF0ZRITCgtpbmNhcm5hdGlvbhgEIAEoCRIVCg1sZWFzZV9sZWZ0X21zGAUgASgFEhQKDGdycGNfYWRkcmVzcxgGIAEoCRIUCgxodHRwX2FkZHJlc3MYByABKAkSDwoHdmVyc2lvbhgIIAEoCRIYChBwYXJ0aXRpb25zX293bmVkGAkgASgNEhcKD21lbWJlcl9yZXZpc2lvbhgKIAEoBCI3ChJFdGNkRW5kcG9pbnRIZWFsdGgSEAoIZW5kcG9pbnQYASABKAkSDwoHaGVhbHRoeRgCIAEoCCK/AgoYR2V0Q2x1c3RlclN0YXR1c1Jlc3BvbnNlEhEKCWNsdXN0ZXJlZBgBIAEoCBIUCgxjbHVzdGVyX25hbWUYAiABKAkSDwoHbm9kZV9pZBgDIAEoCRINCgVwaGFzZRgEIAEoCRITCgtpbmNhcm5hdGlvbhgFIAEoCRIPCgdzZXJ2aW5nGAYgASgIEg4KBmZlbmNlcxgHIAEoDRIUCgxyaW5nX3ZlcnNpb24YCCABKAQSEgoKcGFydGl0aW9ucxgJIAEoDRIxCgdtZW1iZXJzGAogAygLMiAuY29udmV5b3IudjEuQ2x1c3Rlck1lbWJlclN0YXR1cxIYChBwYXJ0aXRpb25fb3duZXJzGAsgAygJEi0KBGV0Y2QYDCADKAsyHy5jb252ZXlvci52MS5FdGNkRW5kcG9pbnRIZWFsdGgqXQoKR3JvdXBTdGF0ZRIbChdHUk9VUF9TVEFURV9VTlNQRUNJRklFRBAAEhsKF0dST1VQX1NUQVRFX0FHR1JFR0FUSU5HEAESFQoRR1JPVVBfU1RBVEVfUkVBRFkQAip5CgtNZW1iZXJTdGF0ZRIcChhNRU1CRVJfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRNRU1CRVJfU1RBVEVfSk9JTklORxABEhcKE01FTUJFUl9TVEFURV9BQ1RJVkUQAhIZChVNRU1CRVJfU1RBVEVfRFJBSU5JTkcQAzKZEgoMQWRtaW5TZXJ2aWNlEk0KCkxpc3RRdWV1ZXMSHi5jb252ZXlvci52MS5MaXN0UXVldWVzUmVxdWVzdBofLmNvbnZleW9yLnYxLkxpc3RRdWV1ZXNSZXNwb25zZRJNCgpQYXVzZVF1ZXVlEh4uY29udmV5b3IudjEuUGF1c2VRdWV1ZVJlcXVlc3QaHy5jb252ZXlvci52MS5QYXVzZVF1ZXVlUmVzcG9uc2USUAoLUmVzdW1lUXVldWUSHy5jb252ZXlvci52MS5SZXN1bWVRdWV1ZVJlcXVlc3QaIC5jb252ZXlvci52MS5SZXN1bWVRdWV1ZVJlc3BvbnNlEkoKCUxpc3RUYXNrcxIdLmNvbnZleW9yLnYxLkxpc3RUYXNrc1JlcXVlc3QaHi5jb252ZXlvci52MS5MaXN0VGFza3NSZXNwb25zZRJcCgdHZXRUYXNrEicuY29udmV5b3IudjEuQWRtaW5TZXJ2aWNlR2V0VGFza1JlcXVlc3QaKC5jb252ZXlvci52MS5BZG1pblNlcnZpY2VHZXRUYXNrUmVzcG9uc2USZQoKQ2FuY2VsVGFzaxIqLmNvbnZleW9yLnYxLkFkbWluU2VydmljZUNhbmNlbFRhc2tSZXF1ZXN0GisuY29udmV5b3IudjEuQWRtaW5TZXJ2aWNlQ2FuY2VsVGFza1Jlc3BvbnNlEk0KCkRlbGV0ZVRhc2sSHi5jb252ZXlvci52MS5EZWxldGVUYXNrUmVxdWVzdBofLmNvbnZleW9yLnYxLkRlbGV0ZVRhc2tSZXNwb25zZRJECgdSdW5UYXNrEhsuY29udmV5b3IudjEuUnVuVGFza1JlcXVlc3QaHC5jb252ZXlvci52MS5SdW5UYXNrUmVzcG9uc2USUAoLQXJjaGl2ZVRhc2sSHy5jb252ZXlvci52MS5BcmNoaXZlVGFza1JlcXVlc3QaIC5jb252ZXlvci52MS5BcmNoaXZlVGFza1Jlc3BvbnNlEkoKCVJldHJ5VGFzaxIdLmNvbnZleW9yLnYxLlJldHJ5VGFza1JlcXVlc3QaHi5jb252ZXlvci52MS5SZXRyeVRhc2tSZXNwb25zZRJ3ChhTZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXQSLC5jb252ZXlvci52MS5TZXRRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXF1ZXN0Gi0uY29udmV5b3IudjEuU2V0UXVldWVDb25jdXJyZW5jeUxpbWl0UmVzcG9uc2USgAEKG0RlbGV0ZVF1ZXVlQ29uY3VycmVuY3lMaW1pdBIvLmNvbnZleW9yLnYxLkRlbGV0ZVF1ZXVlQ29uY3VycmVuY3lMaW1pdFJlcXVlc3QaMC5jb252ZXlvci52MS5EZWxldGVRdWV1ZUNvbmN1cnJlbmN5TGltaXRSZXNwb25zZRJuChVMaXN0Q29uY3VycmVuY3lMaW1pdHMSKS5jb252ZXlvci52MS5MaXN0Q29uY3VycmVuY3lMaW1pdHNSZXF1ZXN0GiouY29udmV5b3IudjEuTGlzdENvbmN1cnJlbmN5TGltaXRzUmVzcG9uc2USYgoRU2V0UXVldWVSYXRlTGltaXQSJS5jb252ZXlvci52MS5TZXRRdWV1ZVJhdGVMaW1pdFJlcXVlc3QaJi5jb252ZXlvci52MS5TZXRRdWV1ZVJhdGVMaW1pdFJlc3BvbnNlEmsKFERlbGV0ZVF1ZXVlUmF0ZUxpbWl0EiguY29udmV5b3IudjEuRGVsZXRlUXVldWVSYXRlTGltaXRSZXF1ZXN0GikuY29udmV5b3IudjEuRGVsZXRlUXVldWVSYXRlTGltaXRSZXNwb25zZRJZCg5MaXN0UmF0ZUxpbWl0cxIiLmNvbnZleW9yLnYxLkxpc3RSYXRlTGltaXRzUmVxdWVzdBojLmNvbnZleW9yLnYxLkxpc3RSYXRlTGltaXRzUmVzcG9uc2USWQoOU2V0R3JvdXBDb25maWcSIi5jb252ZXlvci52MS5TZXRHcm91cENvbmZpZ1JlcXVlc3QaIy5jb252ZXlvci52MS5TZXRHcm91cENvbmZpZ1Jlc3BvbnNlEl8KEExpc3RHcm91cENvbmZpZ3MSJC5jb252ZXlvci52MS5MaXN0R3JvdXBDb25maWdzUmVxdWVzdBolLmNvbnZleW9yLnYxLkxpc3RHcm91cENvbmZpZ3NSZXNwb25zZRJiChFEZWxldGVHcm91cENvbmZpZxIlLmNvbnZleW9yLnYxLkRlbGV0ZUdyb3VwQ29uZmlnUmVxdWVzdBomLmNvbnZleW9yLnYxLkRlbGV0ZUdyb3VwQ29uZmlnUmVzcG9uc2USTQoKTGlzdEdyb3VwcxIeLmNvbnZleW9yLnYxLkxpc3RHcm91cHNSZXF1ZXN0Gh8uY29udmV5b3IudjEuTGlzdEdyb3Vwc1Jlc3BvbnNlElkKDkxpc3RTdHJhdGVnaWVzEiIuY29udmV5b3IudjEuTGlzdFN0cmF0ZWdpZXNSZXF1ZXN0GiMuY29udmV5b3IudjEuTGlzdFN0cmF0ZWdpZXNSZXNwb25zZRJWCg1TZXRTdHJhdGVnaWVzEiEuY29udmV5b3IudjEuU2V0U3RyYXRlZ2llc1JlcXVlc3QaIi5jb252ZXlvci52MS5TZXRTdHJhdGVnaWVzUmVzcG9uc2USXwoQRGVsZXRlU3RyYXRlZ2llcxIkLmNvbnZleW9yLnYxLkRlbGV0ZVN0cmF0ZWdpZXNSZXF1ZXN0GiUuY29udmV5b3IudjEuRGVsZXRlU3RyYXRlZ2llc1Jlc3BvbnNlElkKDkdldENsdXN0ZXJJbmZvEiIuY29udmV5b3IudjEuR2V0Q2x1c3RlckluZm9SZXF1ZXN0GiMuY29udmV5b3IudjEuR2V0Q2x1c3RlckluZm9SZXNwb25zZRJfChBHZXRDbHVzdGVyU3RhdHVzEiQuY29udmV5b3IudjEuR2V0Q2x1c3RlclN0YXR1c1JlcXVlc3QaJS5jb252ZXlvci52MS5HZXRDbHVzdGVyU3RhdHVzUmVzcG9uc2ViBnByb3RvMw", [file_conveyor_v1_task]);
 
 /**
  * Number of tasks in each state.
@@ -1213,6 +1213,206 @@ export const GetClusterInfoResponseSchema: GenMessage<GetClusterInfoResponse> = 
   messageDesc(file_conveyor_v1_admin_service, 54);
 
 /**
+ * @generated from message conveyor.v1.GetClusterStatusRequest
+ */
+export type GetClusterStatusRequest = Message<"conveyor.v1.GetClusterStatusRequest"> & {
+  /**
+   * Ask etcd for every member's lease time left (one call per member).
+   *
+   * @generated from field: bool with_leases = 1;
+   */
+  withLeases: boolean;
+};
+
+/**
+ * Describes the message conveyor.v1.GetClusterStatusRequest.
+ * Use `create(GetClusterStatusRequestSchema)` to create a new message.
+ */
+export const GetClusterStatusRequestSchema: GenMessage<GetClusterStatusRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 55);
+
+/**
+ * @generated from message conveyor.v1.ClusterMemberStatus
+ */
+export type ClusterMemberStatus = Message<"conveyor.v1.ClusterMemberStatus"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * True for the node that answered.
+   *
+   * @generated from field: bool self = 2;
+   */
+  self: boolean;
+
+  /**
+   * @generated from field: conveyor.v1.MemberState state = 3;
+   */
+  state: MemberState;
+
+  /**
+   * New for each registration (a process start, or a re-registration after fencing).
+   *
+   * @generated from field: string incarnation = 4;
+   */
+  incarnation: string;
+
+  /**
+   * Lease time left as etcd reports it; -1 when unknown (not asked, or etcd did not answer).
+   *
+   * @generated from field: int32 lease_left_ms = 5;
+   */
+  leaseLeftMs: number;
+
+  /**
+   * The addresses the member advertises.
+   *
+   * @generated from field: string grpc_address = 6;
+   */
+  grpcAddress: string;
+
+  /**
+   * @generated from field: string http_address = 7;
+   */
+  httpAddress: string;
+
+  /**
+   * @generated from field: string version = 8;
+   */
+  version: string;
+
+  /**
+   * Partitions the ring places on this member (0 unless active).
+   *
+   * @generated from field: uint32 partitions_owned = 9;
+   */
+  partitionsOwned: number;
+
+  /**
+   * The etcd revision that created this registration.
+   *
+   * @generated from field: uint64 member_revision = 10;
+   */
+  memberRevision: bigint;
+};
+
+/**
+ * Describes the message conveyor.v1.ClusterMemberStatus.
+ * Use `create(ClusterMemberStatusSchema)` to create a new message.
+ */
+export const ClusterMemberStatusSchema: GenMessage<ClusterMemberStatus> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 56);
+
+/**
+ * @generated from message conveyor.v1.EtcdEndpointHealth
+ */
+export type EtcdEndpointHealth = Message<"conveyor.v1.EtcdEndpointHealth"> & {
+  /**
+   * @generated from field: string endpoint = 1;
+   */
+  endpoint: string;
+
+  /**
+   * @generated from field: bool healthy = 2;
+   */
+  healthy: boolean;
+};
+
+/**
+ * Describes the message conveyor.v1.EtcdEndpointHealth.
+ * Use `create(EtcdEndpointHealthSchema)` to create a new message.
+ */
+export const EtcdEndpointHealthSchema: GenMessage<EtcdEndpointHealth> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 57);
+
+/**
+ * @generated from message conveyor.v1.GetClusterStatusResponse
+ */
+export type GetClusterStatusResponse = Message<"conveyor.v1.GetClusterStatusResponse"> & {
+  /**
+   * False for a single node (no cluster_etcd): a ring of one, no etcd.
+   *
+   * @generated from field: bool clustered = 1;
+   */
+  clustered: boolean;
+
+  /**
+   * @generated from field: string cluster_name = 2;
+   */
+  clusterName: string;
+
+  /**
+   * The node that answered, and where it is in its own lifecycle: registering, joining,
+   * active, draining, fenced or stopped ("active" for a single node).
+   *
+   * @generated from field: string node_id = 3;
+   */
+  nodeId: string;
+
+  /**
+   * @generated from field: string phase = 4;
+   */
+  phase: string;
+
+  /**
+   * @generated from field: string incarnation = 5;
+   */
+  incarnation: string;
+
+  /**
+   * Whether the answering node may serve writes (its registration is provably alive).
+   *
+   * @generated from field: bool serving = 6;
+   */
+  serving: boolean;
+
+  /**
+   * Times the answering node fenced itself since it started.
+   *
+   * @generated from field: uint32 fences = 7;
+   */
+  fences: number;
+
+  /**
+   * The etcd revision of the last membership change (1 for a single node).
+   *
+   * @generated from field: uint64 ring_version = 8;
+   */
+  ringVersion: bigint;
+
+  /**
+   * @generated from field: uint32 partitions = 9;
+   */
+  partitions: number;
+
+  /**
+   * @generated from field: repeated conveyor.v1.ClusterMemberStatus members = 10;
+   */
+  members: ClusterMemberStatus[];
+
+  /**
+   * The owner of every partition on the ring of active members, indexed by partition.
+   *
+   * @generated from field: repeated string partition_owners = 11;
+   */
+  partitionOwners: string[];
+
+  /**
+   * @generated from field: repeated conveyor.v1.EtcdEndpointHealth etcd = 12;
+   */
+  etcd: EtcdEndpointHealth[];
+};
+
+/**
+ * Describes the message conveyor.v1.GetClusterStatusResponse.
+ * Use `create(GetClusterStatusResponseSchema)` to create a new message.
+ */
+export const GetClusterStatusResponseSchema: GenMessage<GetClusterStatusResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_admin_service, 58);
+
+/**
  * @generated from enum conveyor.v1.GroupState
  */
 export enum GroupState {
@@ -1241,6 +1441,45 @@ export enum GroupState {
  */
 export const GroupStateSchema: GenEnum<GroupState> = /*@__PURE__*/
   enumDesc(file_conveyor_v1_admin_service, 0);
+
+/**
+ * A member's state as the cluster sees it (its member key in etcd).
+ *
+ * @generated from enum conveyor.v1.MemberState
+ */
+export enum MemberState {
+  /**
+   * @generated from enum value: MEMBER_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Registered, not yet on the ring.
+   *
+   * @generated from enum value: MEMBER_STATE_JOINING = 1;
+   */
+  JOINING = 1,
+
+  /**
+   * On the ring: partitions are placed on it.
+   *
+   * @generated from enum value: MEMBER_STATE_ACTIVE = 2;
+   */
+  ACTIVE = 2,
+
+  /**
+   * Leaving: off the ring.
+   *
+   * @generated from enum value: MEMBER_STATE_DRAINING = 3;
+   */
+  DRAINING = 3,
+}
+
+/**
+ * Describes the enum conveyor.v1.MemberState.
+ */
+export const MemberStateSchema: GenEnum<MemberState> = /*@__PURE__*/
+  enumDesc(file_conveyor_v1_admin_service, 1);
 
 /**
  * Operators: inspect and steer queues and tasks. Used by the CLI and the dashboard.
@@ -1471,6 +1710,17 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof GetClusterInfoRequestSchema;
     output: typeof GetClusterInfoResponseSchema;
+  },
+  /**
+   * The cluster's membership as this node sees it (from etcd when cluster_etcd is set;
+   * a ring of one otherwise) and the owner of every partition on that ring.
+   *
+   * @generated from rpc conveyor.v1.AdminService.GetClusterStatus
+   */
+  getClusterStatus: {
+    methodKind: "unary";
+    input: typeof GetClusterStatusRequestSchema;
+    output: typeof GetClusterStatusResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_conveyor_v1_admin_service, 0);
