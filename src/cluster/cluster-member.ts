@@ -99,6 +99,7 @@ export class ClusterMember implements MembershipStatusSource {
   private lastRegisterError = "";
   private stopped = false;
   private activeWaiters: Array<() => void> = [];
+  private startedAtMs = 0;
 
   constructor(private readonly options: ClusterMemberOptions) {
     this.core = new MembershipCore({ nodeId: options.self.nodeId, ttlMs: options.ttlMs, newIncarnation: options.newIncarnation });
@@ -112,7 +113,8 @@ export class ClusterMember implements MembershipStatusSource {
   async start(): Promise<void> {
     const { coordination, clock, partitions, cluster } = this.options;
     const timeoutMs = this.options.startTimeoutMs ?? this.options.ttlMs * 2 + 5_000;
-    const deadline = clock.nowMs() + timeoutMs;
+    this.startedAtMs = clock.nowMs();
+    const deadline = this.startedAtMs + timeoutMs;
     // etcd may blip while a node starts: retry the reads until the start deadline.
     for (;;) {
       try {
@@ -239,7 +241,10 @@ export class ClusterMember implements MembershipStatusSource {
         logger.info({ incarnation: action.incarnation, memberRevision: action.createRevision, fences: this.core.fences }, "cluster member registered");
         return;
       case "active":
-        logger.info({ incarnation: action.incarnation, ringVersion: this.core.view.ringVersion }, "cluster member active");
+        logger.info({
+          incarnation: action.incarnation, ringVersion: this.core.view.ringVersion,
+          ...(this.core.fences === 0 ? { joinMs: clock.nowMs() - this.startedAtMs } : { fences: this.core.fences }),
+        }, "cluster member active");
         return;
     }
   }
