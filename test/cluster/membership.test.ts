@@ -56,7 +56,7 @@ function statusOf(node: NodeProcess): Promise<GetClusterStatusResponse> {
 
 const memberIds = (s: GetClusterStatusResponse) => s.members.map((m) => m.nodeId).sort();
 
-describe("cluster membership on etcd (real processes)", () => {
+describe("cluster membership on etcd (real processes)", { timeout: 60_000 }, () => {
   it("three nodes register; `conveyor cluster status` on each lists all three at the same ring version", async () => {
     const cluster = `c-${randomUUID().slice(0, 8)}`;
     const started = await Promise.all(["n1", "n2", "n3"].map((id) => startNode(cluster, id)));
@@ -133,6 +133,37 @@ describe("cluster membership on etcd (real processes)", () => {
     expect(refused).toContain("exited with 1 before listening");
     expect(refused).toContain(`cluster "${cluster}" was created with cluster_partitions=64`);
     expect(refused).toContain("this node has cluster_partitions=32: refusing to join");
+  });
+
+  it("a second process with the same node_id (another data dir) is refused; a restart on the same data dir rejoins at once", async () => {
+    const cluster = `c-${randomUUID().slice(0, 8)}`;
+    const short = { cluster_member_ttl: "1s" };
+    const { node: first } = await startNode(cluster, "same", short);
+    const refused = await NodeProcess.start({ settings: clusterSettings(cluster, "same", short) }).then(
+      (n) => {
+        nodes.push(n);
+        throw new Error("a second process with the same node_id started");
+      },
+      (err: Error) => err.message,
+    );
+    expect(refused).toContain(`could not join cluster "${cluster}"`);
+    expect(refused).toContain('node id "same" is registered by another live process');
+    // kill -9, then the same data dir again: its old registration (a 20 s lease) is taken
+    // over at once, not waited out; the data dir's lock proves the old process is gone.
+    const long = { cluster_member_ttl: "20s" };
+    const { node: keeper } = await startNode(cluster, "keeper", long);
+    const before = (await statusOf(keeper)).incarnation;
+    await keeper.kill();
+    const t0 = performance.now();
+    const again = await keeper.restart({ settings: clusterSettings(cluster, "keeper", long) });
+    nodes.push(again);
+    const restartMs = performance.now() - t0;
+    const status = await statusOf(again);
+    const keepers = status.members.filter((m) => m.nodeId === "keeper");
+    expect(keepers.map((m) => m.incarnation)).toEqual([status.incarnation]);
+    expect(status.incarnation).not.toBe(before);
+    expect(restartMs).toBeLessThan(20_000);
+    console.log(`restart on the same data dir after kill -9 rejoined in ${Math.round(restartMs)} ms (old lease TTL 20s, not waited out)`);
   });
 
   it("SIGSTOP past the TTL, then SIGCONT: the node fences itself and re-registers as a new incarnation", async () => {
