@@ -16,7 +16,7 @@
  * misconfiguration: the node waits for it to go away (a TTL) and then refuses to start.
  */
 import type { Clock } from "../base/clock.js";
-import type { Coordination, EndpointHealth, MemberChange, MemberEntry, MemberRecord, MemberState, Watch } from "./coordination.js";
+import { WatchCompactedError, type Coordination, type EndpointHealth, type MemberChange, type MemberEntry, type MemberRecord, type MemberState, type Watch } from "./coordination.js";
 import { MembershipCore, type MembershipAction, type MembershipInput, type Phase } from "./membership.js";
 import { PartitionMap } from "./partitions.js";
 
@@ -274,19 +274,42 @@ export class ClusterMember implements MembershipStatusSource {
     }
   }
 
-  /** Reads the members and watches from the last change on (see membership.ts, "The view"). */
-  private async resync(): Promise<void> {
-    const { coordination, logger } = this.options;
+  /**
+   * Reads the members and watches from the last change on (see membership.ts, "The
+   * view"). If etcd has compacted that history, it watches from the read's revision
+   * instead: the view is still exact, but a deletion in between (compacted away) cannot
+   * count in the ring version, which may then stay lower than other nodes' until the next
+   * membership change. A watch that ends is restarted after a third of the TTL (never a
+   * hot loop against etcd).
+   */
+  private async resync(fromRead = false): Promise<void> {
+    const { coordination, logger, clock } = this.options;
     await this.watch?.cancel().catch(() => {});
     const read = await coordination.members();
     this.input({ kind: "snapshot", read });
-    const from = this.core.view.ringVersion + 1;
+    const from = fromRead ? read.revision + 1 : this.core.view.ringVersion + 1;
+    let ended = false;
     this.watch = await coordination.watchMembers(from,
       (change: MemberChange) => this.input({ kind: "change", change }),
       (err: Error) => {
-        logger.warn({ err }, "member watch ended; reading the members again");
-        this.resync().catch((e: unknown) => logger.error({ err: e }, "could not watch the members again"));
+        if (ended || this.stopped) return;
+        ended = true;
+        const compacted = err instanceof WatchCompactedError;
+        logger.warn({ err, compacted }, "member watch ended; reading the members again");
+        clock.setTimer(compacted ? 0 : Math.floor(this.options.ttlMs / 3), () => {
+          if (this.stopped) return;
+          this.resync(compacted).catch((e: unknown) => {
+            logger.error({ err: e }, "could not watch the members again; retrying");
+            this.resyncLater();
+          });
+        });
       });
+  }
+
+  private resyncLater(): void {
+    this.options.clock.setTimer(Math.floor(this.options.ttlMs / 3), () => {
+      if (!this.stopped) this.resync().catch(() => this.resyncLater());
+    });
   }
 
   private record(incarnation: string, state: MemberState): MemberRecord {

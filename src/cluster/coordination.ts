@@ -137,7 +137,8 @@ export interface Coordination {
   members(): Promise<MembersRead>;
   /**
    * Calls `onChange` for every change under `members/` from `fromRevision` on, in order,
-   * resuming by itself after a disconnection; `onError` when it cannot (history compacted).
+   * resuming by itself after a disconnection; `onError` when it cannot (a WatchCompactedError
+   * when etcd no longer has the history from `fromRevision`).
    */
   watchMembers(fromRevision: number, onChange: (change: MemberChange) => void, onError: (error: Error) => void): Promise<Watch>;
   /**
@@ -154,6 +155,9 @@ export interface Coordination {
   health(): Promise<EndpointHealth[]>;
   close(): Promise<void>;
 }
+
+/** A watch could not start (or resume) at its revision: etcd has compacted that history. */
+export class WatchCompactedError extends Error {}
 
 /** The keys of one cluster. */
 export class ClusterKeys {

@@ -14,6 +14,7 @@ import {
   claimAllowed, ClusterKeys, heldBy, parseMemberRecord, parsePartitionRecord,
   type Claimant, type ClaimResult, type ClusterMeta, type Coordination, type EndpointHealth, type KeepAliveResult,
   type MemberChange, type MemberEntry, type MemberRecord, type MembersRead, type PartitionRecord, type PutMemberResult, type Watch,
+  WatchCompactedError,
 } from "./coordination.js";
 
 export interface EtcdCoordinationOptions {
@@ -128,8 +129,24 @@ export class EtcdCoordination implements Coordination {
         else onChange({ kind: "delete", nodeId: event.kv.key.toString().slice(prefix.length), revision });
       }
     });
-    watcher.on("error", (err: Error) => onError(err));
+    // etcd3 reports a cancelled watch as "Watcher canceled: <reason>", and etcd gives no
+    // reason for a compaction; so ask: a read at the watch's revision fails the same way.
+    watcher.on("error", (err: Error) => {
+      this.compacted(prefix, fromRevision).then(
+        (compacted) => onError(compacted ? new WatchCompactedError(`${err.message} (history before revision ${fromRevision} compacted)`) : err),
+        () => onError(err));
+    });
     return { cancel: () => watcher.cancel() };
+  }
+
+  /** Is the history at `revision` gone (compacted)? */
+  private async compacted(prefix: string, revision: number): Promise<boolean> {
+    try {
+      await this.client.getAll().prefix(prefix).revision(revision).limit(1).exec();
+      return false;
+    } catch (err) {
+      return /compacted/i.test(err instanceof Error ? err.message : String(err));
+    }
   }
 
   async claimPartition(p: number, claimant: Claimant): Promise<ClaimResult> {

@@ -23,6 +23,7 @@ import {
   claimAllowed, ClusterKeys, heldBy, parseMemberRecord, parsePartitionRecord,
   type Claimant, type ClaimResult, type ClusterMeta, type Coordination, type EndpointHealth, type KeepAliveResult,
   type MemberChange, type MemberEntry, type MemberRecord, type MembersRead, type PartitionRecord, type PutMemberResult, type Watch,
+  WatchCompactedError,
 } from "./coordination.js";
 
 interface Kv {
@@ -57,6 +58,7 @@ export class MemoryEtcd {
   private readonly history: StoreEvent[] = [];
   private readonly watchers = new Set<{ prefix: string; notify: (e: StoreEvent) => void }>();
   private nextLease = 1;
+  private compactedRevision = 0;
   /** When false, every call fails as if etcd were unreachable. */
   reachable = true;
 
@@ -128,9 +130,14 @@ export class MemoryEtcd {
     if (lease.keys.size > 0) this.write([...lease.keys].map((key) => ({ key })));
   }
 
+  /** Drops the history up to `revision` (etcd's compaction): watches cannot start there any more. */
+  compact(revision: number): void {
+    this.compactedRevision = Math.max(this.compactedRevision, revision);
+    while (this.history.length > 0 && this.history[0]!.revision <= revision) this.history.shift();
+  }
+
   watch(prefix: string, fromRevision: number, notify: (e: StoreEvent) => void): () => void {
-    const oldest = this.history[0]?.revision ?? this.revision + 1;
-    if (fromRevision < oldest && this.history.length >= HISTORY_MAX_EVENTS) throw new Error("mvcc: required revision has been compacted");
+    if (fromRevision <= this.compactedRevision) throw new WatchCompactedError("mvcc: required revision has been compacted");
     for (const e of this.history) if (e.revision >= fromRevision && e.key.startsWith(prefix)) notify(e);
     const watcher = { prefix, notify };
     this.watchers.add(watcher);
@@ -147,7 +154,7 @@ export class MemoryEtcd {
 
   private emit(e: StoreEvent): void {
     this.history.push(e);
-    if (this.history.length > HISTORY_MAX_EVENTS) this.history.shift();
+    if (this.history.length > HISTORY_MAX_EVENTS) this.compact(this.history[0]!.revision);
     for (const w of this.watchers) if (e.key.startsWith(w.prefix)) w.notify(e);
   }
 }
@@ -273,7 +280,15 @@ export class MemoryCoordination implements Coordination {
       deliverAtMs = Math.max(deliverAtMs, this.clock.nowMs() + this.faults.watchDelayMs());
       this.clock.setTimer(deliverAtMs - this.clock.nowMs(), () => cancelled || onChange(change));
     };
-    const stop = await this.call(false, () => this.store.watch(prefix, fromRevision, notify));
+    let stop: () => void;
+    try {
+      stop = await this.call(false, () => this.store.watch(prefix, fromRevision, notify));
+    } catch (err) {
+      // As etcd3 does: the watch is created, then cancelled by the server with an error event.
+      if (!(err instanceof WatchCompactedError)) throw err;
+      this.clock.setTimer(0, () => _onError(err));
+      return { cancel: async () => {} };
+    }
     const cancel = () => {
       cancelled = true;
       stop();

@@ -5,7 +5,8 @@
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Claimant, Coordination, MemberChange, MemberRecord } from "../../src/cluster/coordination.js";
+import { Etcd3 } from "etcd3";
+import { WatchCompactedError, type Claimant, type Coordination, type MemberChange, type MemberRecord } from "../../src/cluster/coordination.js";
 import { EtcdCoordination } from "../../src/cluster/etcd-coordination.js";
 import { MemoryCoordination, MemoryEtcd } from "../../src/cluster/memory-coordination.js";
 import { startEtcd, type EtcdCluster } from "../support/etcd.js";
@@ -19,6 +20,8 @@ interface Harness {
   run<T>(p: Promise<T>): Promise<T>;
   /** Waits (bounded) until `probe` holds, letting time pass. */
   until(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void>;
+  /** etcd's compaction: history up to `revision` is dropped. */
+  compact(revision: number): Promise<void>;
 }
 
 const record = (nodeId: string, incarnation = randomUUID(), dataDirId = `dir-${nodeId}`): MemberRecord => ({
@@ -76,6 +79,20 @@ function contract(name: string, harness: () => Harness) {
       await h.until("the replayed put and delete", async () => seen.length >= 2, 5_000);
       expect(seen.map((ch) => ch.kind)).toEqual(["put", "delete"]);
       await watch.cancel();
+      await c.close();
+    });
+
+    it("a watch from a compacted revision ends with WatchCompactedError", async () => {
+      const c = h.client(`c${randomUUID().slice(0, 8)}`);
+      const lease = await h.run(c.grantLease(5_000));
+      const put = await h.run(c.putMember(record("z"), lease, { create: true }));
+      await h.run(c.revokeLease(lease));
+      await h.compact((await h.run(c.members())).revision);
+      let failure: Error | undefined;
+      const watch = await h.run(c.watchMembers(put.revision, () => {}, (err) => (failure = err)));
+      await h.until("the watch to fail", async () => failure !== undefined, 5_000);
+      expect(failure).toBeInstanceOf(WatchCompactedError);
+      await watch.cancel().catch(() => {});
       await c.close();
     });
 
@@ -147,6 +164,14 @@ contract("etcd", () => ({
   client: (cluster) => new EtcdCoordination({ endpoints: etcd.hosts, cluster }),
   run: (p) => p,
   until: (what, probe, timeoutMs) => eventually(what, async () => ((await probe()) ? true : undefined), timeoutMs).then(() => {}),
+  compact: async (revision) => {
+    const raw = new Etcd3({ hosts: etcd.hosts });
+    try {
+      await raw.kv.compact({ revision: String(revision), physical: true });
+    } finally {
+      raw.close();
+    }
+  },
 }));
 
 contract("memory", () => {
@@ -165,6 +190,7 @@ contract("memory", () => {
   return {
     client: (cluster) => new MemoryCoordination(store, cluster, clock),
     run,
+    compact: async (revision) => store.compact(revision),
     until: async (what, probe, timeoutMs) => {
       for (let waited = 0; !(await probe()); waited += 50) {
         if (waited > timeoutMs) throw new Error(`timed out (simulated ${timeoutMs}ms) waiting for ${what}`);
