@@ -190,3 +190,38 @@ describe("cluster membership on etcd (real processes)", { timeout: 60_000 }, () 
     expect(fenced).toMatchObject({ incarnation: before.incarnation, reason: expect.stringMatching(/no keep-alive answered|lease is gone|key was deleted/) });
   });
 });
+
+describe("cluster membership on a three-member etcd", { timeout: 90_000 }, () => {
+  it("reports etcd's health per endpoint, and members keep joining and staying with one etcd member killed", async () => {
+    const etcd3 = await startEtcd({ size: 3 });
+    try {
+      const cluster = `c-${randomUUID().slice(0, 8)}`;
+      const settings = (id: string) => ({ ...clusterSettings(cluster, id), cluster_etcd: etcd3.endpoints });
+      const a = await NodeProcess.start({ settings: settings("a") });
+      nodes.push(a);
+      expect((await statusOf(a)).etcd.map((e) => e.healthy)).toEqual([true, true, true]);
+
+      await etcd3.members[0]!.kill();
+      const health = await eventually("a to report one etcd endpoint down", async () => {
+        const s = await statusOf(a);
+        return s.etcd.filter((e) => !e.healthy).length === 1 ? s.etcd : undefined;
+      });
+      expect(health.filter((e) => e.healthy)).toHaveLength(2);
+      // A node joins through the two that remain; a keeps its registration (no fence).
+      const b = await NodeProcess.start({ settings: settings("b") });
+      nodes.push(b);
+      await eventually("a and b to see each other", async () => {
+        const [sa, sb] = await Promise.all([statusOf(a), statusOf(b)]);
+        return memberIds(sa).join() === "a,b" && memberIds(sb).join() === "a,b" && sa.ringVersion === sb.ringVersion ? true : undefined;
+      }, 15_000);
+      const sa = await statusOf(a);
+      expect(sa).toMatchObject({ phase: "active", serving: true, fences: 0 });
+    } finally {
+      for (const n of nodes.splice(0)) {
+        await n.kill();
+        n.cleanup();
+      }
+      await etcd3.stop();
+    }
+  });
+});
