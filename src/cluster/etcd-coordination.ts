@@ -25,7 +25,7 @@ export interface EtcdCoordinationOptions {
 }
 
 const CALL_TIMEOUT_MS_DEFAULT = 3_000;
-const HEALTH_TIMEOUT_MS = 1_000;
+const HEALTH_TIMEOUT_MS = 2_000;
 
 export class EtcdCoordination implements Coordination {
   private readonly client: Etcd3;
