@@ -214,7 +214,8 @@ export class ClusterMember implements MembershipStatusSource {
         return;
       case "keepAlive": {
         const sentAtMs = clock.nowMs();
-        coordination.keepAlive(action.leaseId, Math.floor(this.options.ttlMs / 2)).then(
+        // Bounded well inside the fence deadline, so that a retry (to another endpoint) still fits.
+        coordination.keepAlive(action.leaseId, Math.max(250, Math.floor(this.options.ttlMs / 4))).then(
           (result) => this.input({ kind: "keepAlive", leaseId: action.leaseId, sentAtMs, result }),
           (err: unknown) => {
             logger.warn({ err }, "cluster keep-alive failed");

@@ -48,10 +48,15 @@ describe("MembershipCore", () => {
     core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 1_000, result: "alive" }, 1_900);
     expect(core.handle({ kind: "tick" }, 2_000)).toEqual([{ kind: "keepAlive", leaseId: "L1" }]);
     core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 2_000, result: "failed" }, 2_100);
+    // A failed keep-alive is retried soon (another etcd endpoint may answer), not a third of a TTL later.
+    expect(core.nextWakeAtMs()).toBe(2_300);
+    expect(core.handle({ kind: "tick" }, 2_300)).toEqual([{ kind: "keepAlive", leaseId: "L1" }]);
+    core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 2_300, result: "failed" }, 2_400);
     expect(core.serving(3_249)).toBe(true);
     expect(core.serving(3_250)).toBe(false); // 1,000 + 3/4 x 3,000
-    expect(core.nextWakeAtMs()).toBe(3_000);
-    core.handle({ kind: "tick" }, 3_000);
+    expect(core.nextWakeAtMs()).toBe(2_600);
+    core.handle({ kind: "tick" }, 2_600);
+    core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 2_600, result: "failed" }, 2_700);
     const actions = core.handle({ kind: "tick" }, 3_250);
     expect(actions).toEqual([
       { kind: "fenced", reason: expect.stringContaining("no keep-alive answered for 2250ms"), incarnation: "inc-1", silentMs: 2_250 },
