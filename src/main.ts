@@ -22,6 +22,9 @@ const program = new Command()
   .option("--config <file>", "a conveyor.yaml with any of the settings below")
   .option("--log-level <level>", "trace, debug, info, warn or error (default info)")
   .option("--log-format <format>", `${LOG_FORMATS.join(", ")}: human lines or JSON lines (default auto: pretty on a terminal, JSON otherwise)`)
+  .option("--cluster-etcd <urls>", "join a cluster: etcd client URLs, comma-separated (cluster_etcd; default none: a single node)")
+  .option("--node-id <id>", "this node's name in the cluster (node_id; default the listen address)")
+  .option("--advertise <host:port>", "the gRPC address other nodes and clients reach this node at (cluster_advertise)")
   .option("--set <key=value...>", "override any setting, e.g. --set lease_ttl=10s")
   .option(INSECURE_FLAG, "start even though a non-loopback address has no authentication (anyone who reaches the ports may do anything)")
   .addHelpText("after", `\nSettings (conveyor.yaml keys; env ${envNameOf("<key>")}):\n  ${SETTING_NAMES.join(", ")}\n`)
@@ -67,7 +70,10 @@ token
   });
 
 async function runNode(): Promise<void> {
-  const opts = program.opts<{ listen?: string; http?: string; dataDir?: string; config?: string; logLevel?: string; logFormat?: string; set?: string[]; insecureAllowUnauthenticatedNetwork?: boolean }>();
+  const opts = program.opts<{
+    listen?: string; http?: string; dataDir?: string; config?: string; logLevel?: string; logFormat?: string; set?: string[];
+    insecureAllowUnauthenticatedNetwork?: boolean; clusterEtcd?: string; nodeId?: string; advertise?: string;
+  }>();
   const overrides: Record<string, string> = {};
   for (const pair of opts.set ?? []) {
     const eq = pair.indexOf("=");
@@ -82,6 +88,9 @@ async function runNode(): Promise<void> {
   if (opts.dataDir) overrides.data_dir = opts.dataDir;
   if (opts.logLevel) overrides.log_level = opts.logLevel;
   if (opts.logFormat) overrides.log_format = opts.logFormat;
+  if (opts.clusterEtcd) overrides.cluster_etcd = opts.clusterEtcd;
+  if (opts.nodeId) overrides.node_id = opts.nodeId;
+  if (opts.advertise) overrides.cluster_advertise = opts.advertise;
   const config = loadConfig({ ...(opts.config ? { file: opts.config } : {}), env: process.env, overrides });
   const logger = createLogger({ level: config.logLevel, format: config.logFormat, nodeId: config.nodeId });
   // A misspelt variable would otherwise be ignored without a word.

@@ -40,6 +40,8 @@ export interface AdminServiceDeps extends TaskAccess {
   config: Pick<NodeConfig, "groupMaxSize" | "groupMaxDelayMs" | "groupGracePeriodMs"
     | "rateLimitRatePerSec" | "rateLimitBurst">;
   startedAtMs: number;
+  /** GetClusterStatus (server/cluster-status.ts). */
+  clusterStatus: UnaryImpl<typeof AdminService>["getClusterStatus"];
   /** Resolves once every write so far is durable (the rule registry's writes). */
   committed: () => Promise<void>;
 }
@@ -274,6 +276,8 @@ export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof Admin
         startedAtMs: BigInt(ctx.startedAtMs),
       };
     },
+
+    getClusterStatus: (call) => ctx.clusterStatus(call),
 
     async listRateLimits() {
       const fallback = defaultRateLimit(ctx.config);

@@ -60,6 +60,18 @@ export interface NodeConfig {
   tlsKey: string;
   /** PEM CA bundle client certificates must chain to; set = mTLS (every connection needs one). */
   tlsClientCa: string;
+  /** etcd client URLs, comma-separated; empty = a single node (a ring of one, no etcd). */
+  clusterEtcd: string;
+  /** The cluster's name: its keys live under /conveyor/<name>/ in etcd. */
+  clusterName: string;
+  /** Partitions of the cluster; fixed when the cluster is created (stored in etcd). */
+  clusterPartitions: number;
+  /** TTL of this node's membership lease in etcd (whole seconds). */
+  clusterMemberTtlMs: number;
+  /** How long a partition in handoff parks calls (parsed now; used by relocation, later). */
+  clusterHandoffWaitMs: number;
+  /** The gRPC address other nodes and clients reach this node at; default the listen address. */
+  clusterAdvertise: string;
 }
 
 /** The server-wide default rate limit, if one is configured. */
@@ -99,6 +111,12 @@ export const DEFAULT_CONFIG: NodeConfig = {
   tlsCert: "",
   tlsKey: "",
   tlsClientCa: "",
+  clusterEtcd: "",
+  clusterName: "default",
+  clusterPartitions: 64,
+  clusterMemberTtlMs: 5_000,
+  clusterHandoffWaitMs: 2_000,
+  clusterAdvertise: "",
 };
 
 export const LOG_FORMATS = ["auto", "pretty", "json"] as const;
@@ -141,6 +159,12 @@ const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: n
   { key: "tlsCert", yaml: "tls_cert", kind: "string" },
   { key: "tlsKey", yaml: "tls_key", kind: "string" },
   { key: "tlsClientCa", yaml: "tls_client_ca", kind: "string" },
+  { key: "clusterEtcd", yaml: "cluster_etcd", kind: "string" },
+  { key: "clusterName", yaml: "cluster_name", kind: "string" },
+  { key: "clusterPartitions", yaml: "cluster_partitions", kind: "int", max: 4096 },
+  { key: "clusterMemberTtlMs", yaml: "cluster_member_ttl", kind: "duration", max: 60_000 },
+  { key: "clusterHandoffWaitMs", yaml: "cluster_handoff_wait", kind: "duration", max: TIMER_MAX_MS },
+  { key: "clusterAdvertise", yaml: "cluster_advertise", kind: "string" },
 ];
 
 /** Integers that have no tighter bound still travel as int32/uint32 on the wire. */
@@ -243,6 +267,11 @@ export function loadConfig(options: { file?: string; env?: NodeJS.ProcessEnv; ov
   for (const [name, v] of [["group_max_delay", result.groupMaxDelayMs], ["group_grace_period", result.groupGracePeriodMs], ["group_sweep_interval", result.groupSweepIntervalMs]] as const) {
     if (v <= 0) throw new Error(`${name} must be above zero`);
   }
+  if (result.clusterPartitions < 1) throw new Error(`cluster_partitions must be at least 1, got ${result.clusterPartitions}`);
+  if (result.clusterMemberTtlMs < 1_000 || result.clusterMemberTtlMs % 1_000 !== 0) {
+    throw new Error(`cluster_member_ttl must be a whole number of seconds, at least 1s (etcd leases are whole seconds), got ${formatDurationMs(result.clusterMemberTtlMs)}`);
+  }
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(result.clusterName)) throw new Error(`cluster_name must be 1-64 of A-Z a-z 0-9 . _ -, got ${quote(result.clusterName)}`);
   if (result.leaseTtlMs < 100) throw new Error(`lease_ttl must be at least 100ms, got ${result.leaseTtlMs}ms`);
   // A lease must survive a late heartbeat or two: three heartbeats fit in one lease_ttl.
   const heartbeatMax = Math.floor(result.leaseTtlMs / 3);

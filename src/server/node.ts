@@ -13,6 +13,9 @@ import { systemRandom, type Random } from "../base/random.js";
 import { LEASE_RESPONSE_DELIVERIES_MAX, LEASE_RESPONSE_MAX_BYTES, REQUEST_MAX_BYTES, TASK_WAITERS_MAX, WORKER_GONE_AFTER_MS } from "../base/limits.js";
 import { Ring } from "../cluster/ring.js";
 import { Router } from "../cluster/router.js";
+import { parseEndpoints, startMembership } from "../cluster/start-membership.js";
+import { clusterStatusHandler, MembershipLink } from "./cluster-status.js";
+import { packageInfo } from "../version.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
 import { LocalQueueRef, type QueueRef } from "../grains/runtime/queue-ref.js";
 import { SharedSlotLedger } from "../grains/runtime/shared-slots.js";
@@ -64,7 +67,7 @@ export class ConveyorNode {
     readonly httpAddress: string,
     private readonly parts: {
       grpcServer: grpc.Server; httpServer: HttpServer; dataDir: DataDir; host: GrainHost; broker: LeaseBroker; waiters: TaskWaiters;
-      stopJanitor: () => void; logger: Logger; config: NodeConfig; tls: TlsMaterial | undefined;
+      stopJanitor: () => void; logger: Logger; config: NodeConfig; tls: TlsMaterial | undefined; leaveCluster: () => Promise<void>;
     },
   ) {}
 
@@ -94,17 +97,19 @@ export class ConveyorNode {
     const startQueues = new Set([...storage.queries.queuesWithUnfinishedTasks(), ...storage.store.schedules.queuesWithSchedules()]);
     await Promise.all([...startQueues].map((queue) => runtime.router.grainFor(queue).activate()));
     const stopJanitor = startJanitor(storage.queries, clock, config.janitorIntervalMs, logger);
-    const services = buildServices(storage, runtime, { config, clock, metrics, logger });
+    const membership = new MembershipLink(config.nodeId, parseEndpoints(config.clusterEtcd).length > 0);
+    const services = buildServices(storage, runtime, { config, clock, metrics, logger, membership });
     const { authn, tls } = loaded;
     const security = new NodeSecurity(authn, tls, { registry: metrics.registry, logger, config });
     const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security });
+    const leaveCluster = await joinCluster(config, transports, dataDir, logger, membership);
     logger.info({
       grpc: transports.grpcAddress, http: transports.httpAddress, dataDir: dataDir.dir, identity: dataDir.identity.id, opened: dataDir.opened,
       auth: authn.enabled ? "on" : "off", tls: tls ? (tls.mutual ? "mutual" : "on") : "off",
     }, "conveyord listening");
     return new ConveyorNode(transports.grpcAddress, transports.httpAddress, {
       grpcServer: transports.grpcServer, httpServer: transports.httpServer, dataDir, host: runtime.host, broker: runtime.broker, waiters: runtime.waiters,
-      stopJanitor, logger, config, tls,
+      stopJanitor, logger, config, tls, leaveCluster,
     });
   }
 
@@ -129,7 +134,9 @@ export class ConveyorNode {
    * finish (up to the shutdown grace), commit, and close the data file.
    */
   async stop(): Promise<void> {
-    const { grpcServer, httpServer, dataDir, host, broker, waiters, stopJanitor, logger, config } = this.parts;
+    const { grpcServer, httpServer, dataDir, host, broker, waiters, stopJanitor, logger, config, leaveCluster } = this.parts;
+    // First leave the cluster: the lease is revoked, so peers see this node gone at once.
+    await leaveCluster();
     stopJanitor();
     broker.releaseAll();
     waiters.releaseAll();
@@ -218,7 +225,7 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
       if (event !== "activated") metrics.grainGone(queue);
     },
   });
-  const ring = new Ring([config.nodeId], 1);
+  const ring = new Ring([config.nodeId], 1, config.clusterPartitions);
   const router = new Router({
     selfId: config.nodeId, ring: () => ring,
     localRef: (q) => new LocalQueueRef(q, host, store), localGrain: (q) => host.get(q),
@@ -260,7 +267,9 @@ interface Services {
 }
 
 /** One implementation per service, each given only what it uses. */
-function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<RuntimeEnv, "config" | "clock" | "metrics" | "logger">): Services {
+function buildServices(
+  storage: Storage, runtime: GrainRuntime, env: Pick<RuntimeEnv, "config" | "clock" | "metrics" | "logger"> & { membership: MembershipLink },
+): Services {
   const { db, store, queries, rules } = storage;
   const { host, router, broker, waiters, workers } = runtime;
   const { config, clock, metrics, logger } = env;
@@ -276,7 +285,7 @@ function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<Runtim
     admin: withOperatorLog({
       ...adminService({
         ...tasksById, router, queries, rules, broker, workers, activity: metrics.activity, config, startedAtMs: clock.nowMs(), committed,
-        activeQueues: () => host.activeQueues(),
+        activeQueues: () => host.activeQueues(), clusterStatus: clusterStatusHandler(env.membership),
       }),
       ...scheduleRpcs({ router, schedules: store.schedules, rules, taskDefaults: taskDefaultsOf(config), clock }),
     }, logger),
@@ -361,6 +370,32 @@ async function startTransports(
     grpcServer, grpcAddress: `${splitHostPort(config.listen)[0]}:${grpcPort}`,
     httpServer, httpAddress: `${httpHost}:${httpPort}`,
   };
+}
+
+/**
+ * Registers in the cluster (cluster_etcd set) or stands alone, once the ports are bound
+ * (the member record advertises them). A refusal closes the ports and fails the start.
+ * Returns how to leave.
+ */
+async function joinCluster(
+  config: NodeConfig, transports: Transports, dataDir: DataDir, logger: Logger, link: MembershipLink,
+): Promise<() => Promise<void>> {
+  try {
+    const membership = await startMembership({
+      etcd: config.clusterEtcd, cluster: config.clusterName, partitions: config.clusterPartitions, ttlMs: config.clusterMemberTtlMs, logger,
+      self: {
+        nodeId: config.nodeId, grpc: config.clusterAdvertise || transports.grpcAddress, http: transports.httpAddress,
+        version: packageInfo().version, dataDirId: dataDir.identity.id, startedAtMs: Date.now(),
+      },
+    });
+    link.link(membership);
+    return () => membership.stop();
+  } catch (error) {
+    transports.grpcServer.forceShutdown();
+    transports.httpServer.closeAllConnections();
+    await new Promise<void>((resolve) => transports.httpServer.close(() => resolve()));
+    throw error;
+  }
 }
 
 /** Rows one janitor run deletes at most (one transaction); a larger backlog drains over several runs. */

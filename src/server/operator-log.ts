@@ -63,7 +63,7 @@ export const OPERATOR_ACTIONS: { [M in Method]?: Describe<M> } = {
 
 export const OPERATOR_READS: ReadonlySet<Method> = new Set<Method>([
   "listQueues", "listTasks", "getTask", "listConcurrencyLimits", "listRateLimits", "listGroupConfigs", "listGroups",
-  "listStrategies", "getClusterInfo", "listWorkers", "getActivity", "listSchedules",
+  "listStrategies", "getClusterInfo", "listWorkers", "getActivity", "listSchedules", "getClusterStatus",
 ]);
 
 /** `impl` with a log line after each operator action, done or refused. */

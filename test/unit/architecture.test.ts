@@ -66,6 +66,7 @@ describe("architecture", () => {
     const owners: Record<string, string[]> = {
       "better-sqlite3": ["storage"],
       hashring: ["cluster"],
+      etcd3: ["cluster"],
       "@grpc/grpc-js": ["rpc", "server"],
       "@grpc/reflection": ["rpc"],
       "@bufbuild/cel": ["server"],

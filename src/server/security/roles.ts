@@ -40,6 +40,7 @@ export const RPC_ROLES: Readonly<Record<string, readonly Role[]>> = {
   "AdminService/ListWorkers": READ,
   "AdminService/GetActivity": READ,
   "AdminService/ListSchedules": READ,
+  "AdminService/GetClusterStatus": READ,
   "AdminService/PauseQueue": ADMIN,
   "AdminService/ResumeQueue": ADMIN,
   "AdminService/CancelTask": ADMIN,

@@ -9,6 +9,10 @@ DESCRIPTOR: _descriptor.FileDescriptor
 GROUP_STATE_AGGREGATING: GroupState
 GROUP_STATE_READY: GroupState
 GROUP_STATE_UNSPECIFIED: GroupState
+MEMBER_STATE_ACTIVE: MemberState
+MEMBER_STATE_DRAINING: MemberState
+MEMBER_STATE_JOINING: MemberState
+MEMBER_STATE_UNSPECIFIED: MemberState
 MISSED_TICKS_LATEST: MissedTicks
 MISSED_TICKS_SKIP: MissedTicks
 MISSED_TICKS_UNSPECIFIED: MissedTicks
@@ -70,6 +74,30 @@ class ClusterMember(_message.Message):
     node_id: str
     self: bool
     def __init__(self, node_id: _Optional[str] = ..., self: bool = ...) -> None: ...
+
+class ClusterMemberStatus(_message.Message):
+    __slots__ = ["grpc_address", "http_address", "incarnation", "lease_left_ms", "member_revision", "node_id", "partitions_owned", "self", "state", "version"]
+    GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    HTTP_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    LEASE_LEFT_MS_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_REVISION_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_OWNED_FIELD_NUMBER: _ClassVar[int]
+    SELF_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    grpc_address: str
+    http_address: str
+    incarnation: str
+    lease_left_ms: int
+    member_revision: int
+    node_id: str
+    partitions_owned: int
+    self: bool
+    state: MemberState
+    version: str
+    def __init__(self, node_id: _Optional[str] = ..., self: bool = ..., state: _Optional[_Union[MemberState, str]] = ..., incarnation: _Optional[str] = ..., lease_left_ms: _Optional[int] = ..., grpc_address: _Optional[str] = ..., http_address: _Optional[str] = ..., version: _Optional[str] = ..., partitions_owned: _Optional[int] = ..., member_revision: _Optional[int] = ...) -> None: ...
 
 class ConcurrencyLimit(_message.Message):
     __slots__ = ["held", "in_flight", "max", "queue"]
@@ -147,6 +175,14 @@ class DeleteTaskResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class EtcdEndpointHealth(_message.Message):
+    __slots__ = ["endpoint", "healthy"]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    endpoint: str
+    healthy: bool
+    def __init__(self, endpoint: _Optional[str] = ..., healthy: bool = ...) -> None: ...
+
 class GetActivityRequest(_message.Message):
     __slots__ = ["queue"]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -182,6 +218,40 @@ class GetClusterInfoResponse(_message.Message):
     ring_version: int
     started_at_ms: int
     def __init__(self, node_id: _Optional[str] = ..., ring_version: _Optional[int] = ..., members: _Optional[_Iterable[_Union[ClusterMember, _Mapping]]] = ..., active_grains: _Optional[int] = ..., active_queues: _Optional[_Iterable[str]] = ..., parked_leases: _Optional[int] = ..., started_at_ms: _Optional[int] = ...) -> None: ...
+
+class GetClusterStatusRequest(_message.Message):
+    __slots__ = ["with_leases"]
+    WITH_LEASES_FIELD_NUMBER: _ClassVar[int]
+    with_leases: bool
+    def __init__(self, with_leases: bool = ...) -> None: ...
+
+class GetClusterStatusResponse(_message.Message):
+    __slots__ = ["cluster_name", "clustered", "etcd", "fences", "incarnation", "members", "node_id", "partition_owners", "partitions", "phase", "ring_version", "serving"]
+    CLUSTERED_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    ETCD_FIELD_NUMBER: _ClassVar[int]
+    FENCES_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_OWNERS_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    RING_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SERVING_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    clustered: bool
+    etcd: _containers.RepeatedCompositeFieldContainer[EtcdEndpointHealth]
+    fences: int
+    incarnation: str
+    members: _containers.RepeatedCompositeFieldContainer[ClusterMemberStatus]
+    node_id: str
+    partition_owners: _containers.RepeatedScalarFieldContainer[str]
+    partitions: int
+    phase: str
+    ring_version: int
+    serving: bool
+    def __init__(self, clustered: bool = ..., cluster_name: _Optional[str] = ..., node_id: _Optional[str] = ..., phase: _Optional[str] = ..., incarnation: _Optional[str] = ..., serving: bool = ..., fences: _Optional[int] = ..., ring_version: _Optional[int] = ..., partitions: _Optional[int] = ..., members: _Optional[_Iterable[_Union[ClusterMemberStatus, _Mapping]]] = ..., partition_owners: _Optional[_Iterable[str]] = ..., etcd: _Optional[_Iterable[_Union[EtcdEndpointHealth, _Mapping]]] = ...) -> None: ...
 
 class GroupConfig(_message.Message):
     __slots__ = ["grace_ms", "group", "max_delay_ms", "max_size", "queue"]
@@ -591,4 +661,7 @@ class GroupState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class MissedTicks(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class MemberState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -175,6 +175,11 @@ class AdminServiceStub(object):
                 request_serializer=conveyor_dot_v1_dot_admin__service__pb2.RunScheduleNowRequest.SerializeToString,
                 response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.RunScheduleNowResponse.FromString,
                 )
+        self.GetClusterStatus = channel.unary_unary(
+                '/conveyor.v1.AdminService/GetClusterStatus',
+                request_serializer=conveyor_dot_v1_dot_admin__service__pb2.GetClusterStatusRequest.SerializeToString,
+                response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.GetClusterStatusResponse.FromString,
+                )
 
 
 class AdminServiceServicer(object):
@@ -399,6 +404,14 @@ class AdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetClusterStatus(self, request, context):
+        """The cluster's membership as this node sees it (from etcd when cluster_etcd is set;
+        a ring of one otherwise) and the owner of every partition on that ring.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -561,6 +574,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RunScheduleNow,
                     request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.RunScheduleNowRequest.FromString,
                     response_serializer=conveyor_dot_v1_dot_admin__service__pb2.RunScheduleNowResponse.SerializeToString,
+            ),
+            'GetClusterStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetClusterStatus,
+                    request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.GetClusterStatusRequest.FromString,
+                    response_serializer=conveyor_dot_v1_dot_admin__service__pb2.GetClusterStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1114,5 +1132,22 @@ class AdminService(object):
         return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/RunScheduleNow',
             conveyor_dot_v1_dot_admin__service__pb2.RunScheduleNowRequest.SerializeToString,
             conveyor_dot_v1_dot_admin__service__pb2.RunScheduleNowResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetClusterStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/GetClusterStatus',
+            conveyor_dot_v1_dot_admin__service__pb2.GetClusterStatusRequest.SerializeToString,
+            conveyor_dot_v1_dot_admin__service__pb2.GetClusterStatusResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

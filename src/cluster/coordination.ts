@@ -1,0 +1,219 @@
+/**
+ * The coordination port: everything a conveyor cluster needs from etcd, and nothing
+ * more. Two implementations: `EtcdCoordination` (etcd3 1.1.2 over gRPC, for real) and
+ * `MemoryCoordination` (one in-memory store shared by several clients on an injected
+ * clock, with a seeded fault schedule, for unit and property tests of the membership and
+ * claim/fence logic). `test/cluster/coordination-contract.test.ts` runs one suite against
+ * both, so the fake stays honest.
+ *
+ * Why a port: membership, failure detection and ownership come from etcd (a proven
+ * engine: leases, revisions, transactions, watches), never from home-made consensus; but
+ * the logic built on them (when to fence, which incarnation, what a claim means) must be
+ * testable with faults and simulated time, which a real etcd cannot give.
+ *
+ * Only KV, leases, transactions and watch are used. Never etcd3's Election/Lock helpers
+ * (microsoft/etcd3#158: two leaders after an etcd restart); and a clean stop revokes its
+ * lease explicitly, because closing an etcd3 client keeps an auto-kept-alive lease alive
+ * until the process exits.
+ *
+ * Key layout under `/conveyor/<cluster>/` (values are JSON):
+ *   meta             { partitions, createdAtMs }            written once, at cluster creation
+ *   members/<node>   MemberRecord, attached to the node's lease (gone when the lease ends)
+ *   partitions/<p>   PartitionRecord; its mod revision after a claim is p's epoch
+ */
+
+/** A member's lifecycle as the cluster sees it (a fenced node has no key at all). */
+export type MemberState = "joining" | "active" | "draining";
+export const MEMBER_STATES: readonly MemberState[] = ["joining", "active", "draining"];
+
+/** The value of `members/<node>`. */
+export interface MemberRecord {
+  nodeId: string;
+  /** New for every registration: a process start, or a re-registration after fencing. */
+  incarnation: string;
+  state: MemberState;
+  /** The gRPC address peers and clients use (`cluster_advertise`). */
+  grpc: string;
+  /** The HTTP address (metrics, health, dashboard). */
+  http: string;
+  /** The conveyord version. */
+  version: string;
+  /** The data directory's identity (node.json): the same directory means the same node. */
+  dataDirId: string;
+  startedAtMs: number;
+}
+
+/** A member key as read from etcd. */
+export interface MemberEntry {
+  record: MemberRecord;
+  /** The revision that created the key: identifies this registration (claims record it). */
+  createRevision: number;
+  modRevision: number;
+  leaseId: string;
+}
+
+/** One change under `members/`, in revision order. */
+export type MemberChange =
+  | { kind: "put"; entry: MemberEntry; revision: number }
+  | { kind: "delete"; nodeId: string; revision: number };
+
+export interface MembersRead {
+  members: MemberEntry[];
+  /** The store's revision at the read. */
+  revision: number;
+}
+
+/** What is stored once per cluster. */
+export interface ClusterMeta {
+  partitions: number;
+  createdAtMs: number;
+}
+
+/** The value of `partitions/<p>`. */
+export interface PartitionRecord {
+  owner: string;
+  incarnation: string;
+  /** The create revision of the owner's member key when it claimed. */
+  memberRevision: number;
+  state: "owned" | "released";
+}
+
+/** Who claims, identified down to its registration. */
+export interface Claimant {
+  nodeId: string;
+  incarnation: string;
+  memberRevision: number;
+}
+
+export type ClaimResult =
+  | { ok: true; epoch: number }
+  | { ok: false; holder: PartitionRecord; epoch: number };
+
+export interface PutMemberResult {
+  ok: boolean;
+  /** The revision of the write (when ok). */
+  revision: number;
+  /** The key's create revision after the write (when ok), or the existing entry (when not). */
+  createRevision: number;
+  existing?: MemberEntry;
+}
+
+export interface EndpointHealth {
+  endpoint: string;
+  healthy: boolean;
+}
+
+/** The result of a keep-alive: etcd renewed the lease, or says it is gone. */
+export type KeepAliveResult = "alive" | "lost";
+
+export interface Watch {
+  cancel(): Promise<void>;
+}
+
+/**
+ * The port. Every method may reject on a transport failure (etcd unreachable, a
+ * deadline): the outcome of a rejected write is unknown, and callers must be correct
+ * either way (the claim transaction is safe to retry: it re-reads).
+ */
+export interface Coordination {
+  /** The cluster's meta, creating it from `desired` if this is the first node ever. */
+  clusterMeta(desired: ClusterMeta): Promise<ClusterMeta>;
+  /** A new lease of `ttlMs` (etcd rounds up to whole seconds), not kept alive by itself. */
+  grantLease(ttlMs: number): Promise<string>;
+  /** One keep-alive round trip, bounded by `timeoutMs`. */
+  keepAlive(leaseId: string, timeoutMs: number): Promise<KeepAliveResult>;
+  /** Time left on a lease (anyone's), or -1 when it is gone. */
+  leaseTimeLeftMs(leaseId: string): Promise<number>;
+  /** Ends the lease now; its keys are deleted. A lease already gone is not an error. */
+  revokeLease(leaseId: string): Promise<void>;
+  /**
+   * Writes `members/<record.nodeId>` under `leaseId`. "create": only if the key is absent
+   * (else `existing` names the holder); "update": only if the key still has `createRevision`
+   * (it is still this registration).
+   */
+  putMember(record: MemberRecord, leaseId: string, mode: { create: true } | { updateOf: number }): Promise<PutMemberResult>;
+  /** Deletes `members/<nodeId>` if it still has `createRevision` (a dead registration of this same node). */
+  deleteMember(nodeId: string, createRevision: number): Promise<boolean>;
+  members(): Promise<MembersRead>;
+  /**
+   * Calls `onChange` for every change under `members/` from `fromRevision` on, in order,
+   * resuming by itself after a disconnection; `onError` when it cannot (a WatchCompactedError
+   * when etcd no longer has the history from `fromRevision`).
+   */
+  watchMembers(fromRevision: number, onChange: (change: MemberChange) => void, onError: (error: Error) => void): Promise<Watch>;
+  /**
+   * Claims partition `p` in one transaction, allowed when its key is absent, released,
+   * or its recorded owner's registration is gone (`members/<owner>` absent, or created at
+   * another revision). The epoch is the key's new mod revision. Claiming a partition this
+   * same registration already owns answers its current epoch without a write.
+   */
+  claimPartition(p: number, claimant: Claimant): Promise<ClaimResult>;
+  /** Marks `p` released if it is still at `epoch` (still this claim). */
+  releasePartition(p: number, claimant: Claimant, epoch: number): Promise<boolean>;
+  /** Every partition record, with its mod revision (the epoch while owned). */
+  partitions(): Promise<Map<number, { record: PartitionRecord; epoch: number }>>;
+  health(): Promise<EndpointHealth[]>;
+  close(): Promise<void>;
+}
+
+/** A watch could not start (or resume) at its revision: etcd has compacted that history. */
+export class WatchCompactedError extends Error {}
+
+/** The keys of one cluster. */
+export class ClusterKeys {
+  readonly root: string;
+  constructor(readonly cluster: string) {
+    if (!/^[A-Za-z0-9._-]{1,64}$/.test(cluster)) throw new Error(`cluster_name must be 1-64 of A-Z a-z 0-9 . _ -, got ${JSON.stringify(cluster)}`);
+    this.root = `/conveyor/${cluster}/`;
+  }
+  get meta(): string {
+    return `${this.root}meta`;
+  }
+  get membersPrefix(): string {
+    return `${this.root}members/`;
+  }
+  member(nodeId: string): string {
+    return `${this.membersPrefix}${nodeId}`;
+  }
+  get partitionsPrefix(): string {
+    return `${this.root}partitions/`;
+  }
+  partition(p: number): string {
+    return `${this.partitionsPrefix}${p}`;
+  }
+}
+
+/** Parses a stored member record; throws on a value that is not one. */
+export function parseMemberRecord(text: string): MemberRecord {
+  const v = JSON.parse(text) as Partial<MemberRecord>;
+  if (typeof v.nodeId !== "string" || typeof v.incarnation !== "string" || !MEMBER_STATES.includes(v.state as MemberState)) {
+    throw new Error(`not a member record: ${text.slice(0, 200)}`);
+  }
+  return {
+    nodeId: v.nodeId, incarnation: v.incarnation, state: v.state as MemberState, grpc: String(v.grpc ?? ""), http: String(v.http ?? ""),
+    version: String(v.version ?? ""), dataDirId: String(v.dataDirId ?? ""), startedAtMs: Number(v.startedAtMs ?? 0),
+  };
+}
+
+export function parsePartitionRecord(text: string): PartitionRecord {
+  const v = JSON.parse(text) as Partial<PartitionRecord>;
+  if (typeof v.owner !== "string" || (v.state !== "owned" && v.state !== "released")) throw new Error(`not a partition record: ${text.slice(0, 200)}`);
+  return { owner: v.owner, incarnation: String(v.incarnation ?? ""), memberRevision: Number(v.memberRevision ?? 0), state: v.state };
+}
+
+/**
+ * The claim rule, shared by both implementations so they cannot drift: may `claimant`
+ * take a partition whose record is `current` (undefined: no key), given the create
+ * revision of the recorded owner's member key now (0: gone)?
+ */
+export function claimAllowed(current: PartitionRecord | undefined, ownerMemberRevision: number): boolean {
+  if (current === undefined) return true;
+  if (current.state === "released") return true;
+  return ownerMemberRevision !== current.memberRevision;
+}
+
+/** Does `claimant` already hold `current`? */
+export function heldBy(current: PartitionRecord | undefined, claimant: Claimant): boolean {
+  return current !== undefined && current.state === "owned" && current.owner === claimant.nodeId
+    && current.memberRevision === claimant.memberRevision;
+}

@@ -1,0 +1,225 @@
+/**
+ * The coordination port on a real etcd, through etcd3 1.1.2: KV, leases, transactions
+ * and watch only (see coordination.ts for why never Election/Lock).
+ *
+ * Client settings: every unary call has a deadline (`callTimeoutMs`), so a dead etcd
+ * makes calls fail rather than hang; etcd3's default fault handling stays (three
+ * retries on another endpoint, a per-endpoint circuit breaker). Leases are granted with
+ * `autoKeepAlive: false`: the membership shell sends each keep-alive itself and records
+ * when it sent it, which is what self-fencing must measure from (a renewal cannot
+ * happen before it is sent). etcd leases are whole seconds: a TTL is rounded up.
+ */
+import { Etcd3, EtcdLeaseInvalidError, type IKeyValue, type Lease } from "etcd3";
+import {
+  claimAllowed, ClusterKeys, heldBy, parseMemberRecord, parsePartitionRecord,
+  type Claimant, type ClaimResult, type ClusterMeta, type Coordination, type EndpointHealth, type KeepAliveResult,
+  type MemberChange, type MemberEntry, type MemberRecord, type MembersRead, type PartitionRecord, type PutMemberResult, type Watch,
+  WatchCompactedError,
+} from "./coordination.js";
+
+export interface EtcdCoordinationOptions {
+  endpoints: string[];
+  cluster: string;
+  /** Deadline of each unary call. */
+  callTimeoutMs?: number;
+}
+
+const CALL_TIMEOUT_MS_DEFAULT = 3_000;
+const HEALTH_TIMEOUT_MS = 2_000;
+
+export class EtcdCoordination implements Coordination {
+  private readonly client: Etcd3;
+  private readonly keys: ClusterKeys;
+  private readonly leases = new Map<string, Lease>();
+
+  constructor(private readonly options: EtcdCoordinationOptions) {
+    if (options.endpoints.length === 0) throw new Error("no etcd endpoints");
+    this.keys = new ClusterKeys(options.cluster);
+    const timeoutMs = options.callTimeoutMs ?? CALL_TIMEOUT_MS_DEFAULT;
+    this.client = new Etcd3({
+      hosts: options.endpoints,
+      dialTimeout: timeoutMs,
+      defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + timeoutMs }),
+    });
+  }
+
+  async clusterMeta(desired: ClusterMeta): Promise<ClusterMeta> {
+    const key = this.keys.meta;
+    const res = await this.client.if(key, "Create", "==", 0)
+      .then(this.client.put(key).value(JSON.stringify(desired)))
+      .else(this.client.get(key))
+      .commit();
+    if (res.succeeded) return desired;
+    const kv = res.responses[0]?.response_range?.kvs[0];
+    if (!kv) throw new Error(`${key} vanished while it was read`);
+    const v = JSON.parse(kv.value.toString()) as Partial<ClusterMeta>;
+    return { partitions: Number(v.partitions), createdAtMs: Number(v.createdAtMs ?? 0) };
+  }
+
+  async grantLease(ttlMs: number): Promise<string> {
+    const lease = this.client.lease(Math.max(1, Math.ceil(ttlMs / 1000)), { autoKeepAlive: false });
+    lease.on("lost", () => {}); // reported through keepAlive's result instead
+    const id = await lease.grant();
+    this.leases.set(id, lease);
+    return id;
+  }
+
+  async keepAlive(leaseId: string, timeoutMs: number): Promise<KeepAliveResult> {
+    const lease = this.lease(leaseId);
+    try {
+      await lease.keepaliveOnce({ deadline: Date.now() + timeoutMs });
+      return "alive";
+    } catch (err) {
+      if (err instanceof EtcdLeaseInvalidError) return "lost";
+      throw err;
+    }
+  }
+
+  async leaseTimeLeftMs(leaseId: string): Promise<number> {
+    const res = await this.client.leaseClient.leaseTimeToLive({ ID: leaseId });
+    const ttl = Number(res.TTL);
+    return ttl < 0 ? -1 : ttl * 1000;
+  }
+
+  async revokeLease(leaseId: string): Promise<void> {
+    const lease = this.leases.get(leaseId);
+    this.leases.delete(leaseId);
+    if (lease) {
+      await lease.revoke();
+    } else {
+      try {
+        await this.client.leaseClient.leaseRevoke({ ID: leaseId });
+      } catch (err) {
+        if (!(err instanceof EtcdLeaseInvalidError)) throw err;
+      }
+    }
+  }
+
+  async putMember(record: MemberRecord, leaseId: string, mode: { create: true } | { updateOf: number }): Promise<PutMemberResult> {
+    const key = this.keys.member(record.nodeId);
+    const expected = "create" in mode ? 0 : mode.updateOf;
+    const res = await this.client.if(key, "Create", "==", expected)
+      .then(this.client.put(key).value(JSON.stringify(record)).lease(leaseId))
+      .else(this.client.get(key))
+      .commit();
+    const revision = Number(res.header.revision);
+    if (res.succeeded) return { ok: true, revision, createRevision: "create" in mode ? revision : mode.updateOf };
+    const kv = res.responses[0]?.response_range?.kvs[0];
+    return { ok: false, revision, createRevision: kv ? Number(kv.create_revision) : 0, ...(kv ? { existing: toMemberEntry(kv) } : {}) };
+  }
+
+  async deleteMember(nodeId: string, createRevision: number): Promise<boolean> {
+    const key = this.keys.member(nodeId);
+    const res = await this.client.if(key, "Create", "==", createRevision).then(this.client.delete().key(key)).commit();
+    return res.succeeded;
+  }
+
+  async members(): Promise<MembersRead> {
+    const res = await this.client.getAll().prefix(this.keys.membersPrefix).exec();
+    return { members: res.kvs.map(toMemberEntry), revision: Number(res.header.revision) };
+  }
+
+  async watchMembers(fromRevision: number, onChange: (change: MemberChange) => void, onError: (error: Error) => void): Promise<Watch> {
+    const prefix = this.keys.membersPrefix;
+    const watcher = await this.client.watch().prefix(prefix).startRevision(String(fromRevision)).create();
+    watcher.on("data", (res) => {
+      for (const event of res.events) {
+        const revision = Number(event.kv.mod_revision);
+        if (event.type === "Put") onChange({ kind: "put", entry: toMemberEntry(event.kv), revision });
+        else onChange({ kind: "delete", nodeId: event.kv.key.toString().slice(prefix.length), revision });
+      }
+    });
+    // etcd3 reports a cancelled watch as "Watcher canceled: <reason>", and etcd gives no
+    // reason for a compaction; so ask: a read at the watch's revision fails the same way.
+    watcher.on("error", (err: Error) => {
+      this.compacted(prefix, fromRevision).then(
+        (compacted) => onError(compacted ? new WatchCompactedError(`${err.message} (history before revision ${fromRevision} compacted)`) : err),
+        () => onError(err));
+    });
+    return { cancel: () => watcher.cancel() };
+  }
+
+  /** Is the history at `revision` gone (compacted)? */
+  private async compacted(prefix: string, revision: number): Promise<boolean> {
+    try {
+      await this.client.getAll().prefix(prefix).revision(revision).limit(1).exec();
+      return false;
+    } catch (err) {
+      return /compacted/i.test(err instanceof Error ? err.message : String(err));
+    }
+  }
+
+  async claimPartition(p: number, claimant: Claimant): Promise<ClaimResult> {
+    const key = this.keys.partition(p);
+    const got = await this.client.get(key).exec();
+    const kv = got.kvs[0];
+    const current = kv ? parsePartitionRecord(kv.value.toString()) : undefined;
+    const seenMod = kv ? Number(kv.mod_revision) : 0;
+    if (current && heldBy(current, claimant)) return { ok: true, epoch: seenMod };
+    let ownerRevision = 0;
+    if (current && current.state === "owned") {
+      const owner = await this.client.get(this.keys.member(current.owner)).exec();
+      ownerRevision = owner.kvs[0] ? Number(owner.kvs[0].create_revision) : 0;
+    }
+    if (!claimAllowed(current, ownerRevision)) return { ok: false, holder: current!, epoch: seenMod };
+    const record: PartitionRecord = { owner: claimant.nodeId, incarnation: claimant.incarnation, memberRevision: claimant.memberRevision, state: "owned" };
+    // One transaction: the key is as we read it, the claimant is still registered, and
+    // (when taking over) the recorded owner's registration is still not the recorded one.
+    let txn = this.client.if(key, "Mod", "==", seenMod).and(this.keys.member(claimant.nodeId), "Create", "==", claimant.memberRevision);
+    if (current && current.state === "owned") txn = txn.and(this.keys.member(current.owner), "Create", "!=", current.memberRevision);
+    const res = await txn.then(this.client.put(key).value(JSON.stringify(record))).commit();
+    if (res.succeeded) return { ok: true, epoch: Number(res.header.revision) };
+    // Someone else moved first: report what is there now.
+    const now = await this.client.get(key).exec();
+    const nowKv = now.kvs[0];
+    return nowKv
+      ? { ok: false, holder: parsePartitionRecord(nowKv.value.toString()), epoch: Number(nowKv.mod_revision) }
+      : { ok: false, holder: { owner: "", incarnation: "", memberRevision: 0, state: "released" }, epoch: 0 };
+  }
+
+  async releasePartition(p: number, claimant: Claimant, epoch: number): Promise<boolean> {
+    const key = this.keys.partition(p);
+    const record: PartitionRecord = { owner: claimant.nodeId, incarnation: claimant.incarnation, memberRevision: claimant.memberRevision, state: "released" };
+    const res = await this.client.if(key, "Mod", "==", epoch).then(this.client.put(key).value(JSON.stringify(record))).commit();
+    return res.succeeded;
+  }
+
+  async partitions(): Promise<Map<number, { record: PartitionRecord; epoch: number }>> {
+    const prefix = this.keys.partitionsPrefix;
+    const res = await this.client.getAll().prefix(prefix).exec();
+    const out = new Map<number, { record: PartitionRecord; epoch: number }>();
+    for (const kv of res.kvs) out.set(Number(kv.key.toString().slice(prefix.length)), { record: parsePartitionRecord(kv.value.toString()), epoch: Number(kv.mod_revision) });
+    return out;
+  }
+
+  async health(): Promise<EndpointHealth[]> {
+    return Promise.all(this.options.endpoints.map(async (endpoint) => {
+      try {
+        const res = await fetch(`${endpoint.replace(/\/+$/, "")}/health`, { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
+        const body = (await res.json()) as { health?: string };
+        return { endpoint, healthy: body.health === "true" };
+      } catch {
+        return { endpoint, healthy: false };
+      }
+    }));
+  }
+
+  async close(): Promise<void> {
+    for (const lease of this.leases.values()) lease.release();
+    this.leases.clear();
+    this.client.close();
+  }
+
+  private lease(leaseId: string): Lease {
+    const lease = this.leases.get(leaseId);
+    if (!lease) throw new Error(`lease ${leaseId} was not granted by this client`);
+    return lease;
+  }
+}
+
+function toMemberEntry(kv: IKeyValue): MemberEntry {
+  return {
+    record: parseMemberRecord(kv.value.toString()),
+    createRevision: Number(kv.create_revision), modRevision: Number(kv.mod_revision), leaseId: String(kv.lease),
+  };
+}

@@ -1,0 +1,319 @@
+/**
+ * A node's membership in the cluster, as a pure state machine: inputs (what etcd
+ * answered, what the clock says) in, actions (what to ask etcd next, what to log) out.
+ * No IO, no clock of its own, no randomness of its own: `ClusterMember` (cluster-member.ts)
+ * is the shell that performs the actions, and the property tests drive this same core on
+ * the in-memory coordination with faults and simulated time.
+ *
+ * Lifecycle: idle → registering → joining → active → draining → stopped, with a detour
+ * through `fenced` whenever this node can no longer prove that its registration is alive.
+ *
+ * Self-fencing. Other nodes may take this node's partitions once its member key is gone,
+ * which etcd does when the lease is not renewed for a TTL. The lease cannot end earlier
+ * than TTL after the last keep-alive that etcd *answered*, measured from when that
+ * keep-alive was *sent* (etcd renewed it after it was sent). So the node measures from
+ * the send time of its last successful keep-alive, and fences (stops serving writes)
+ * once FENCE_FRACTION of the TTL has passed without another: well before the lease can
+ * have ended, whatever the delays of the answers. Keep-alives go every TTL/3, and a
+ * failed one is retried at once (KEEPALIVE_RETRY_MS_MAX), so one lost keep-alive never
+ * fences; silence for 3/4 of a TTL does. A process paused past its TTL (SIGSTOP,
+ * a long GC) sees the elapsed time on its first tick and fences before doing anything
+ * else. A fenced node then abandons the old lease (revoking it if etcd answers) and
+ * registers again as a new incarnation: the cluster sees a new registration (a new
+ * create revision of the member key), so claims recorded under the old one are void.
+ * An explicit "lease lost" answer, or the watch showing this node's key deleted, fences
+ * at once.
+ *
+ * The view: every member key under the prefix, from a snapshot and then the watch in
+ * revision order. The ring version is the etcd revision of the last membership change
+ * (the last put or delete under `members/`): every node applies the same changes in
+ * the same order, so it is the same number everywhere. To see deletions that happened
+ * before a node started, the shell watches from the snapshot's highest member mod
+ * revision + 1, not from the snapshot's revision, so the last change is replayed.
+ */
+import type { MemberChange, MemberEntry, MemberRecord, MembersRead, MemberState } from "./coordination.js";
+
+/** Fence once this fraction of the TTL has passed since the last successful keep-alive was sent. */
+export const FENCE_FRACTION = 0.75;
+/** Keep-alives per TTL. */
+export const KEEPALIVES_PER_TTL = 3;
+/**
+ * After a failed keep-alive, the next goes this soon (at most), not a third of a TTL
+ * later: a failure is often one dead etcd endpoint, and the client picks another one per
+ * call, so a quick retry keeps the lease renewed (measured: with one of three etcd
+ * members killed, waiting TTL/3 between attempts fenced a healthy node).
+ */
+export const KEEPALIVE_RETRY_MS_MAX = 200;
+
+export type Phase = "idle" | "registering" | "joining" | "active" | "draining" | "fenced" | "stopped";
+
+/** Phases in which this node holds a registration it keeps alive. */
+const REGISTERED: ReadonlySet<Phase> = new Set(["joining", "active", "draining"]);
+
+export type MembershipInput =
+  | { kind: "start" }
+  | { kind: "registered"; incarnation: string; leaseId: string; createRevision: number; sentAtMs: number }
+  | { kind: "registerFailed"; incarnation: string; error: string }
+  | { kind: "keepAlive"; leaseId: string; sentAtMs: number; result: "alive" | "lost" | "failed" }
+  | { kind: "stateWritten"; leaseId: string; state: MemberState; ok: boolean }
+  | { kind: "snapshot"; read: MembersRead }
+  | { kind: "change"; change: MemberChange }
+  | { kind: "tick" }
+  | { kind: "drain" }
+  | { kind: "stop" };
+
+export type MembershipAction =
+  /** Grant a lease and create the member key as `incarnation` (taking over a dead registration of this same data dir). */
+  | { kind: "register"; incarnation: string; state: MemberState }
+  | { kind: "keepAlive"; leaseId: string }
+  | { kind: "writeState"; leaseId: string; createRevision: number; state: MemberState }
+  /** Stop keeping `leaseId` alive and revoke it if etcd answers (best effort, nobody waits). */
+  | { kind: "abandonLease"; leaseId: string }
+  /** The clean stop: revoke the lease (the key disappears at once). */
+  | { kind: "revoke"; leaseId: string }
+  | { kind: "fenced"; reason: string; incarnation: string; silentMs: number }
+  | { kind: "registeredAs"; incarnation: string; createRevision: number; previous?: string }
+  | { kind: "active"; incarnation: string };
+
+export interface MembershipOptions {
+  nodeId: string;
+  ttlMs: number;
+  /** A new incarnation id (random in production, seeded in tests). */
+  newIncarnation: () => string;
+  /** Wait before registering again after a failed attempt. */
+  retryMs?: number;
+}
+
+/** Every member key as this node has seen it, and the ring version. */
+export class MemberView {
+  readonly members = new Map<string, MemberEntry>();
+  ringVersion = 0;
+
+  /** Replaces the view with a snapshot; returns the revision to watch from. */
+  reset(read: MembersRead): number {
+    this.members.clear();
+    let last = 0;
+    for (const m of read.members) {
+      this.members.set(m.record.nodeId, m);
+      last = Math.max(last, m.modRevision);
+    }
+    this.ringVersion = last;
+    return last + 1;
+  }
+
+  /** Applies one watched change (older or repeated revisions are ignored); true if it changed the view. */
+  apply(change: MemberChange): boolean {
+    if (change.revision <= this.ringVersion) return false;
+    if (change.kind === "put") this.members.set(change.entry.record.nodeId, change.entry);
+    else this.members.delete(change.nodeId);
+    this.ringVersion = change.revision;
+    return true;
+  }
+
+  /** The members the ring is built from: the active ones, sorted. */
+  activeMembers(): string[] {
+    return [...this.members.values()].filter((m) => m.record.state === "active").map((m) => m.record.nodeId).sort();
+  }
+}
+
+export class MembershipCore {
+  phase: Phase = "idle";
+  incarnation = "";
+  leaseId = "";
+  createRevision = 0;
+  /** Send time of the last keep-alive (or grant) etcd answered for the current lease. */
+  lastAliveSentAtMs = 0;
+  readonly view = new MemberView();
+  /** How many times this node fenced itself (for tests and metrics). */
+  fences = 0;
+  private desired: MemberState = "joining";
+  private written: MemberState | undefined;
+  private writing = false;
+  private registerInFlight = false;
+  private nextKeepAliveAtMs = 0;
+  private retryAtMs = 0;
+  private readonly fenceAfterMs: number;
+  private readonly keepAliveEveryMs: number;
+  private readonly retryMs: number;
+
+  constructor(private readonly options: MembershipOptions) {
+    if (!(options.ttlMs >= 1000)) throw new Error(`the member TTL must be at least 1s (etcd leases are whole seconds), got ${options.ttlMs}ms`);
+    this.fenceAfterMs = Math.floor(options.ttlMs * FENCE_FRACTION);
+    this.keepAliveEveryMs = Math.floor(options.ttlMs / KEEPALIVES_PER_TTL);
+    this.retryMs = options.retryMs ?? this.keepAliveEveryMs;
+  }
+
+  /** Is a state write in flight? */
+  get writingState(): boolean {
+    return this.writing;
+  }
+
+  /** May this node serve writes at `nowMs`? Only while its registration is provably alive. */
+  serving(nowMs: number): boolean {
+    return (this.phase === "active" || this.phase === "draining") && nowMs - this.lastAliveSentAtMs < this.fenceAfterMs;
+  }
+
+  /** Time left on the lease at best (etcd's own TTL may be a little longer). */
+  leaseLeftMs(nowMs: number): number {
+    if (!REGISTERED.has(this.phase)) return 0;
+    return Math.max(0, this.lastAliveSentAtMs + this.options.ttlMs - nowMs);
+  }
+
+  /** When the shell must call `tick` next (a keep-alive, a fence deadline or a retry). */
+  nextWakeAtMs(): number {
+    if (REGISTERED.has(this.phase)) return Math.min(this.nextKeepAliveAtMs, this.lastAliveSentAtMs + this.fenceAfterMs);
+    if ((this.phase === "registering" || this.phase === "fenced") && !this.registerInFlight) return this.retryAtMs;
+    return Number.POSITIVE_INFINITY;
+  }
+
+  handle(input: MembershipInput, nowMs: number): MembershipAction[] {
+    // Fencing is decided first, whatever the input: a paused process must fence before it acts on old news.
+    const out = this.checkFence(nowMs);
+    switch (input.kind) {
+      case "start":
+        if (this.phase !== "idle") return out;
+        return [...out, ...this.register(nowMs)];
+      case "registered":
+        return [...out, ...this.onRegistered(input, nowMs)];
+      case "registerFailed":
+        if (input.incarnation === this.incarnation && this.phase === "registering") {
+          this.registerInFlight = false;
+          this.retryAtMs = nowMs + this.retryMs;
+        }
+        return out;
+      case "keepAlive":
+        return [...out, ...this.onKeepAlive(input, nowMs)];
+      case "stateWritten":
+        if (input.leaseId !== this.leaseId) return out;
+        this.writing = false;
+        if (input.ok) this.written = input.state;
+        if (input.ok && input.state === "active" && this.phase === "joining") {
+          this.phase = "active";
+          out.push({ kind: "active", incarnation: this.incarnation });
+        }
+        return [...out, ...this.syncState()];
+      case "snapshot":
+        this.view.reset(input.read);
+        return [...out, ...this.afterViewChange(nowMs)];
+      case "change": {
+        const c = input.change;
+        if (!this.view.apply(c)) return out;
+        if (c.kind === "delete" && c.nodeId === this.options.nodeId && REGISTERED.has(this.phase) && c.revision > this.createRevision) {
+          return [...out, ...this.fence("this node's member key was deleted (its lease ended)", nowMs)];
+        }
+        return [...out, ...this.afterViewChange(nowMs)];
+      }
+      case "tick":
+        return [...out, ...this.onTick(nowMs)];
+      case "drain":
+        if (this.phase === "stopped") return out;
+        this.desired = "draining";
+        if (this.phase === "active" || this.phase === "joining") this.phase = "draining";
+        return [...out, ...this.syncState()];
+      case "stop": {
+        const lease = this.leaseId;
+        const wasRegistered = REGISTERED.has(this.phase);
+        this.phase = "stopped";
+        this.leaseId = "";
+        return wasRegistered && lease ? [...out, { kind: "revoke", leaseId: lease }] : out;
+      }
+    }
+  }
+
+  private checkFence(nowMs: number): MembershipAction[] {
+    if (!REGISTERED.has(this.phase)) return [];
+    const silentMs = nowMs - this.lastAliveSentAtMs;
+    if (silentMs < this.fenceAfterMs) return [];
+    return this.fence(`no keep-alive answered for ${silentMs}ms of a ${this.options.ttlMs}ms TTL`, nowMs);
+  }
+
+  private fence(reason: string, nowMs: number): MembershipAction[] {
+    const out: MembershipAction[] = [{ kind: "fenced", reason, incarnation: this.incarnation, silentMs: nowMs - this.lastAliveSentAtMs }];
+    this.fences++;
+    const stopping = this.phase === "draining" && this.desired === "draining";
+    if (this.leaseId) out.push({ kind: "abandonLease", leaseId: this.leaseId });
+    this.leaseId = "";
+    this.createRevision = 0;
+    this.written = undefined;
+    this.writing = false;
+    if (stopping) {
+      // A draining node that loses its lease has nothing to come back for.
+      this.phase = "stopped";
+      return out;
+    }
+    // Register again at once: a new incarnation is what ends the fence.
+    this.phase = "fenced";
+    return [...out, ...this.register(nowMs)];
+  }
+
+  private register(nowMs: number): MembershipAction[] {
+    this.phase = "registering";
+    this.registerInFlight = true;
+    this.incarnation = this.options.newIncarnation();
+    this.desired = this.desired === "draining" ? "draining" : "joining";
+    this.retryAtMs = nowMs + this.retryMs;
+    return [{ kind: "register", incarnation: this.incarnation, state: "joining" }];
+  }
+
+  private onRegistered(input: Extract<MembershipInput, { kind: "registered" }>, nowMs: number): MembershipAction[] {
+    if (input.incarnation !== this.incarnation || this.phase !== "registering") {
+      // A registration this node no longer wants (it was stopped or fenced meanwhile).
+      return [{ kind: "abandonLease", leaseId: input.leaseId }];
+    }
+    this.registerInFlight = false;
+    this.phase = "joining";
+    this.leaseId = input.leaseId;
+    this.createRevision = input.createRevision;
+    this.lastAliveSentAtMs = input.sentAtMs;
+    this.nextKeepAliveAtMs = input.sentAtMs + this.keepAliveEveryMs;
+    this.written = "joining";
+    const out: MembershipAction[] = [{ kind: "registeredAs", incarnation: input.incarnation, createRevision: input.createRevision }];
+    // The registration may be old news already (answered after a pause).
+    out.push(...this.checkFence(nowMs));
+    if (this.phase === "joining") out.push(...this.afterViewChange(nowMs));
+    return out;
+  }
+
+  private onKeepAlive(input: Extract<MembershipInput, { kind: "keepAlive" }>, nowMs: number): MembershipAction[] {
+    if (input.leaseId !== this.leaseId || !REGISTERED.has(this.phase)) return [];
+    if (input.result === "alive") {
+      this.lastAliveSentAtMs = Math.max(this.lastAliveSentAtMs, input.sentAtMs);
+      return [];
+    }
+    if (input.result === "lost") return this.fence("etcd says the lease is gone", nowMs);
+    // Failed (no answer, or a transport error): try again soon.
+    this.nextKeepAliveAtMs = Math.min(this.nextKeepAliveAtMs, nowMs + Math.min(KEEPALIVE_RETRY_MS_MAX, Math.floor(this.keepAliveEveryMs / 4)));
+    return [];
+  }
+
+  private onTick(nowMs: number): MembershipAction[] {
+    if ((this.phase === "registering" || this.phase === "fenced") && !this.registerInFlight && nowMs >= this.retryAtMs) return this.register(nowMs);
+    if (!REGISTERED.has(this.phase)) return [];
+    const out: MembershipAction[] = [];
+    if (nowMs >= this.nextKeepAliveAtMs) {
+      this.nextKeepAliveAtMs = nowMs + this.keepAliveEveryMs;
+      out.push({ kind: "keepAlive", leaseId: this.leaseId });
+    }
+    return [...out, ...this.syncState()];
+  }
+
+  /** Once the view shows this registration, a joining node becomes active (nothing to warm yet). */
+  private afterViewChange(_nowMs: number): MembershipAction[] {
+    if (this.phase !== "joining") return [];
+    const self = this.view.members.get(this.options.nodeId);
+    if (self && self.createRevision === this.createRevision && this.desired === "joining") this.desired = "active";
+    return this.syncState();
+  }
+
+  /** Writes the desired state when it differs from the written one (one write at a time). */
+  private syncState(): MembershipAction[] {
+    if (!REGISTERED.has(this.phase) || this.writing || this.written === this.desired) return [];
+    this.writing = true;
+    return [{ kind: "writeState", leaseId: this.leaseId, createRevision: this.createRevision, state: this.desired }];
+  }
+}
+
+/** The record this node writes, for a state and incarnation. */
+export function memberRecord(base: Omit<MemberRecord, "state" | "incarnation">, incarnation: string, state: MemberState): MemberRecord {
+  return { ...base, incarnation, state };
+}

@@ -1,0 +1,53 @@
+/** GetClusterStatus: the membership as this node sees it, translated to the wire (no logic here). */
+import type { MembershipStatusSource } from "../cluster/cluster-member.js";
+import type { MemberState } from "../cluster/coordination.js";
+import { AdminService, MemberState as WireMemberState } from "../gen/conveyor/v1/admin_service_pb.js";
+import type { UnaryImpl } from "../rpc/service-definition.js";
+
+const WIRE_STATE: Record<MemberState, WireMemberState> = {
+  joining: WireMemberState.JOINING, active: WireMemberState.ACTIVE, draining: WireMemberState.DRAINING,
+};
+
+export function clusterStatusHandler(source: MembershipStatusSource): UnaryImpl<typeof AdminService>["getClusterStatus"] {
+  return async (call) => {
+    const [status, etcd] = await Promise.all([source.status(call.request.withLeases), source.etcdHealth()]);
+    const owned = new Map<string, number>();
+    for (const owner of status.owners) owned.set(owner, (owned.get(owner) ?? 0) + 1);
+    return {
+      clustered: source.clustered, clusterName: status.cluster, nodeId: status.nodeId, phase: status.phase,
+      incarnation: status.incarnation, serving: status.serving, fences: status.fences, ringVersion: BigInt(status.ringVersion),
+      partitions: status.partitions, partitionOwners: [...status.owners], etcd,
+      members: status.members.map((m) => ({
+        nodeId: m.entry.record.nodeId, self: m.self, state: WIRE_STATE[m.entry.record.state], incarnation: m.entry.record.incarnation,
+        leaseLeftMs: m.leaseLeftMs ?? -1, grpcAddress: m.entry.record.grpc, httpAddress: m.entry.record.http,
+        version: m.entry.record.version, partitionsOwned: owned.get(m.entry.record.nodeId) ?? 0, memberRevision: BigInt(m.entry.createRevision),
+      })),
+    };
+  };
+}
+
+/**
+ * The node's membership, linked once it has joined: the gRPC port is bound (and so its
+ * address known, which the member record advertises) before the node registers, so a
+ * call in between sees the node as "registering".
+ */
+export class MembershipLink implements MembershipStatusSource {
+  private source: MembershipStatusSource | undefined;
+  constructor(private readonly nodeId: string, readonly clustered: boolean) {}
+
+  link(source: MembershipStatusSource): void {
+    this.source = source;
+  }
+
+  status(withLeases: boolean) {
+    if (this.source) return this.source.status(withLeases);
+    return Promise.resolve({
+      cluster: "", nodeId: this.nodeId, phase: "registering" as const, incarnation: "", serving: false, fences: 0, ringVersion: 0,
+      partitions: 0, members: [], owners: [],
+    });
+  }
+
+  etcdHealth() {
+    return this.source ? this.source.etcdHealth() : Promise.resolve([]);
+  }
+}

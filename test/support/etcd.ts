@@ -1,0 +1,155 @@
+/**
+ * Real etcd servers for the cluster tests: one member, or a cluster of three, on free
+ * 127.0.0.1 ports with temp data dirs. Ready means every member's /health answers
+ * {"health":"true"} (polled, bounded); stopping kills by PID and waits for the exit.
+ *
+ * The binary is Debian's etcd-server 3.4.23, unpacked (never installed, so its system
+ * service never starts) into .cache/apt/etcd-server by scripts/test-prerequisites.mjs,
+ * which `npm test` runs first. ETCD_BIN overrides the path. A missing binary fails the
+ * test with what to run; it never skips.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { eventually, REPO_ROOT } from "./node-process.js";
+
+const CACHED_BIN = join(REPO_ROOT, ".cache/apt/etcd-server/usr/bin/etcd");
+
+/** The etcd binary, or an error that says how to get it. */
+export function etcdBinary(): string {
+  const candidates = [process.env.ETCD_BIN, CACHED_BIN, "/usr/bin/etcd"].filter((p): p is string => !!p);
+  const found = candidates.find((p) => existsSync(p));
+  if (!found) {
+    throw new Error(`no etcd binary (looked at ${candidates.join(", ")}): run \`node scripts/test-prerequisites.mjs\` ` +
+      "(fetches Debian's etcd-server into .cache/apt without starting its service) or set ETCD_BIN");
+  }
+  return found;
+}
+
+/** A port that was free a moment ago (bound to 127.0.0.1:0 and released). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** One etcd process. */
+export class EtcdMember {
+  private readonly exited: Promise<void>;
+  output = "";
+
+  constructor(readonly name: string, readonly clientUrl: string, readonly peerUrl: string, readonly dataDir: string, readonly child: ChildProcess) {
+    this.exited = new Promise((resolve) => child.once("exit", () => resolve()));
+    const keep = (d: Buffer) => {
+      // Keep the tail only: enough to explain a failure, bounded for long tests.
+      this.output = (this.output + d.toString()).slice(-20_000);
+    };
+    child.stdout?.on("data", keep);
+    child.stderr?.on("data", keep);
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  async healthy(): Promise<boolean> {
+    try {
+      const res = await fetch(`${this.clientUrl}/health`, { signal: AbortSignal.timeout(1_000) });
+      const body = (await res.json()) as { health?: string };
+      return body.health === "true";
+    } catch {
+      return false;
+    }
+  }
+
+  /** SIGTERM, then SIGKILL if it has not exited within 5 s; resolves once it has exited. */
+  async stop(): Promise<void> {
+    if (!this.running) return;
+    this.child.kill("SIGTERM");
+    const timer = setTimeout(() => this.child.kill("SIGKILL"), 5_000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  /** kill -9. */
+  async kill(): Promise<void> {
+    if (!this.running) return;
+    this.child.kill("SIGKILL");
+    await this.exited;
+  }
+}
+
+/** A running etcd: one member or several. */
+export class EtcdCluster {
+  constructor(readonly members: EtcdMember[], private readonly root: string) {}
+
+  /** Client endpoints, comma-separated (the form `cluster_etcd` takes). */
+  get endpoints(): string {
+    return this.members.map((m) => m.clientUrl).join(",");
+  }
+
+  get hosts(): string[] {
+    return this.members.map((m) => m.clientUrl);
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.members.map((m) => m.stop()));
+    rmSync(this.root, { recursive: true, force: true });
+  }
+}
+
+export interface EtcdOptions {
+  /** Members (1 or 3 in practice). */
+  size?: number;
+  /** Bound on start-up until every member is healthy. */
+  readyTimeoutMs?: number;
+}
+
+/** Starts etcd with `size` members on free loopback ports; resolves once all are healthy. */
+export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdCluster> {
+  const size = options.size ?? 1;
+  const bin = etcdBinary();
+  const root = mkdtempSync(join(tmpdir(), "conveyor-etcd-"));
+  const spec: Array<{ name: string; client: string; peer: string }> = [];
+  for (let i = 0; i < size; i++) {
+    spec.push({ name: `e${i}`, client: `http://127.0.0.1:${await freePort()}`, peer: `http://127.0.0.1:${await freePort()}` });
+  }
+  const initialCluster = spec.map((s) => `${s.name}=${s.peer}`).join(",");
+  const token = `conveyor-test-${process.pid}-${Date.now()}`;
+  const members = spec.map((s) => {
+    const dataDir = join(root, s.name);
+    const child = spawn(bin, [
+      "--name", s.name, "--data-dir", dataDir,
+      "--listen-client-urls", s.client, "--advertise-client-urls", s.client,
+      "--listen-peer-urls", s.peer, "--initial-advertise-peer-urls", s.peer,
+      "--initial-cluster", initialCluster, "--initial-cluster-state", "new", "--initial-cluster-token", token,
+      "--logger", "zap", "--log-level", "warn",
+    ], { stdio: ["ignore", "pipe", "pipe"] });
+    return new EtcdMember(s.name, s.client, s.peer, dataDir, child);
+  });
+  const cluster = new EtcdCluster(members, root);
+  try {
+    await eventually(`etcd (${size} member(s)) healthy`, async () => {
+      const dead = members.find((m) => !m.running);
+      if (dead) throw new Error(`etcd ${dead.name} exited: ${dead.output}`);
+      const health = await Promise.all(members.map((m) => m.healthy()));
+      return health.every(Boolean) ? true : undefined;
+    }, options.readyTimeoutMs ?? 20_000);
+  } catch (err) {
+    await cluster.stop();
+    throw err;
+  }
+  return cluster;
+}
