@@ -222,7 +222,7 @@ function buildServices(storage: Storage, runtime: GrainRuntime, env: Pick<Runtim
     workers: workerService({ router, broker, rules, config, committed }),
     admin: adminService({
       ...tasksById, router, queries, rules, broker, config, startedAtMs: clock.nowMs(), committed,
-      activeQueues: () => host.activeQueues(),
+      activeQueues: () => host.activeQueues(), queueExists: (queue) => store.queueExists(queue),
     }),
   };
 }

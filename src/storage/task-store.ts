@@ -84,6 +84,16 @@ export class TaskStore implements QueueStore {
       /** setRateLimit: writes queues.rate_per_sec and rate_burst (NULL: the server default). */
       setRateLimit: s.prepare(`INSERT INTO queues (name, rate_per_sec, rate_burst, created_at) VALUES (@name, @rate, @burst, @now)
         ON CONFLICT (name) DO UPDATE SET rate_per_sec = @rate, rate_burst = @burst`),
+      /** deleteQueue: removes the queue's row (paused, key limit, rate limit). */
+      deleteQueue: s.prepare("DELETE FROM queues WHERE name = ?"),
+      /** clearSlotLimits: removes the dynamic limits of the queue's own rule keys (scope = the queue). */
+      clearSlotLimits: s.prepare("DELETE FROM slot_limits WHERE scope = ?"),
+      /** A queue exists when it has a row or any task (index lookups on both). */
+      queueExists: s.prepare("SELECT 1 FROM queues WHERE name = ? UNION ALL SELECT 1 FROM tasks WHERE queue = ? LIMIT 1"),
+      hasTasks: s.prepare("SELECT 1 FROM tasks WHERE queue = ? LIMIT 1"),
+      /** A bulk action's batch: the (queue, state) index in row order, no payload read. */
+      pageOfState: s.prepare(`SELECT rowid, id, length(payload) AS bytes FROM tasks WHERE queue = ? AND state = ? AND rowid > ?
+        ORDER BY rowid LIMIT ?`),
       settings: s.prepare("SELECT paused, key_limit, rate_per_sec, rate_burst FROM queues WHERE name = ?"),
       getTask: s.prepare("SELECT * FROM tasks WHERE id = ?"),
       findId: s.prepare("SELECT queue, state FROM tasks WHERE id = ?"),
@@ -239,6 +249,14 @@ export class TaskStore implements QueueStore {
       case "deleteGroupConfig":
         this.stmt.deleteGroupConfig.run(queue, effect.group);
         return;
+      case "clearSlotLimits":
+        this.stmt.clearSlotLimits.run(queue);
+        return;
+      case "deleteQueue":
+        this.stmt.deleteQueue.run(queue);
+        // A later insert must create the row again.
+        this.knownQueues.delete(queue);
+        return;
       case "setSlotLimit": {
         const scope = effect.slot.startsWith("@") ? "" : queue;
         if (effect.limit === undefined) this.stmt.deleteSlotLimit.run(scope, effect.slot);
@@ -252,8 +270,17 @@ export class TaskStore implements QueueStore {
     }
   }
 
-  deleteTask(id: string): boolean {
-    return this.db.write(() => this.stmt.delete.run(id).changes > 0);
+  queueExists(queue: string): boolean {
+    return this.stmt.queueExists.get(queue, queue) !== undefined;
+  }
+
+  hasTasks(queue: string): boolean {
+    return this.stmt.hasTasks.get(queue) !== undefined;
+  }
+
+  pageOfState(queue: string, state: TaskState, afterRowid: number, limit: number): Array<{ rowid: number; id: string; payloadBytes: number }> {
+    const rows = this.stmt.pageOfState.all(queue, state, afterRowid, limit) as Array<{ rowid: number; id: string; bytes: number | null }>;
+    return rows.map((r) => ({ rowid: r.rowid, id: r.id, payloadBytes: r.bytes ?? 0 }));
   }
 
   /** Records that a queue exists (so ListQueues shows it before it has tasks). */

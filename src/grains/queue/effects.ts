@@ -72,7 +72,11 @@ export type QueueSettingEffect =
   | { kind: "setGroupConfig"; group: string; config: GroupConfig; atMs: number }
   | { kind: "deleteGroupConfig"; group: string }
   /** A rule key's dynamic limit (its newest task's value); undefined forgets it. */
-  | { kind: "setSlotLimit"; slot: string; limit: number | undefined };
+  | { kind: "setSlotLimit"; slot: string; limit: number | undefined }
+  /** Forget every dynamic limit of this queue's own rule keys (the queue is being removed). */
+  | { kind: "clearSlotLimits" }
+  /** Remove the queue's row (its settings); the queue then exists only if a task names it. */
+  | { kind: "deleteQueue" };
 
 /** Lifecycle events for logs and metrics (the core does not log). */
 export type CoreEvent =

@@ -65,6 +65,11 @@ export class OperatorActions {
     return null;
   }
 
+  /** Deletes a finished task's row: it is not in memory, so only the effect is needed. */
+  deleteFinished(id: string): void {
+    this.memory.persist({ kind: "delete", id });
+  }
+
   /** Brings an archived or cancelled task back to pending with a fresh set of retries. */
   revive(record: TaskRecord, nowMs: number): ConveyorError | null {
     if (record.state !== "archived" && record.state !== "cancelled") {

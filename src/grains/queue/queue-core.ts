@@ -20,7 +20,8 @@
  * - `LeaseLifecycle` (lease-lifecycle.ts): opening, heartbeats, settlements, lease ends;
  * - `QueueSettings` (queue-settings.ts): paused, key limit, rate limit;
  * - `OperatorActions` (operator-actions.ts): cancel, run now, archive, delete, revive;
- * - `Admission` (admission.ts): which enqueued items may enter, and entering them.
+ * - `Admission` (admission.ts): which enqueued items may enter, and entering them;
+ * - `QueueRemoval` (queue-removal.ts): forgetting the settings of a queue with no unfinished task.
  */
 import type { ConveyorError } from "../../base/errors.js";
 import { Admission, type EnqueueOutcome, type KnownIds } from "./admission.js";
@@ -31,12 +32,13 @@ import type { GroupConfig } from "./group-aggregator.js";
 import { QUEUE_RULE, slotOf } from "./key-slots.js";
 import { LeaseLifecycle, type DeliveryPlan, type LeaseStatusView, type Settlement } from "./lease-lifecycle.js";
 import { OperatorActions } from "./operator-actions.js";
+import { QueueRemoval } from "./queue-removal.js";
 import { QueueSettings } from "./queue-settings.js";
 import { snapshotOf, statsOf, type CoreStats } from "./queue-views.js";
 import { NO_BATCHES, type LeaseCaps } from "./ready-queues.js";
 import { RuleMembership } from "./rule-membership.js";
 import { TaskExits } from "./task-exits.js";
-import type { CancelReason, NewTask, TaskIndexEntry, TaskRecord } from "./task.js";
+import type { CancelReason, NewTask, TaskIndexEntry, TaskRecord, TaskState } from "./task.js";
 import type { RateLimitSpec } from "./token-bucket.js";
 import { UniqueKeys } from "./unique-keys.js";
 import { WaitingTasks } from "./waiting-tasks.js";
@@ -67,6 +69,7 @@ export class QueueCore {
   private readonly settings: QueueSettings;
   private readonly operator: OperatorActions;
   private readonly admission: Admission;
+  private readonly removal: QueueRemoval;
 
   constructor(
     readonly queue: string,
@@ -84,6 +87,7 @@ export class QueueCore {
     this.settings = new QueueSettings(memory, rules);
     this.operator = new OperatorActions(memory, rules, unique, waiting, exits);
     this.admission = new Admission(memory, groups, rules, unique, waiting, exits);
+    this.removal = new QueueRemoval(memory, groups);
   }
 
   // ---- activation -------------------------------------------------------------------
@@ -290,6 +294,33 @@ export class QueueCore {
   /** Brings an archived or cancelled task back to pending with a fresh set of retries. */
   revive(record: TaskRecord, nowMs: number): ConveyorError | null {
     return this.operator.revive(record, nowMs);
+  }
+
+  /** Deletes a finished task's row (the core does not hold it; the shell found it). */
+  deleteFinished(id: string): void {
+    this.operator.deleteFinished(id);
+  }
+
+  /** Forgets the queue's settings; refused while it holds unfinished tasks (see QueueRemoval). */
+  remove(): ConveyorError | null {
+    return this.removal.remove();
+  }
+
+  /** Why the queue cannot be removed now (it holds unfinished tasks), or null. */
+  removalRefusal(): ConveyorError | null {
+    return this.removal.refusal();
+  }
+
+  /** Ids of the unfinished tasks in `state`, in arrival order (a snapshot for bulk actions). */
+  idsInState(state: TaskState): string[] {
+    const ids: string[] = [];
+    for (const e of this.memory.entries.values()) if (e.state === state) ids.push(e.id);
+    return ids;
+  }
+
+  /** The state of an unfinished task; undefined when the core does not hold it. */
+  stateOf(id: string): TaskState | undefined {
+    return this.memory.entries.get(id)?.state;
   }
 
   // ---- views for the shell -----------------------------------------------------------

@@ -1,0 +1,72 @@
+/**
+ * The CLI's queue removal, bulk actions and attempt history (issue 11 items 9-11): the
+ * built bin/conveyor.js run as a child process against a real conveyord. Needs
+ * `npm run build` first.
+ */
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { json, newTask } from "../../src/index.js";
+import { NodeProcess, REPO_ROOT } from "../support/node-process.js";
+import { connect } from "../support/sdk.js";
+
+const CLI = join(REPO_ROOT, "bin/conveyor.js");
+
+let node: NodeProcess;
+let sdk: ReturnType<typeof connect>;
+
+beforeAll(async () => {
+  node = await NodeProcess.start();
+  sdk = connect(node);
+});
+
+afterAll(async () => {
+  await sdk.close();
+  await node.stop();
+  node.cleanup();
+});
+
+/** Runs the CLI; never rejects on a non-zero exit. */
+function conveyor(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  delete env.CONVEYOR_SERVER;
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [CLI, "--server", node.grpcAddress, ...args], { cwd: REPO_ROOT, env, timeout: 20_000 }, (err, stdout, stderr) => {
+      if (err && typeof err.code !== "number") return reject(err);
+      resolve({ code: err ? (err.code as number) : 0, stdout, stderr });
+    });
+  });
+}
+
+async function ok(...args: string[]): Promise<string> {
+  const run = await conveyor(...args);
+  expect(run, `conveyor ${args.join(" ")}`).toMatchObject({ code: 0, stderr: "" });
+  return run.stdout;
+}
+
+describe("conveyor queue", () => {
+  it("pause, resume and task ls of a queue that does not exist fail, naming it, and leave no queue behind", async () => {
+    for (const args of [["queue", "pause", "nosuchqueue"], ["queue", "resume", "nosuchqueue"], ["task", "ls", "nosuchqueue"], ["queue", "rm", "nosuchqueue"]]) {
+      const run = await conveyor(...args);
+      expect(run.code, args.join(" ")).not.toBe(0);
+      expect(run.stdout).toBe("");
+      expect(run.stderr).toContain('queue "nosuchqueue" not found');
+    }
+    expect(await ok("queue", "ls")).not.toContain("nosuchqueue");
+  });
+
+  it("rm removes a queue with only finished tasks, and refuses one with unfinished tasks, naming how many", async () => {
+    const done = await sdk.client.enqueue(newTask("t", json({})), { queue: "cli-rm" });
+    await sdk.admin.cancelTask({ id: done.id });
+    await sdk.client.enqueue(newTask("t", json({})), { queue: "cli-rm-busy" });
+
+    const refused = await conveyor("queue", "rm", "cli-rm-busy");
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('queue "cli-rm-busy" holds 1 unfinished task;');
+
+    expect(await ok("queue", "rm", "cli-rm")).toBe("queue cli-rm removed (1 finished task deleted)\n");
+    const ls = await ok("queue", "ls");
+    expect(ls).not.toContain("cli-rm ");
+    expect(ls).toContain("cli-rm-busy");
+  });
+});
