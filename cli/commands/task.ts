@@ -11,7 +11,7 @@ import {
   RetryTaskResponseSchema,
   RunTaskResponseSchema,
 } from "../../src/gen/conveyor/v1/admin_service_pb.js";
-import { TaskState, type Task } from "../../src/gen/conveyor/v1/task_pb.js";
+import { TaskState, type Attempt, type Task } from "../../src/gen/conveyor/v1/task_pb.js";
 import type { CliContext, Session } from "../context.js";
 import { intArg, STATE_BY_NAME, STATE_NAMES, stateName } from "../options.js";
 import {
@@ -84,6 +84,7 @@ export function registerTaskCommands(program: Command, ctx: CliContext): void {
       const res = await s.client(AdminService).getTask({ id }, s.call);
       if (s.json) return printJson(s.io, toPlain(AdminServiceGetTaskResponseSchema, res));
       if (res.task) printFields(s.io, taskFields(res.task));
+      printAttempts(s, res.attempts);
     });
 
   const action = <Desc extends DescMessage>(
@@ -115,6 +116,26 @@ export function registerTaskCommands(program: Command, ctx: CliContext): void {
     (s, id) => s.client(AdminService).archiveTask({ id }, s.call), (id) => `task ${id} archived`);
   action("retry", "give an archived or cancelled task a fresh set of retries", RetryTaskResponseSchema,
     (s, id) => s.client(AdminService).retryTask({ id }, s.call), nowIn);
+}
+
+/** `task get`'s attempt history: one row per attempt, oldest first. */
+function printAttempts(s: Session, attempts: readonly Attempt[]): void {
+  printLine(s.io, "");
+  if (attempts.length === 0) return printLine(s.io, "attempts: none yet");
+  const now = Date.now();
+  printTable(
+    s.io,
+    ["ATTEMPT", "STARTED", "TOOK", "WORKER", "OUTCOME", "ERROR"],
+    attempts.map((a) => [
+      String(a.number),
+      formatInstant(a.startedAtMs, now),
+      a.startedAtMs === 0n ? "-" : `${a.endedAtMs - a.startedAtMs}ms`,
+      orDash(a.workerId),
+      a.outcome,
+      orDash(truncate(a.error.replace(/\s+/g, " "), 60)),
+    ]),
+    ["right", "left", "right", "left", "left", "left"],
+  );
 }
 
 /** Every field of a task, for `task get`. */

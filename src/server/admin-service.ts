@@ -9,7 +9,7 @@ import { AdminService, BulkAction as WireBulkAction, GroupConfigSchema, GroupSta
 import { TaskState as WireState } from "../gen/conveyor/v1/task_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import type { QueueSummary } from "../storage/admin-queries.js";
-import { stateFromWire, taskToWire } from "./convert.js";
+import { attemptToWire, stateFromWire, taskToWire } from "./convert.js";
 import type { Router } from "../cluster/router.js";
 import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
 import type { AdminQueries } from "../storage/admin-queries.js";
@@ -101,7 +101,8 @@ export function adminService(ctx: AdminServiceDeps): UnaryImpl<typeof AdminServi
     },
 
     async getTask(call) {
-      return { task: taskToWire(ctx.getTaskOrThrow(checkTaskId(call.request.id, "id"))) };
+      const task = ctx.getTaskOrThrow(checkTaskId(call.request.id, "id"));
+      return { task: taskToWire(task), attempts: ctx.attemptsOf(task.id).map(attemptToWire) };
     },
     cancelTask: (call) => act(call.request.id, "cancel"),
     async deleteTask(call) {

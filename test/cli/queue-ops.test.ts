@@ -6,7 +6,7 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { json, newTask } from "../../src/index.js";
+import { Mux, json, newTask } from "../../src/index.js";
 import { NodeProcess, REPO_ROOT } from "../support/node-process.js";
 import { connect } from "../support/sdk.js";
 
@@ -68,5 +68,29 @@ describe("conveyor queue", () => {
     const ls = await ok("queue", "ls");
     expect(ls).not.toContain("cli-rm ");
     expect(ls).toContain("cli-rm-busy");
+  });
+});
+
+describe("conveyor task get: attempts", () => {
+  it("prints each attempt with its worker, outcome and error (a task that failed twice, then succeeded)", async () => {
+    let calls = 0;
+    const mux = new Mux().handle("flaky", async () => {
+      calls += 1;
+      if (calls < 3) throw new Error(`boom ${calls}`);
+    });
+    const info = await sdk.client.enqueue(newTask("flaky", json({})), { queue: "cli-attempts", backoff: { base: 10, max: 20 } });
+    sdk.worker(mux, { queues: ["cli-attempts"], workerId: "cli-worker" });
+    await sdk.waitForState(info.id, "completed");
+
+    const out = await ok("task", "get", info.id);
+    const table = out.slice(out.indexOf("ATTEMPT"));
+    const rows = table.split("\n").filter((l) => /^\W*\d+\s/.test(l.replace(/[│|]/g, " ").trim()));
+    expect(rows).toHaveLength(3);
+    expect(rows[0]).toMatch(/\b1\b.*cli-worker.*failed.*boom 1/);
+    expect(rows[1]).toMatch(/\b2\b.*cli-worker.*failed.*boom 2/);
+    expect(rows[2]).toMatch(/\b3\b.*cli-worker.*succeeded/);
+
+    const asJson = JSON.parse(await ok("task", "get", info.id, "--json")) as { attempts: Array<{ number: number; outcome: string; error?: string }> };
+    expect(asJson.attempts.map((a) => [a.number, a.outcome, a.error ?? ""])).toEqual([[1, "failed", "boom 1"], [2, "failed", "boom 2"], [3, "succeeded", ""]]);
   });
 });

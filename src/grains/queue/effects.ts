@@ -1,3 +1,4 @@
+import type { AttemptOutcome } from "./attempts.js";
 import type { GroupConfig } from "./group-aggregator.js";
 import type { NewTask, TaskIndexEntry } from "./task.js";
 import type { RateLimitSpec } from "./token-bucket.js";
@@ -17,7 +18,16 @@ import type { RateLimitSpec } from "./token-bucket.js";
  * A task transition carries the entry as the core left it (`entry`, a copy) and the
  * outcome fields that only that transition writes.
  */
-export type Effect = TaskTransition | QueueSettingEffect;
+export type Effect = TaskTransition | AttemptEffect | QueueSettingEffect;
+
+/**
+ * An attempt ended (written in the turn of the transition it caused; the task's row is
+ * not rewritten for it). The error is already cut to ATTEMPT_ERROR_MAX_BYTES.
+ */
+export type AttemptEffect = {
+  kind: "recordAttempt"; taskId: string; startedAtMs: number; endedAtMs: number; workerId: string;
+  outcome: AttemptOutcome; error: string;
+};
 
 export type TaskTransition =
   /** Store a new task (its state is `entry.state`). */

@@ -127,7 +127,8 @@ export class QueueCore {
   /**
    * The dispatch rule. Up to `max` deliveries, in dispatch order (highest priority first,
    * FIFO or round-robin within a priority); the answer stops growing once its payloads add
-   * up to `maxBytes` (the first delivery is always taken, however large). A fired batch is
+   * up to `maxBytes` (the first delivery is always taken, however large). `workerId` is
+   * the caller's, kept with each attempt. A fired batch is
    * one delivery, and only for a caller with a batch handler for its type.
    *
    * Gates, in order: a paused queue hands out nothing; an expired or overdue task is
@@ -135,7 +136,7 @@ export class QueueCore {
    * capacity); then the rate limit stops the cycle (the task stays at the head). A task
    * that passes them all is served: its round-robin key advances, then its lease opens.
    */
-  lease(max: number, nowMs: number, caps: LeaseCaps = NO_BATCHES, maxBytes = Infinity): DeliveryPlan[] {
+  lease(max: number, nowMs: number, caps: LeaseCaps = NO_BATCHES, maxBytes = Infinity, workerId = ""): DeliveryPlan[] {
     const { memory, settings } = this;
     const plans: DeliveryPlan[] = [];
     if (settings.paused) return plans;
@@ -155,7 +156,7 @@ export class QueueCore {
         }
         this.groups.delivered(item.id);
         for (const m of members) memory.ranks.served(m);
-        plans.push(this.leases.open(members, nowMs));
+        plans.push(this.leases.open(members, nowMs, workerId));
         for (const m of members) bytes += m.payloadBytes;
         continue;
       }
@@ -174,7 +175,7 @@ export class QueueCore {
         break;
       }
       memory.ranks.served(e);
-      plans.push(this.leases.open([e], nowMs));
+      plans.push(this.leases.open([e], nowMs, workerId));
       bytes += e.payloadBytes;
     }
     if (throttled) memory.report({ kind: "throttled" });

@@ -76,9 +76,9 @@ export class QueueGrain {
     });
   }
 
-  /** See QueueCore.lease: up to `max` deliveries, stopping once they hold `maxBytes` of payload. */
-  lease(max: number, caps: LeaseCaps = NO_BATCHES, maxBytes = Infinity): LeasedDelivery[] {
-    const plans = this.turn(() => this.core.lease(max, this.clock.nowMs(), caps, maxBytes));
+  /** See QueueCore.lease: up to `max` deliveries, stopping once they hold `maxBytes` of payload; `workerId` is the caller's. */
+  lease(max: number, caps: LeaseCaps = NO_BATCHES, maxBytes = Infinity, workerId = ""): LeasedDelivery[] {
+    const plans = this.turn(() => this.core.lease(max, this.clock.nowMs(), caps, maxBytes, workerId));
     return plans.map((plan) => ({
       ...plan, queue: this.queue, tasks: plan.taskIds.map((id) => this.activated.get(id) ?? this.mustGet(id)),
     }));

@@ -10,6 +10,7 @@ import { m003Groups } from "./003-groups.js";
 import { m004Rules } from "./004-rules.js";
 import { m005SlotLimits } from "./005-slot-limits.js";
 import { m006AttemptEnds } from "./006-attempt-ends.js";
+import { m007Attempts } from "./007-attempts.js";
 
 export interface Migration {
   version: number;
@@ -17,4 +18,5 @@ export interface Migration {
   sql: string;
 }
 
-export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits, m003Groups, m004Rules, m005SlotLimits, m006AttemptEnds];
+export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits, m003Groups, m004Rules, m005SlotLimits, m006AttemptEnds,
+  m007Attempts];

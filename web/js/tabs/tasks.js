@@ -237,6 +237,7 @@ function taskView(container, ctx, initialRoute) {
   let id = initialRoute.params.get("id") ?? "";
   let task = null;
   let lastData = "";
+  let lastAttempts = [];
   let deleted = false;
   const messages = messageArea();
   const back = h("a", { class: "back", href: href(["tasks"]) }, "← Tasks");
@@ -284,7 +285,7 @@ function taskView(container, ctx, initialRoute) {
     }
     try {
       const res = await api.admin("GetTask", { id });
-      render(res.task);
+      render(res.task, res.attempts ?? []);
     } catch (err) {
       if (task) {
         if (err?.code === "NOT_FOUND") {
@@ -298,9 +299,10 @@ function taskView(container, ctx, initialRoute) {
     }
   }
 
-  function render(t) {
+  function render(t, attempts = lastAttempts) {
     if (!t) return;
-    const data = JSON.stringify(t);
+    lastAttempts = attempts;
+    const data = JSON.stringify([t, attempts]);
     if (data === lastData) return;
     lastData = data;
     task = t;
@@ -347,6 +349,7 @@ function taskView(container, ctx, initialRoute) {
       section("Last error", t.lastError
         ? [h("pre", { class: "code error-text" }, t.lastError), h("p", { class: "muted" }, "Failed at ", when(t.lastFailedAtMs))]
         : h("p", { class: "muted" }, "No failed attempt.")),
+      section("Attempts", attemptsTable(attempts, when), "wide"),
       section(`Payload`, bytesBlock(payload, t.contentType), "wide"),
       result.kind !== "empty" ? section("Result", bytesBlock(result, ""), "wide") : null,
       section("Metadata", metadata.length
@@ -369,6 +372,28 @@ function taskView(container, ctx, initialRoute) {
     },
     refresh: load,
   };
+}
+
+/** The task's attempts, oldest first (the node keeps the most recent 25). */
+function attemptsTable(attempts, when) {
+  if (attempts.length === 0) return h("p", { class: "muted" }, "Not run yet.");
+  const took = (a) => {
+    if (!toNum(a.startedAtMs)) return "—";
+    const ms = toNum(a.endedAtMs) - toNum(a.startedAtMs);
+    return ms === 0 ? "0 ms" : duration(ms);
+  };
+  return table({
+    caption: "Attempts",
+    className: "data attempts",
+    head: [{ text: "#", class: "num" }, "Started", "Took", "Worker", "Outcome", "Error"],
+    rows: attempts.map((a) => h("tr", { dataset: { attempt: String(a.number) } },
+      h("th", { scope: "row", class: "num" }, String(a.number)),
+      h("td", null, when(a.startedAtMs)),
+      h("td", null, took(a)),
+      h("td", { class: "mono" }, a.workerId || "—"),
+      h("td", { class: "outcome" }, a.outcome.replaceAll("_", " ")),
+      h("td", { class: "error-text" }, a.error ?? ""))),
+  });
 }
 
 function section(titleText, body, className) {
