@@ -1,4 +1,7 @@
-/** `conveyor task ls|get|cancel|delete|run|archive|retry`: AdminService task views and actions. */
+/**
+ * `conveyor task ls|get|cancel|delete|run|archive|retry` and the bulk actions
+ * `retry-all|archive-all|delete-all|cancel-all QUEUE --state S`: AdminService task views and actions.
+ */
 import { Option, type Command } from "commander";
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import {
@@ -6,6 +9,8 @@ import {
   AdminServiceCancelTaskResponseSchema,
   AdminServiceGetTaskResponseSchema,
   ArchiveTaskResponseSchema,
+  BulkAction,
+  BulkTaskActionResponseSchema,
   DeleteTaskResponseSchema,
   ListTasksResponseSchema,
   RetryTaskResponseSchema,
@@ -116,6 +121,33 @@ export function registerTaskCommands(program: Command, ctx: CliContext): void {
     (s, id) => s.client(AdminService).archiveTask({ id }, s.call), (id) => `task ${id} archived`);
   action("retry", "give an archived or cancelled task a fresh set of retries", RetryTaskResponseSchema,
     (s, id) => s.client(AdminService).retryTask({ id }, s.call), nowIn);
+
+  registerBulkCommands(task, ctx);
+}
+
+/** The bulk actions: the same action on every task of a queue in one state (BulkTaskAction). */
+const BULK_COMMANDS = [
+  { name: "retry-all", action: BulkAction.RETRY, done: "retried", about: "give every archived or cancelled task of a queue in a state a fresh set of retries" },
+  { name: "archive-all", action: BulkAction.ARCHIVE, done: "archived", about: "archive every waiting task of a queue in a state" },
+  { name: "delete-all", action: BulkAction.DELETE, done: "deleted", about: "delete every task of a queue in a state (not active)" },
+  { name: "cancel-all", action: BulkAction.CANCEL, done: "cancelled", about: "cancel every unfinished task of a queue in a state" },
+] as const;
+
+function registerBulkCommands(task: Command, ctx: CliContext): void {
+  for (const bulk of BULK_COMMANDS) {
+    task
+      .command(bulk.name)
+      .description(`${bulk.about}; prints how many changed`)
+      .argument("<queue>", "queue name")
+      .addOption(new Option("--state <state>", "the state of the tasks to act on").choices(STATE_NAMES).makeOptionMandatory())
+      .action(async (queue: string, opts: { state: string }, cmd: Command) => {
+        const s = ctx.session(cmd);
+        const res = await s.client(AdminService).bulkTaskAction({ queue, state: STATE_BY_NAME[opts.state]!, action: bulk.action }, s.call);
+        if (s.json) return printJson(s.io, toPlain(BulkTaskActionResponseSchema, res));
+        const n = res.affected;
+        printLine(s.io, `${n} ${opts.state} task${n === 1n ? "" : "s"} ${bulk.done} in queue ${queue}`);
+      });
+  }
 }
 
 /** `task get`'s attempt history: one row per attempt, oldest first. */

@@ -5,7 +5,9 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Mux, json, newTask } from "../../src/index.js";
-import { Dashboard, hasText } from "../support/dashboard.js";
+import { BulkAction } from "../../src/gen/conveyor/v1/admin_service_pb.js";
+import { TaskState } from "../../src/gen/conveyor/v1/task_pb.js";
+import { Dashboard, answerDialog, hasText } from "../support/dashboard.js";
 
 let d: Dashboard;
 
@@ -44,5 +46,32 @@ describe("dashboard: task page", () => {
       expect(await row.textContent()).toContain("web-worker");
     }
     await d.screenshot(page, "task-attempts");
+  });
+});
+
+describe("dashboard: bulk actions", () => {
+  it("offers the actions that apply to the chosen state, confirms with the count, and acts on every task", async () => {
+    const queue = "web-bulk";
+    for (let i = 0; i < 7; i++) await d.sdk.client.enqueue(newTask("t", json({ i })), { queue });
+    await d.sdk.admin.bulkTaskAction({ queue, state: TaskState.PENDING, action: BulkAction.ARCHIVE });
+
+    const page = await d.open(`#/tasks?queue=${queue}&state=archived`);
+    await hasText(page.locator('a.pill[aria-current="page"] .pill-count'), "7");
+    const bar = page.locator(".bulk-actions");
+    await bar.locator('[data-bulk="retry"]').waitFor();
+    expect(await bar.locator("button").evaluateAll((bs) => bs.map((b) => b.getAttribute("data-bulk")))).toEqual(["retry", "delete"]);
+
+    await bar.locator('[data-bulk="retry"]').click();
+    const text = await answerDialog(page, "Retry 7 tasks");
+    expect(text).toContain("7 archived tasks in web-bulk will be retried.");
+    await page.getByText("Retry all: 7 tasks retried.").waitFor();
+    expect(await d.cli("task", "ls", queue, "--state", "pending")).toContain("t ");
+    expect(await d.sdk.counts(queue)).toMatchObject({ pending: 7, archived: 0 });
+
+    // Pending tasks can be archived, deleted or cancelled in bulk, not retried.
+    await page.locator('a.pill[href*="state=pending"]').click();
+    await bar.locator('[data-bulk="cancel"]').waitFor();
+    expect(await bar.locator("button").evaluateAll((bs) => bs.map((b) => b.getAttribute("data-bulk")))).toEqual(["cancel", "archive", "delete"]);
+    await d.screenshot(page, "tasks-bulk");
   });
 });

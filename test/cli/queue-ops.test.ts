@@ -94,3 +94,27 @@ describe("conveyor task get: attempts", () => {
     expect(asJson.attempts.map((a) => [a.number, a.outcome, a.error ?? ""])).toEqual([[1, "failed", "boom 1"], [2, "failed", "boom 2"], [3, "succeeded", ""]]);
   });
 });
+
+describe("conveyor task retry-all|archive-all|delete-all|cancel-all", () => {
+  it("acts on every task of a queue in a state and prints how many changed", async () => {
+    const queue = "cli-bulk";
+    for (let i = 0; i < 3; i++) await sdk.client.enqueue(newTask("t", json({ i })), { queue, processIn: "1h" });
+    await sdk.client.enqueue(newTask("t", json({})), { queue });
+    expect(await ok("task", "cancel-all", queue, "--state", "scheduled")).toBe(`3 scheduled tasks cancelled in queue ${queue}\n`);
+    expect(await ok("task", "retry-all", queue, "--state", "cancelled")).toBe(`3 cancelled tasks retried in queue ${queue}\n`);
+    expect(await ok("task", "archive-all", queue, "--state", "pending")).toBe(`4 pending tasks archived in queue ${queue}\n`);
+    expect(JSON.parse(await ok("task", "delete-all", queue, "--state", "archived", "--json"))).toEqual({ affected: 4 });
+    expect(await ok("task", "ls", queue)).toBe(`no tasks in queue ${queue}\n`);
+  });
+
+  it("refuses a state the action does not apply to, naming the state, and a missing --state", async () => {
+    await sdk.client.enqueue(newTask("t", json({})), { queue: "cli-bulk-refused" });
+    const wrong = await conveyor("task", "retry-all", "cli-bulk-refused", "--state", "pending");
+    expect(wrong.code).not.toBe(0);
+    expect(wrong.stderr).toContain("state: retry applies to tasks that are archived, cancelled; not pending");
+    const missing = await conveyor("task", "cancel-all", "cli-bulk-refused");
+    expect(missing.code).not.toBe(0);
+    expect(missing.stderr).toContain("--state");
+    expect((await sdk.counts("cli-bulk-refused")).pending).toBe(1);
+  });
+});
