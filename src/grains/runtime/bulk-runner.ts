@@ -30,8 +30,13 @@ export async function runBulkAction(run: TurnRunner, action: BulkAction, state: 
     return affected;
   }
   if (action === "retry") return 0;
-  const ids = await run((grain) => grain.idsInState(state));
-  for (let i = 0; i < ids.length; i += BULK_ACTION_BATCH_MAX_TASKS) {
+  // The snapshot of ids is taken in the first batch's turn.
+  let ids: string[] = [];
+  affected += await run((grain) => {
+    ids = grain.idsInState(state);
+    return grain.bulkUnfinished(action, state, ids.slice(0, BULK_ACTION_BATCH_MAX_TASKS));
+  });
+  for (let i = BULK_ACTION_BATCH_MAX_TASKS; i < ids.length; i += BULK_ACTION_BATCH_MAX_TASKS) {
     const batch = ids.slice(i, i + BULK_ACTION_BATCH_MAX_TASKS);
     affected += await run((grain) => grain.bulkUnfinished(action, state, batch));
   }
