@@ -95,6 +95,10 @@ describe("DeleteQueue", () => {
     const w2 = sdk.worker(mux, { queues: [queue] });
     await sdk.waitForState(again.id, "completed");
     await w2.stop({ graceMs: 0 });
+    // The new task gave the queue its row again: deleting the task keeps the queue.
+    await sdk.admin.deleteTask({ id: again.id });
+    expect(await queueNames()).toContain(queue);
+    expect((await sdk.admin.pauseQueue({ queue })).queue?.paused).toBe(true);
   });
 
   it("deletes finished tasks in batches: a queue with more finished tasks than one batch", async () => {
