@@ -75,3 +75,23 @@ describe("dashboard: bulk actions", () => {
     await d.screenshot(page, "tasks-bulk");
   });
 });
+
+describe("dashboard: queues", () => {
+  it("removes a queue with no unfinished task after a confirmation that counts its finished tasks; a busy queue's Remove is disabled", async () => {
+    for (let i = 0; i < 2; i++) await d.sdk.client.enqueue(newTask("t", json({ i })), { queue: "web-rm" });
+    await d.sdk.admin.bulkTaskAction({ queue: "web-rm", state: TaskState.PENDING, action: BulkAction.CANCEL });
+    await d.sdk.client.enqueue(newTask("t", json({})), { queue: "web-rm-busy" });
+
+    const page = await d.open("#/queues");
+    const busy = page.locator('tr[data-queue="web-rm-busy"]');
+    expect(await busy.getByRole("button", { name: "Remove web-rm-busy" }).isDisabled()).toBe(true);
+
+    const row = page.locator('tr[data-queue="web-rm"]');
+    await row.getByRole("button", { name: "Remove web-rm" }).click();
+    const text = await answerDialog(page, "Remove web-rm");
+    expect(text).toContain("with its 2 finished tasks");
+    await page.getByText("Queue web-rm removed (2 finished tasks deleted).").waitFor();
+    await row.waitFor({ state: "detached" });
+    expect(await d.cli("queue", "ls")).not.toMatch(/web-rm\s/);
+  });
+});
