@@ -71,6 +71,14 @@ describe("attempt history", () => {
       [2, "w-release", "released", ""],
       [3, "w-cancelled", "cancelled", ""],
     ]);
+
+    // An operator's retry keeps the history, and the next attempt numbers on.
+    await sdk.admin.retryTask({ id: info.id });
+    const again = await lease("w-after-retry");
+    await sdk.workerRpc.settle({ workerId: "w-after-retry", settlements: [{ queue: "att-raw", leaseId: again, taskId: info.id, outcome: Outcome.SUCCESS }] });
+    expect((await sdk.admin.getTask({ id: info.id })).attempts.map((a) => [a.number, a.outcome])).toEqual([
+      [1, "lease_expired"], [2, "released"], [3, "cancelled"], [4, "succeeded"],
+    ]);
   });
 
   it(`keeps the last ${ATTEMPTS_KEPT_PER_TASK} attempts of a task, numbered on`, async () => {

@@ -3,10 +3,11 @@
  * worker that held it, how it ended and the error it failed with (River keeps
  * `errors[]`; this keeps whole attempts).
  *
- * Why it is written at the end only: the start and the worker are already on the task's
- * row (the activation writes them with the lease, no extra write), so an attempt costs
- * one INSERT when it ends (`recordAttempt`), in the same turn as the transition, and the
- * task's row is not rewritten for it. A task keeps its last ATTEMPTS_KEPT_PER_TASK.
+ * Why it is written at the end only: the start, the worker and the attempt's number are
+ * already on the task's row (the activation writes them with the lease, no extra write),
+ * so an attempt costs one INSERT when it ends (`recordAttempt`), in the same turn as the
+ * transition, and the task's row is not rewritten for it. A task keeps its last
+ * ATTEMPTS_KEPT_PER_TASK.
  */
 
 /** How an attempt ended; one list (the proto's `Attempt.outcome` documents the same names). */

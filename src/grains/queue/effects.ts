@@ -25,7 +25,7 @@ export type Effect = TaskTransition | AttemptEffect | QueueSettingEffect;
  * not rewritten for it). The error is already cut to ATTEMPT_ERROR_MAX_BYTES.
  */
 export type AttemptEffect = {
-  kind: "recordAttempt"; taskId: string; startedAtMs: number; endedAtMs: number; workerId: string;
+  kind: "recordAttempt"; taskId: string; number: number; startedAtMs: number; endedAtMs: number; workerId: string;
   outcome: AttemptOutcome; error: string;
 };
 

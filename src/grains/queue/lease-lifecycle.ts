@@ -78,6 +78,7 @@ export class LeaseLifecycle {
       e.attemptEndsAtMs = deadlineAtMs;
       e.attemptStartedAtMs = nowMs;
       e.attemptWorker = workerId;
+      e.attemptNumber += 1;
       lease.taskIds.add(e.id);
       this.memory.persist({ kind: "activate", entry: { ...e } });
     }

@@ -83,6 +83,8 @@ export class OperatorActions {
       state: "pending", seq: 0, readyAtMs: nowMs, expiresAtMs: 0, uniqueUntilMs: record.uniqueUntilMs,
       // A group member comes back on its own, as a batch of one.
       batchId: record.group ? record.id : "", payloadBytes: record.payload.byteLength,
+      // The attempt history numbers on.
+      attemptNumber: record.attemptNumber,
     });
     this.memory.entries.set(e.id, e);
     if (e.uniqueKey) this.unique.hold(e.uniqueKey, e.id, e.uniqueUntilMs);

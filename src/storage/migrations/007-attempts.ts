@@ -9,6 +9,9 @@ export const m007Attempts: Migration = {
 -- the attempt when it ends needs no read of anything but the row's own values.
 ALTER TABLE tasks ADD COLUMN attempt_started_at INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE tasks ADD COLUMN attempt_worker TEXT NOT NULL DEFAULT '';
+-- How many attempts the task has started: the running (or last) attempt's number, also
+-- written with the lease, so an attempt's row is numbered without reading the table.
+ALTER TABLE tasks ADD COLUMN attempt_number INTEGER NOT NULL DEFAULT 0;
 
 -- Each task's attempts (its most recent ones; the node drops the oldest beyond a limit).
 -- number: 1 for the task's first lease. outcome: succeeded, failed, failed_no_retry,
