@@ -1,7 +1,8 @@
-/** `conveyor queue ls|pause|resume`: AdminService queue views and switches. */
+/** `conveyor queue ls|pause|resume|rm`: AdminService queue views and switches. */
 import type { Command } from "commander";
 import {
   AdminService,
+  DeleteQueueResponseSchema,
   ListQueuesResponseSchema,
   PauseQueueResponseSchema,
   ResumeQueueResponseSchema,
@@ -15,7 +16,7 @@ import { printJson, printMessage, printLine, printTable } from "../output.js";
 const COUNT_COLUMNS = TASK_STATE_NAMES;
 
 export function registerQueueCommands(program: Command, ctx: CliContext): void {
-  const queue = program.command("queue").description("inspect, pause and resume queues");
+  const queue = program.command("queue").description("inspect, pause, resume and remove queues");
 
   queue
     .command("ls")
@@ -53,6 +54,23 @@ export function registerQueueCommands(program: Command, ctx: CliContext): void {
       const res = await s.client(AdminService).resumeQueue({ queue: name }, s.call);
       if (s.json) return printMessage(s.io, ResumeQueueResponseSchema, res);
       printLine(s.io, `queue ${res.queue?.name ?? name} resumed`);
+    });
+
+  registerQueueRemove(queue, ctx);
+}
+
+/** `conveyor queue rm QUEUE`: removes a queue with no unfinished task (its finished tasks and settings go too). */
+function registerQueueRemove(queue: Command, ctx: CliContext): void {
+  queue
+    .command("rm")
+    .description("remove a queue that holds no unfinished task, with its finished tasks and settings")
+    .argument("<queue>", "queue name")
+    .action(async (name: string, _opts: unknown, cmd: Command) => {
+      const s = ctx.session(cmd);
+      const res = await s.client(AdminService).deleteQueue({ queue: name }, s.call);
+      if (s.json) return printMessage(s.io, DeleteQueueResponseSchema, res);
+      const n = res.deletedTasks;
+      printLine(s.io, `queue ${name} removed (${n} finished task${n === 1n ? "" : "s"} deleted)`);
     });
 }
 

@@ -1,4 +1,7 @@
-/** `conveyor task ls|get|cancel|delete|run|archive|retry`: AdminService task views and actions. */
+/**
+ * `conveyor task ls|get|cancel|delete|run|archive|retry` and the bulk actions
+ * `retry-all|archive-all|delete-all|cancel-all QUEUE --state S`: AdminService task views and actions.
+ */
 import { Option, type Command } from "commander";
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import {
@@ -6,12 +9,14 @@ import {
   AdminServiceCancelTaskResponseSchema,
   AdminServiceGetTaskResponseSchema,
   ArchiveTaskResponseSchema,
+  BulkAction,
+  BulkTaskActionResponseSchema,
   DeleteTaskResponseSchema,
   ListTasksResponseSchema,
   RetryTaskResponseSchema,
   RunTaskResponseSchema,
 } from "../../src/gen/conveyor/v1/admin_service_pb.js";
-import { TaskState, type Task } from "../../src/gen/conveyor/v1/task_pb.js";
+import { TaskState, type Attempt, type Task } from "../../src/gen/conveyor/v1/task_pb.js";
 import type { CliContext, Session } from "../context.js";
 import { intArg, STATE_BY_NAME, STATE_NAMES, stateName } from "../options.js";
 import {
@@ -24,6 +29,7 @@ import {
   printLine,
   printTable,
   relativeTime,
+  truncate,
 } from "../output.js";
 
 interface ListOptions {
@@ -82,6 +88,7 @@ export function registerTaskCommands(program: Command, ctx: CliContext): void {
       const res = await s.client(AdminService).getTask({ id }, s.call);
       if (s.json) return printMessage(s.io, AdminServiceGetTaskResponseSchema, res);
       if (res.task) printFields(s.io, taskFields(res.task));
+      printAttempts(s, res.attempts);
     });
 
   const action = <Desc extends DescMessage>(
@@ -113,6 +120,53 @@ export function registerTaskCommands(program: Command, ctx: CliContext): void {
     (s, id) => s.client(AdminService).archiveTask({ id }, s.call), (id) => `task ${id} archived`);
   action("retry", "give an archived or cancelled task a fresh set of retries", RetryTaskResponseSchema,
     (s, id) => s.client(AdminService).retryTask({ id }, s.call), nowIn);
+
+  registerBulkCommands(task, ctx);
+}
+
+/** The bulk actions: the same action on every task of a queue in one state (BulkTaskAction). */
+const BULK_COMMANDS = [
+  { name: "retry-all", action: BulkAction.RETRY, done: "retried", about: "give every archived or cancelled task of a queue in a state a fresh set of retries" },
+  { name: "archive-all", action: BulkAction.ARCHIVE, done: "archived", about: "archive every waiting task of a queue in a state" },
+  { name: "delete-all", action: BulkAction.DELETE, done: "deleted", about: "delete every task of a queue in a state (not active)" },
+  { name: "cancel-all", action: BulkAction.CANCEL, done: "cancelled", about: "cancel every unfinished task of a queue in a state" },
+] as const;
+
+function registerBulkCommands(task: Command, ctx: CliContext): void {
+  for (const bulk of BULK_COMMANDS) {
+    task
+      .command(bulk.name)
+      .description(`${bulk.about}; prints how many changed`)
+      .argument("<queue>", "queue name")
+      .addOption(new Option("--state <state>", "the state of the tasks to act on").choices(STATE_NAMES).makeOptionMandatory())
+      .action(async (queue: string, opts: { state: string }, cmd: Command) => {
+        const s = ctx.session(cmd);
+        const res = await s.client(AdminService).bulkTaskAction({ queue, state: STATE_BY_NAME[opts.state]!, action: bulk.action }, s.call);
+        if (s.json) return printMessage(s.io, BulkTaskActionResponseSchema, res);
+        const n = res.affected;
+        printLine(s.io, `${n} ${opts.state} task${n === 1n ? "" : "s"} ${bulk.done} in queue ${queue}`);
+      });
+  }
+}
+
+/** `task get`'s attempt history: one row per attempt, oldest first. */
+function printAttempts(s: Session, attempts: readonly Attempt[]): void {
+  printLine(s.io, "");
+  if (attempts.length === 0) return printLine(s.io, "attempts: none yet");
+  const now = Date.now();
+  printTable(
+    s.io,
+    ["ATTEMPT", "STARTED", "TOOK", "WORKER", "OUTCOME", "ERROR"],
+    attempts.map((a) => [
+      String(a.number),
+      formatInstant(a.startedAtMs, now),
+      a.startedAtMs === 0n ? "-" : `${a.endedAtMs - a.startedAtMs}ms`,
+      orDash(a.workerId),
+      a.outcome,
+      orDash(truncate(a.error.replace(/\s+/g, " "), 60)),
+    ]),
+    ["right", "left", "right", "left", "left", "left"],
+  );
 }
 
 /** Every field of a task, for `task get`. */

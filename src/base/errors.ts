@@ -38,6 +38,10 @@ export type ErrorReason =
   | "SCHEDULE_NOT_FOUND"
   /** The queue holds as many schedules as SCHEDULES_PER_QUEUE_MAX allows. */
   | "SCHEDULES_FULL"
+  /** No queue of this name exists: it has no settings row and no task. */
+  | "QUEUE_NOT_FOUND"
+  /** The queue still holds unfinished tasks, so it cannot be removed. */
+  | "QUEUE_HAS_UNFINISHED_TASKS"
   /** An unfinished task of the queue holds the unique key. */
   | "UNIQUE_KEY_CONFLICT"
   /** A task with the caller-chosen id exists with different contents. */
@@ -125,6 +129,9 @@ export const taskNotFound = (id: string) =>
 /** A string field over its limit. */
 export const tooLong = (field: string, value: string, maxChars: number) =>
   invalidField(field, `is ${value.length} characters; the limit is ${maxChars}`);
+
+export const queueNotFound = (queue: string) =>
+  new ConveyorError("NOT_FOUND", "QUEUE_NOT_FOUND", `queue ${quote(queue)} not found`);
 
 export const nodeStopping = () =>
   new ConveyorError("UNAVAILABLE", "NODE_STOPPING", "the node is stopping; retry");

@@ -200,6 +200,17 @@ export const RULE_EVAL_COST_MAX = 20_000;
 export const RULE_KEY_MAX_CHARS = 256;
 
 /**
+ * Tasks one grain turn of a bulk action (BulkTaskAction, DeleteQueue) acts on; the grain
+ * serves other calls (leases, enqueues) between turns. A retry batch also stops at
+ * WORK_SLICE_BYTES of payload, since reviving a task rewrites its row.
+ */
+export const BULK_ACTION_BATCH_MAX_TASKS = 500;
+/** Attempts kept per task (the oldest are dropped beyond it): what GetTask answers with. */
+export const ATTEMPTS_KEPT_PER_TASK = 25;
+/** An attempt's error as kept in its history (the task's last_error keeps the whole message). */
+export const ATTEMPT_ERROR_MAX_BYTES = 4 * 1024;
+
+/**
  * Work a request does in one event-loop turn before it yields (a full enqueue batch,
  * compiling many rules): the longest stall it causes to other callers.
  */

@@ -1,14 +1,15 @@
 /** AdminService: operator reads (from storage) and actions (through the owning grain). */
 import { create } from "@bufbuild/protobuf";
-import { ConveyorError, invalidField } from "../base/errors.js";
+import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
+import { ConveyorError, invalidField, queueNotFound } from "../base/errors.js";
 import { GROUP_SIZE_MAX, KEY_MAX_CHARS, PAGE_SIZE_MAX, QUEUE_NAME_MAX_CHARS, RATE_BURST_MAX, quote } from "../base/limits.js";
 import { defaultRateLimit } from "./config.js";
 import { ruleFromWire, typeRulesToWire } from "./rules/rule-wire.js";
-import { AdminService, GroupConfigSchema, GroupState, QueueInfoSchema, type QueueInfo } from "../gen/conveyor/v1/admin_service_pb.js";
+import { AdminService, BulkAction as WireBulkAction, GroupConfigSchema, GroupState, QueueInfoSchema, type QueueInfo } from "../gen/conveyor/v1/admin_service_pb.js";
 import { TaskState as WireState } from "../gen/conveyor/v1/task_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import type { QueueSummary } from "../storage/admin-queries.js";
-import { stateFromWire, taskToWire } from "./convert.js";
+import { attemptToWire, stateFromWire, taskToWire } from "./convert.js";
 import type { Router } from "../cluster/router.js";
 import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
 import type { TaskRecord } from "../grains/queue/task.js";
@@ -20,6 +21,7 @@ import type { RuleRegistry } from "./rules/rule-registry.js";
 import type { TaskAccess } from "./task-access.js";
 import type { TaskAction } from "../grains/queue/queue-grain.js";
 import type { ScheduleMethods } from "./schedule-rpcs.js";
+import { BULK_ACTION_STATES, type BulkAction } from "../grains/queue/bulk-actions.js";
 import { checkDurationMs, checkLength, checkRate, checkPageToken, checkQueueName, checkTaskId } from "./validate.js";
 
 const PAGE_SIZE_DEFAULT = 50;
@@ -44,7 +46,14 @@ export interface AdminServiceDeps extends TaskAccess {
   clusterStatus: UnaryImpl<typeof AdminService>["getClusterStatus"];
   /** Resolves once every write so far is durable (the rule registry's writes). */
   committed: () => Promise<void>;
+  /** Whether a queue exists: it has a settings row or any task (a read). */
+  queueExists: (queue: string) => boolean;
 }
+
+const BULK_ACTIONS: Readonly<Record<Exclude<WireBulkAction, WireBulkAction.UNSPECIFIED>, BulkAction>> = {
+  [WireBulkAction.RETRY]: "retry", [WireBulkAction.ARCHIVE]: "archive",
+  [WireBulkAction.DELETE]: "delete", [WireBulkAction.CANCEL]: "cancel",
+};
 
 /** Every AdminService method but the schedules' (schedule-rpcs.ts; node.ts joins the two). */
 export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof AdminService>, ScheduleMethods> {
@@ -107,12 +116,15 @@ export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof Admin
       const state = req.state === WireState.UNSPECIFIED ? undefined : stateFromWire(req.state);
       if (req.state !== WireState.UNSPECIFIED && !state) throw invalidField("state", `unknown state ${req.state}`);
       if (req.pageSize > PAGE_SIZE_MAX) throw invalidField("page_size", `must be at most ${PAGE_SIZE_MAX}, got ${req.pageSize}`);
-      const page = ctx.queries.listTasks(queue, state, req.pageSize || PAGE_SIZE_DEFAULT, checkPageToken(req.pageToken, "page_token"));
+      const pageToken = checkPageToken(req.pageToken, "page_token");
+      if (!ctx.queueExists(queue)) throw queueNotFound(queue);
+      const page = ctx.queries.listTasks(queue, state, req.pageSize || PAGE_SIZE_DEFAULT, pageToken);
       return { tasks: page.tasks.map(withHolder), nextPageToken: page.nextCursor };
     },
 
     async getTask(call) {
-      return { task: withHolder(ctx.getTaskOrThrow(checkTaskId(call.request.id, "id"))) };
+      const task = ctx.getTaskOrThrow(checkTaskId(call.request.id, "id"));
+      return { task: withHolder(task), attempts: ctx.attemptsOf(task.id).map(attemptToWire) };
     },
 
     async getActivity(call) {
@@ -278,6 +290,27 @@ export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof Admin
     },
 
     getClusterStatus: (call) => ctx.clusterStatus(call),
+
+    async deleteQueue(call) {
+      const queue = checkQueueName(call.request.queue, "queue");
+      const deleted = await ctx.router.grainFor(queue).remove();
+      return { deletedTasks: BigInt(deleted) };
+    },
+
+    async bulkTaskAction(call) {
+      const req = call.request;
+      const queue = checkQueueName(req.queue, "queue");
+      const action = BULK_ACTIONS[req.action as keyof typeof BULK_ACTIONS] as BulkAction | undefined;
+      if (!action) throw invalidField("action", `must be one of RETRY, ARCHIVE, DELETE, CANCEL, got ${req.action}`);
+      const state = stateFromWire(req.state);
+      if (!state) throw invalidField("state", req.state === WireState.UNSPECIFIED ? "is required" : `unknown state ${req.state}`);
+      const allowed = BULK_ACTION_STATES[action];
+      if (!allowed.includes(state)) {
+        throw invalidField("state", `${action} applies to tasks that are ${allowed.join(", ")}; not ${state}`);
+      }
+      if (!ctx.queueExists(queue)) throw queueNotFound(queue);
+      return { affected: BigInt(await ctx.router.grainFor(queue).bulkAct(action, state)) };
+    },
 
     async listRateLimits() {
       const fallback = defaultRateLimit(ctx.config);

@@ -1,7 +1,8 @@
 /** Domain → wire conversions (the wire carries int64 as bigint). */
 import { create } from "@bufbuild/protobuf";
 import type { TaskRecord, TaskState } from "../grains/queue/task.js";
-import { TaskSchema, type TaskState as WireState, type Task } from "../gen/conveyor/v1/task_pb.js";
+import { AttemptSchema, TaskSchema, type Attempt, type TaskState as WireState, type Task } from "../gen/conveyor/v1/task_pb.js";
+import type { AttemptRecord } from "../grains/queue/attempts.js";
 import { stateFromWire as wireStateName, stateToWire as wireState, type TaskStateName } from "../rpc/wire-names.js";
 
 /** The grain's state union and the wire enum's names are one list (compile-time check). */
@@ -24,5 +25,12 @@ export function taskToWire(t: TaskRecord, options: { withPayload: boolean } = { 
     lastFailedAtMs: big(t.lastFailedAtMs), finishedAtMs: big(t.finishedAtMs), result: t.result,
     cancelReason: t.cancelReason, leaseId: t.leaseId, leaseExpiresAtMs: big(t.leaseExpiresAtMs),
     retentionMs: big(t.retentionMs),
+  });
+}
+
+export function attemptToWire(a: AttemptRecord): Attempt {
+  return create(AttemptSchema, {
+    number: a.number, startedAtMs: big(a.startedAtMs), endedAtMs: big(a.endedAtMs), workerId: a.workerId,
+    outcome: a.outcome, error: a.error,
   });
 }

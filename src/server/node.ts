@@ -286,6 +286,7 @@ function buildServices(
       ...adminService({
         ...tasksById, router, queries, rules, broker, workers, activity: metrics.activity, config, startedAtMs: clock.nowMs(), committed,
         activeQueues: () => host.activeQueues(), clusterStatus: clusterStatusHandler(env.membership),
+        queueExists: (queue) => store.queueExists(queue),
       }),
       ...scheduleRpcs({ router, schedules: store.schedules, rules, taskDefaults: taskDefaultsOf(config), clock }),
     }, logger),

@@ -58,6 +58,8 @@ export const OPERATOR_ACTIONS: { [M in Method]?: Describe<M> } = {
   deleteSchedule: (r) => ({ queue: r.queue, target: r.name }),
   pauseSchedule: (r) => ({ queue: r.queue, target: r.name }),
   resumeSchedule: (r) => ({ queue: r.queue, target: r.name }),
+  deleteQueue: (r, res) => ({ queue: r.queue, ...(res ? { deletedTasks: Number(res.deletedTasks) } : {}) }),
+  bulkTaskAction: (r, res) => ({ queue: r.queue, action: r.action, state: r.state, ...(res ? { affected: Number(res.affected) } : {}) }),
   runScheduleNow: (r, res) => ({ queue: r.queue, target: r.name, ...(res ? { taskId: res.taskId } : {}) }),
 };
 

@@ -7,16 +7,23 @@ import { taskNotFound } from "../base/errors.js";
 import type { Router } from "../cluster/router.js";
 import type { TaskAction } from "../grains/queue/queue-grain.js";
 import type { TaskRecord } from "../grains/queue/task.js";
+import type { AttemptRecord } from "../grains/queue/attempts.js";
 
 export interface TaskAccess {
   getTaskOrThrow: (id: string) => TaskRecord;
+  /** A task's attempts, oldest first (a read; empty for an unknown id). */
+  attemptsOf: (id: string) => AttemptRecord[];
   /** Runs an action on a task through its queue's ref and returns the task afterwards (durable). */
   actOnTask: (id: string, action: TaskAction) => Promise<TaskRecord | undefined>;
 }
 
-export function taskAccess(router: Pick<Router, "grainForTask">, store: { getTask(id: string): TaskRecord | undefined }): TaskAccess {
+export function taskAccess(
+  router: Pick<Router, "grainForTask">,
+  store: { getTask(id: string): TaskRecord | undefined; attemptsOf(id: string): AttemptRecord[] },
+): TaskAccess {
   return {
     getTaskOrThrow: (id) => store.getTask(id) ?? (() => { throw taskNotFound(id); })(),
+    attemptsOf: (id) => store.attemptsOf(id),
     actOnTask: (id, action) => router.grainForTask(id).act(id, action),
   };
 }

@@ -61,5 +61,7 @@ export class FailureLoggingStore implements QueueStore {
   loadSettings: QueueStore["loadSettings"] = (queue) => this.store.loadSettings(queue);
   findIds: QueueStore["findIds"] = (ids) => this.store.findIds(ids);
   getTask: QueueStore["getTask"] = (id) => this.store.getTask(id);
-  deleteTask: QueueStore["deleteTask"] = (id) => this.store.deleteTask(id);
+  queueExists: QueueStore["queueExists"] = (queue) => this.store.queueExists(queue);
+  hasTasks: QueueStore["hasTasks"] = (queue) => this.store.hasTasks(queue);
+  pageOfState: QueueStore["pageOfState"] = (queue, state, afterRowid, limit) => this.store.pageOfState(queue, state, afterRowid, limit);
 }

@@ -8,7 +8,7 @@ import type { NewTask } from "../grains/queue/task.js";
 import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
 import { EnqueueResultSchema, type TaskSpec } from "../gen/conveyor/v1/task_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
-import { stateToWire, taskToWire } from "./convert.js";
+import { attemptToWire, stateToWire, taskToWire } from "./convert.js";
 import type { Clock } from "../base/clock.js";
 import type { Router } from "../cluster/router.js";
 import type { NodeMetrics } from "./metrics.js";
@@ -178,7 +178,8 @@ export function taskService(ctx: TaskServiceDeps): UnaryImpl<typeof TaskService>
     },
 
     async getTask(call) {
-      return { task: taskToWire(ctx.getTaskOrThrow(checkTaskId(call.request.id, "id"))) };
+      const task = ctx.getTaskOrThrow(checkTaskId(call.request.id, "id"));
+      return { task: taskToWire(task), attempts: ctx.attemptsOf(task.id).map(attemptToWire) };
     },
 
     async cancelTask(call) {

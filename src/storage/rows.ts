@@ -8,7 +8,7 @@ export interface TaskRow {
   ready_at: number; timeout_ms: number; deadline_at: number; expires_at: number; unique_key: string;
   unique_until: number; concurrency_key: string; grp: string; backoff_base_ms: number; backoff_max_ms: number;
   retention_ms: number; last_error: string; last_failed_at: number; finished_at: number; result: Buffer | null;
-  cancel_reason: string; lease_id: string; lease_expires_at: number; purge_at: number; rules: string;
+  cancel_reason: string; lease_id: string; lease_expires_at: number; purge_at: number; rules: string; attempt_number: number;
 }
 
 export function rowToRecord(r: TaskRow): TaskRecord {
@@ -22,7 +22,7 @@ export function rowToRecord(r: TaskRow): TaskRecord {
     backoffMaxMs: r.backoff_max_ms, retentionMs: r.retention_ms, lastError: r.last_error,
     lastFailedAtMs: r.last_failed_at, finishedAtMs: r.finished_at, result: r.result ?? new Uint8Array(),
     cancelReason: r.cancel_reason, leaseId: r.lease_id, leaseExpiresAtMs: r.lease_expires_at,
-    rules: JSON.parse(r.rules) as TaskRule[],
+    rules: JSON.parse(r.rules) as TaskRule[], attemptNumber: r.attempt_number,
   };
 }
 

@@ -8,6 +8,8 @@ import { indexEntry, type TaskIndexEntry, type TaskRecord, type TaskState } from
 import type { GroupConfig } from "../grains/queue/group-aggregator.js";
 import type { TaskRule } from "../grains/queue/rules.js";
 import type { Database } from "./database.js";
+import { ATTEMPTS_KEPT_PER_TASK } from "../base/limits.js";
+import type { AttemptOutcome, AttemptRecord } from "../grains/queue/attempts.js";
 import { rowToRecord, toBuffer, type TaskRow } from "./rows.js";
 import { ScheduleStore } from "./schedule-store.js";
 
@@ -40,9 +42,24 @@ export class TaskStore implements QueueStore {
        * what it writes (from the effect) and reads (from the row). Lease columns are
        * lease_id, lease_expires_at and attempt_ends_at; "clears the lease" writes '', 0, 0.
        */
-      /** activate (hot): writes state active, the lease, expires_at 0; reads the whole row back (RETURNING: the delivery). */
+      /**
+       * activate (hot): writes state active, the lease, the attempt's start, worker and number, expires_at 0;
+       * reads the whole row back (RETURNING: the delivery).
+       */
       activate: s.prepare(`UPDATE tasks SET state = 'active', lease_id = ?, lease_expires_at = ?, attempt_ends_at = ?,
-        expires_at = 0 WHERE id = ? RETURNING *`),
+        attempt_started_at = ?, attempt_worker = ?, attempt_number = ?, expires_at = 0 WHERE id = ? RETURNING *`),
+      /**
+       * recordAttempt (hot: once per attempt end): inserts the attempt under the number the core
+       * carries (the row's attempt_number; no read: a MAX() lookup here cost 4x the insert).
+       * OR REPLACE: a number is never reused, but if it were, a settle must not fail for the
+       * history. When the number passes ATTEMPTS_KEPT_PER_TASK, pruneAttempts drops the
+       * oldest. Never touches the task's row.
+       */
+      recordAttempt: s.prepare(`INSERT OR REPLACE INTO attempts (task_id, number, started_at, ended_at, worker_id, outcome, error)
+        VALUES (?, ?, ?, ?, ?, ?, ?)`),
+      pruneAttempts: s.prepare("DELETE FROM attempts WHERE task_id = ? AND number <= ?"),
+      attempts: s.prepare(`SELECT number, started_at, ended_at, worker_id, outcome, error FROM attempts
+        WHERE task_id = ? ORDER BY number`),
       /** complete (hot): writes state completed, clears the lease, finished_at, result, purge_at; reads retention_ms. */
       complete: s.prepare(`UPDATE tasks SET state = 'completed', lease_id = '', lease_expires_at = 0, attempt_ends_at = 0, finished_at = ?,
         result = ?, purge_at = ? + retention_ms WHERE id = ?`),
@@ -88,12 +105,23 @@ export class TaskStore implements QueueStore {
       /** setRateLimit: writes queues.rate_per_sec and rate_burst (NULL: the server default). */
       setRateLimit: s.prepare(`INSERT INTO queues (name, rate_per_sec, rate_burst, created_at) VALUES (@name, @rate, @burst, @now)
         ON CONFLICT (name) DO UPDATE SET rate_per_sec = @rate, rate_burst = @burst`),
+      /** deleteQueue: removes the queue's row (paused, key limit, rate limit). */
+      deleteQueue: s.prepare("DELETE FROM queues WHERE name = ?"),
+      /** clearSlotLimits: removes the dynamic limits of the queue's own rule keys (scope = the queue). */
+      clearSlotLimits: s.prepare("DELETE FROM slot_limits WHERE scope = ?"),
+      /** A queue exists when it has a row or any task (index lookups on both). */
+      queueExists: s.prepare(`SELECT 1 FROM queues WHERE name = ? UNION ALL SELECT 1 FROM tasks WHERE queue = ?
+        UNION ALL SELECT 1 FROM schedules WHERE queue = ? LIMIT 1`),
+      hasTasks: s.prepare("SELECT 1 FROM tasks WHERE queue = ? LIMIT 1"),
+      /** A bulk action's batch: the (queue, state) index in row order, no payload read. */
+      pageOfState: s.prepare(`SELECT rowid, id, length(payload) AS bytes FROM tasks WHERE queue = ? AND state = ? AND rowid > ?
+        ORDER BY rowid LIMIT ?`),
       settings: s.prepare("SELECT paused, key_limit, rate_per_sec, rate_burst FROM queues WHERE name = ?"),
       getTask: s.prepare("SELECT * FROM tasks WHERE id = ?"),
       findId: s.prepare("SELECT queue, state FROM tasks WHERE id = ?"),
       unfinished: s.prepare(`SELECT id, state, type, priority, seq, concurrency_key, ready_at, timeout_ms, deadline_at,
         expires_at, unique_key, unique_until, retried, max_retry, backoff_base_ms, backoff_max_ms, lease_id,
-        lease_expires_at, attempt_ends_at, grp, batch_id, rules, length(payload) AS payload_bytes FROM tasks WHERE queue = ? AND state IN ${UNFINISHED} ORDER BY rowid`),
+        lease_expires_at, attempt_ends_at, attempt_started_at, attempt_worker, attempt_number, grp, batch_id, rules, length(payload) AS payload_bytes FROM tasks WHERE queue = ? AND state IN ${UNFINISHED} ORDER BY rowid`),
       groupConfigs: s.prepare("SELECT grp, max_size, max_delay_ms, grace_ms FROM group_configs WHERE queue = ?"),
       setGroupConfig: s.prepare(`INSERT INTO group_configs (queue, grp, max_size, max_delay_ms, grace_ms)
         VALUES (@queue, @group, @maxSize, @maxDelayMs, @graceMs)
@@ -178,7 +206,8 @@ export class TaskStore implements QueueStore {
       }
       case "activate": {
         const e = effect.entry;
-        const row = this.stmt.activate.get(e.leaseId, e.leaseExpiresAtMs, e.attemptEndsAtMs, e.id) as TaskRow | undefined;
+        const row = this.stmt.activate.get(e.leaseId, e.leaseExpiresAtMs, e.attemptEndsAtMs, e.attemptStartedAtMs, e.attemptWorker,
+          e.attemptNumber, e.id) as TaskRow | undefined;
         if (row) activated.set(e.id, rowToRecord(row));
         return;
       }
@@ -195,6 +224,12 @@ export class TaskStore implements QueueStore {
       case "requeue": {
         const { entry: e, outcome: o } = effect;
         this.stmt.requeue.run({ id: e.id, retried: e.retried, batchId: e.batchId, lastError: o.lastError, lastFailedAt: o.lastFailedAtMs });
+        return;
+      }
+      case "recordAttempt": {
+        const { taskId, number } = effect;
+        this.stmt.recordAttempt.run(taskId, number, effect.startedAtMs, effect.endedAtMs, effect.workerId, effect.outcome, effect.error);
+        if (number > ATTEMPTS_KEPT_PER_TASK) this.stmt.pruneAttempts.run(taskId, number - ATTEMPTS_KEPT_PER_TASK);
         return;
       }
       case "release":
@@ -245,6 +280,14 @@ export class TaskStore implements QueueStore {
       case "deleteGroupConfig":
         this.stmt.deleteGroupConfig.run(queue, effect.group);
         return;
+      case "clearSlotLimits":
+        this.stmt.clearSlotLimits.run(queue);
+        return;
+      case "deleteQueue":
+        this.stmt.deleteQueue.run(queue);
+        // A later insert must create the row again.
+        this.knownQueues.delete(queue);
+        return;
       case "setSlotLimit": {
         const scope = effect.slot.startsWith("@") ? "" : queue;
         if (effect.limit === undefined) this.stmt.deleteSlotLimit.run(scope, effect.slot);
@@ -266,8 +309,25 @@ export class TaskStore implements QueueStore {
     }
   }
 
-  deleteTask(id: string): boolean {
-    return this.db.write(() => this.stmt.delete.run(id).changes > 0);
+  /** A task's attempts, oldest first (its last ATTEMPTS_KEPT_PER_TASK). */
+  attemptsOf(taskId: string): AttemptRecord[] {
+    type Row = { number: number; started_at: number; ended_at: number; worker_id: string; outcome: AttemptOutcome; error: string };
+    return (this.stmt.attempts.all(taskId) as Row[]).map((r) => ({
+      number: r.number, startedAtMs: r.started_at, endedAtMs: r.ended_at, workerId: r.worker_id, outcome: r.outcome, error: r.error,
+    }));
+  }
+
+  queueExists(queue: string): boolean {
+    return this.stmt.queueExists.get(queue, queue, queue) !== undefined;
+  }
+
+  hasTasks(queue: string): boolean {
+    return this.stmt.hasTasks.get(queue) !== undefined;
+  }
+
+  pageOfState(queue: string, state: TaskState, afterRowid: number, limit: number): Array<{ rowid: number; id: string; payloadBytes: number }> {
+    const rows = this.stmt.pageOfState.all(queue, state, afterRowid, limit) as Array<{ rowid: number; id: string; bytes: number | null }>;
+    return rows.map((r) => ({ rowid: r.rowid, id: r.id, payloadBytes: r.bytes ?? 0 }));
   }
 
   /** Records that a queue exists (so ListQueues shows it before it has tasks). */
@@ -300,7 +360,7 @@ interface IndexRow {
   id: string; state: TaskState; type: string; priority: number; seq: number; concurrency_key: string;
   ready_at: number; timeout_ms: number; deadline_at: number; expires_at: number; unique_key: string;
   unique_until: number; retried: number; max_retry: number; backoff_base_ms: number; backoff_max_ms: number;
-  lease_id: string; lease_expires_at: number; attempt_ends_at: number; grp: string; batch_id: string; rules: string; payload_bytes: number | null;
+  lease_id: string; lease_expires_at: number; attempt_ends_at: number; attempt_started_at: number; attempt_worker: string; attempt_number: number; grp: string; batch_id: string; rules: string; payload_bytes: number | null;
 }
 
 function indexRowToEntry(r: IndexRow): TaskIndexEntry {
@@ -311,6 +371,6 @@ function indexRowToEntry(r: IndexRow): TaskIndexEntry {
   }, {
     state: r.state, seq: r.seq, readyAtMs: r.ready_at, expiresAtMs: r.expires_at, uniqueUntilMs: r.unique_until,
     retried: r.retried, leaseId: r.lease_id, leaseExpiresAtMs: r.lease_expires_at, attemptEndsAtMs: r.attempt_ends_at,
-    batchId: r.batch_id, payloadBytes: r.payload_bytes ?? 0,
+    attemptStartedAtMs: r.attempt_started_at, attemptWorker: r.attempt_worker, attemptNumber: r.attempt_number, batchId: r.batch_id, payloadBytes: r.payload_bytes ?? 0,
   });
 }

@@ -7,8 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create, toJson, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { ConveyorError } from "../../src/base/errors.js";
-import { AdminService } from "../../src/gen/conveyor/v1/admin_service_pb.js";
-import { LimitStrategy } from "../../src/gen/conveyor/v1/task_pb.js";
+import { AdminService, BulkAction } from "../../src/gen/conveyor/v1/admin_service_pb.js";
+import { LimitStrategy, TaskState } from "../../src/gen/conveyor/v1/task_pb.js";
 import { TaskService } from "../../src/gen/conveyor/v1/task_service_pb.js";
 import { WorkerService } from "../../src/gen/conveyor/v1/worker_service_pb.js";
 import { RpcChannel } from "../../src/rpc/client.js";
@@ -30,6 +30,8 @@ function expectedRoles(service: string, method: string): RoleName[] {
 }
 
 const QUEUE = "authq";
+/** A queue DeleteQueue removes when allowed (it has a setting, so a refused removal would show). */
+const REMOVABLE_QUEUE = "authq-removable";
 const taskSpec = { queue: QUEUE, type: "t", payload: new TextEncoder().encode("{}"), contentType: "application/json" };
 
 /** A request each RPC acts on if allowed (so a refusal that let it through would change the snapshot). */
@@ -49,6 +51,8 @@ function requestFor(rpc: string, taskId: string): Record<string, unknown> {
     "AdminService/DeleteGroupConfig": { queue: QUEUE, group: "g" },
     "AdminService/SetStrategies": { type: "t3", rules: [{ expression: "input.k", maxRuns: 2, strategy: LimitStrategy.GROUP_ROUND_ROBIN }] },
     "AdminService/DeleteStrategies": { type: "t" },
+    "AdminService/DeleteQueue": { queue: REMOVABLE_QUEUE },
+    "AdminService/BulkTaskAction": { queue: QUEUE, action: BulkAction.DELETE, state: TaskState.CANCELLED },
   };
   const method = rpc.split("/")[1]!;
   return requests[rpc] ?? (/Task$/.test(method) ? { id: taskId } : /Queue|Limit|Group/.test(method) ? { queue: QUEUE } : {});
@@ -83,6 +87,7 @@ describe("auth matrix", () => {
     taskId = enq.result!.id;
     await admin.service(AdminService).setQueueConcurrencyLimit({ queue: QUEUE, max: 3 });
     await admin.service(AdminService).setQueueRateLimit({ queue: QUEUE, ratePerSec: 100 });
+    await admin.service(AdminService).setQueueRateLimit({ queue: REMOVABLE_QUEUE, ratePerSec: 5 });
     await admin.service(AdminService).setGroupConfig({ config: { queue: QUEUE, group: "g", maxSize: 5, maxDelayMs: 1000n, graceMs: 1000n } });
     await admin.service(AdminService).setStrategies({ type: "t", rules: [{ expression: "input.k", maxRuns: 1, strategy: LimitStrategy.GROUP_ROUND_ROBIN }] });
     callers.push({ label: "no token", roles: [] }, { label: "unknown token", token: newToken().token, roles: [] });
@@ -159,6 +164,7 @@ describe("auth matrix", () => {
     expect((await admin.service(AdminService).listStrategies({})).types.map((t) => t.type)).toEqual(expect.arrayContaining(["t2", "t3"]));
     expect((await admin.service(AdminService).listGroupConfigs({ queue: QUEUE })).configs.map((g) => g.group)).toContain("g2");
     expect((await admin.service(AdminService).listRateLimits({})).limits.find((l) => l.queue === QUEUE)).toBeUndefined(); // deleted by DeleteQueueRateLimit
+    expect((await admin.service(AdminService).listQueues({})).queues.map((q) => q.name)).not.toContain(REMOVABLE_QUEUE); // DeleteQueue
   });
 
   it("says what is wrong: a missing token, an unknown token, a missing role", async () => {

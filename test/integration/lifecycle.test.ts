@@ -211,10 +211,11 @@ describe("task lifecycle", () => {
 
   it("pausing a queue stops dispatch; resuming restarts it", async () => {
     const queue = "life-pause";
+    // A queue exists once it has a task (or a setting): pause it before any worker runs.
+    const info = await sdk.client.enqueue(newTask("p", json({})), { queue });
     await sdk.admin.pauseQueue({ queue });
     const ran = deferred();
     sdk.worker(new Mux().handle("p", async () => ran.resolve()), { queues: [queue] });
-    const info = await sdk.client.enqueue(newTask("p", json({})), { queue });
     expect((await sdk.counts(queue)).paused).toBe(true);
     expect(await sdk.leaseNow(queue)).toEqual([]); // the node's decision now: nothing is dispatchable
     expect((await sdk.client.getTask(info.id)).state).toBe("pending");

@@ -33,8 +33,8 @@ describe("time-driven behaviour", () => {
     const node = await NodeProcess.start();
     const sdk = connect(node);
     try {
-      await sdk.admin.pauseQueue({ queue: "expiry" });
       const info = await sdk.client.enqueue(newTask("e", json({})), { queue: "expiry", expiresIn: "150ms" });
+      await sdk.admin.pauseQueue({ queue: "expiry" });
       const archived = await sdk.waitForState(info.id, "archived");
       expect(archived.lastError).toContain("expired before dispatch");
 

@@ -1,3 +1,4 @@
+import type { AttemptOutcome } from "./attempts.js";
 import type { GroupConfig } from "./group-aggregator.js";
 import type { ScheduleState } from "./schedule.js";
 import type { NewTask, TaskIndexEntry } from "./task.js";
@@ -18,7 +19,16 @@ import type { RateLimitSpec } from "./token-bucket.js";
  * A task transition carries the entry as the core left it (`entry`, a copy) and the
  * outcome fields that only that transition writes.
  */
-export type Effect = TaskTransition | QueueSettingEffect | ScheduleEffect;
+export type Effect = TaskTransition | AttemptEffect | QueueSettingEffect | ScheduleEffect;
+
+/**
+ * An attempt ended (written in the turn of the transition it caused; the task's row is
+ * not rewritten for it). The error is already cut to ATTEMPT_ERROR_MAX_BYTES.
+ */
+export type AttemptEffect = {
+  kind: "recordAttempt"; taskId: string; number: number; startedAtMs: number; endedAtMs: number; workerId: string;
+  outcome: AttemptOutcome; error: string;
+};
 
 export type TaskTransition =
   /** Store a new task (its state is `entry.state`). */
@@ -73,7 +83,11 @@ export type QueueSettingEffect =
   | { kind: "setGroupConfig"; group: string; config: GroupConfig; atMs: number }
   | { kind: "deleteGroupConfig"; group: string }
   /** A rule key's dynamic limit (its newest task's value); undefined forgets it. */
-  | { kind: "setSlotLimit"; slot: string; limit: number | undefined };
+  | { kind: "setSlotLimit"; slot: string; limit: number | undefined }
+  /** Forget every dynamic limit of this queue's own rule keys (the queue is being removed). */
+  | { kind: "clearSlotLimits" }
+  /** Remove the queue's row (its settings); the queue then exists only if a task names it. */
+  | { kind: "deleteQueue" };
 
 /** A queue's schedules (schedules.ts), each written only through the grain. */
 export type ScheduleEffect =

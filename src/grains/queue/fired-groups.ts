@@ -127,6 +127,11 @@ export class FiredGroups {
     this.configs.set(group, config);
   }
 
+  /** Deletes every group override of the queue (the queue is being removed). */
+  clearConfigs(): void {
+    for (const group of [...this.configs.keys()]) this.setConfig(group, undefined, 0);
+  }
+
   /**
    * Sets or (undefined) clears a group override ("" = the queue default); applies at the
    * next sweep. False when there was nothing to clear.

@@ -14,6 +14,7 @@
  */
 import { ConveyorError } from "../../base/errors.js";
 import { quote } from "../../base/limits.js";
+import type { AttemptEnding } from "./attempts.js";
 import type { CoreMemory } from "./core-memory.js";
 import { earliest, type Lease } from "./lease-table.js";
 import type { RuleMembership } from "./rule-membership.js";
@@ -61,7 +62,7 @@ export class LeaseLifecycle {
    * Leases `batch` (one task, or a fired batch's members: one call to one handler) to a
    * worker. The caller has already passed the dispatch gates and advanced the ranks.
    */
-  open(batch: readonly TaskIndexEntry[], nowMs: number): DeliveryPlan {
+  open(batch: readonly TaskIndexEntry[], nowMs: number, workerId: string): DeliveryPlan {
     const leaseId = this.memory.deps.newId();
     const expiresAtMs = nowMs + this.memory.config.leaseTtlMs;
     // The attempt ends at the earliest member's effective deadline: a batch is one call.
@@ -75,6 +76,9 @@ export class LeaseLifecycle {
       e.leaseId = leaseId;
       e.leaseExpiresAtMs = expiresAtMs;
       e.attemptEndsAtMs = deadlineAtMs;
+      e.attemptStartedAtMs = nowMs;
+      e.attemptWorker = workerId;
+      e.attemptNumber += 1;
       lease.taskIds.add(e.id);
       this.memory.persist({ kind: "activate", entry: { ...e } });
     }
@@ -120,7 +124,7 @@ export class LeaseLifecycle {
       return new ConveyorError("FAILED_PRECONDITION", "LEASE_NOT_HELD",
         `lease ${quote(s.leaseId)} does not hold task ${quote(s.taskId)}: ${why}`, "settlements.lease_id");
     }
-    this.exits.detachFromLease(lease, e);
+    this.exits.detachFromLease(lease, e, settledAttempt(s), nowMs);
     // A batch member that fails or is released comes back on its own, as a batch of one.
     if (e.batchId !== "" && (s.outcome === "retry" || s.outcome === "released")) e.batchId = e.id;
     switch (s.outcome) {
@@ -196,7 +200,7 @@ export class LeaseLifecycle {
     const error = timeoutError(lease.endsAtMs, members);
     this.memory.report({ kind: "attempt_timed_out", leaseId: lease.id, taskIds: [...lease.taskIds] });
     for (const e of members) {
-      this.exits.detachFromLease(lease, e);
+      this.exits.detachFromLease(lease, e, { outcome: "timed_out", error }, nowMs);
       if (e.batchId !== "") e.batchId = e.id;
       this.exits.failAttempt(e, error, nowMs, "backoff");
     }
@@ -210,10 +214,22 @@ export class LeaseLifecycle {
     for (const id of ids) {
       const e = this.memory.entries.get(id);
       if (!e) continue;
-      this.exits.detachFromLease(lease, e);
-      this.exits.failAttempt(e, "lease expired: the worker stopped heartbeating", nowMs, "immediate");
+      this.exits.detachFromLease(lease, e, { outcome: "lease_expired", error: LAPSE_ERROR }, nowMs);
+      this.exits.failAttempt(e, LAPSE_ERROR, nowMs, "immediate");
     }
     this.memory.leases.close(lease.id);
+  }
+}
+
+const LAPSE_ERROR = "lease expired: the worker stopped heartbeating";
+
+/** How a settled attempt ended, for its history. */
+function settledAttempt(s: Settlement): AttemptEnding {
+  switch (s.outcome) {
+    case "success": return { outcome: "succeeded", error: "" };
+    case "retry": return { outcome: "failed", error: s.error || "handler failed" };
+    case "skip_retry": return { outcome: "failed_no_retry", error: s.error || "skip retry" };
+    case "released": return { outcome: "released", error: "" };
   }
 }
 

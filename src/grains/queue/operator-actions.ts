@@ -65,6 +65,11 @@ export class OperatorActions {
     return null;
   }
 
+  /** Deletes a finished task's row: it is not in memory, so only the effect is needed. */
+  deleteFinished(id: string): void {
+    this.memory.persist({ kind: "delete", id });
+  }
+
   /** Brings an archived or cancelled task back to pending with a fresh set of retries. */
   revive(record: TaskRecord, nowMs: number): ConveyorError | null {
     if (record.state !== "archived" && record.state !== "cancelled") {
@@ -78,6 +83,8 @@ export class OperatorActions {
       state: "pending", seq: 0, readyAtMs: nowMs, expiresAtMs: 0, uniqueUntilMs: record.uniqueUntilMs,
       // A group member comes back on its own, as a batch of one.
       batchId: record.group ? record.id : "", payloadBytes: record.payload.byteLength,
+      // The attempt history numbers on.
+      attemptNumber: record.attemptNumber,
     });
     this.memory.entries.set(e.id, e);
     if (e.uniqueKey) this.unique.hold(e.uniqueKey, e.id, e.uniqueUntilMs);

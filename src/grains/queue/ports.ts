@@ -40,6 +40,10 @@ export interface QueueStore {
    * a catalog ConveyorError.
    */
   apply(queue: string, effects: readonly Effect[]): ReadonlyMap<string, TaskRecord>;
-  /** Deletes a finished task row; false when there was none. */
-  deleteTask(id: string): boolean;
+  /** True when the queue has a settings row or any task (what "the queue exists" means). */
+  queueExists(queue: string): boolean;
+  /** True when any task row (in any state) names the queue. */
+  hasTasks(queue: string): boolean;
+  /** Up to `limit` tasks of the queue in `state` after row `afterRowid`, in row order, with payload sizes. */
+  pageOfState(queue: string, state: TaskState, afterRowid: number, limit: number): Array<{ rowid: number; id: string; payloadBytes: number }>;
 }

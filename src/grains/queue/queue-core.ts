@@ -22,6 +22,7 @@
  * - `OperatorActions` (operator-actions.ts): cancel, run now, archive, delete, revive;
  * - `Admission` (admission.ts): which enqueued items may enter, and entering them;
  * - `Schedules` (schedules.ts): periodic tasks, each tick enqueued at most once.
+ * - `QueueRemoval` (queue-removal.ts): forgetting the settings of a queue with no unfinished task.
  */
 import type { ConveyorError } from "../../base/errors.js";
 import { Admission, type EnqueueOutcome, type KnownIds } from "./admission.js";
@@ -32,6 +33,7 @@ import type { GroupConfig } from "./group-aggregator.js";
 import { QUEUE_RULE, slotOf } from "./key-slots.js";
 import { LeaseLifecycle, type DeliveryPlan, type LeaseStatusView, type Settlement } from "./lease-lifecycle.js";
 import { OperatorActions } from "./operator-actions.js";
+import { QueueRemoval } from "./queue-removal.js";
 import { QueueSettings } from "./queue-settings.js";
 import { snapshotOf, statsOf, type CoreStats } from "./queue-views.js";
 import { NO_BATCHES, type LeaseCaps } from "./ready-queues.js";
@@ -39,7 +41,7 @@ import { RuleMembership } from "./rule-membership.js";
 import type { CronCalendar, ScheduleState } from "./schedule.js";
 import { Schedules, type ScheduleAnswer, type ScheduleCommand } from "./schedules.js";
 import { TaskExits } from "./task-exits.js";
-import type { CancelReason, NewTask, TaskIndexEntry, TaskRecord } from "./task.js";
+import type { CancelReason, NewTask, TaskIndexEntry, TaskRecord, TaskState } from "./task.js";
 import type { RateLimitSpec } from "./token-bucket.js";
 import { UniqueKeys } from "./unique-keys.js";
 import { WaitingTasks } from "./waiting-tasks.js";
@@ -79,6 +81,7 @@ export class QueueCore {
   private readonly operator: OperatorActions;
   private readonly admission: Admission;
   private readonly schedules: Schedules;
+  private readonly removal: QueueRemoval;
 
   constructor(
     readonly queue: string,
@@ -97,6 +100,7 @@ export class QueueCore {
     this.operator = new OperatorActions(memory, rules, unique, waiting, exits);
     this.admission = new Admission(memory, groups, rules, unique, waiting, exits);
     this.schedules = new Schedules(memory, this.admission, deps.cron ?? NO_CRON);
+    this.removal = new QueueRemoval(memory, groups, this.schedules);
   }
 
   // ---- activation -------------------------------------------------------------------
@@ -137,7 +141,8 @@ export class QueueCore {
   /**
    * The dispatch rule. Up to `max` deliveries, in dispatch order (highest priority first,
    * FIFO or round-robin within a priority); the answer stops growing once its payloads add
-   * up to `maxBytes` (the first delivery is always taken, however large). A fired batch is
+   * up to `maxBytes` (the first delivery is always taken, however large). `workerId` is
+   * the caller's, kept with each attempt. A fired batch is
    * one delivery, and only for a caller with a batch handler for its type.
    *
    * Gates, in order: a paused queue hands out nothing; an expired or overdue task is
@@ -145,7 +150,7 @@ export class QueueCore {
    * capacity); then the rate limit stops the cycle (the task stays at the head). A task
    * that passes them all is served: its round-robin key advances, then its lease opens.
    */
-  lease(max: number, nowMs: number, caps: LeaseCaps = NO_BATCHES, maxBytes = Infinity): DeliveryPlan[] {
+  lease(max: number, nowMs: number, caps: LeaseCaps = NO_BATCHES, maxBytes = Infinity, workerId = ""): DeliveryPlan[] {
     const { memory, settings } = this;
     const plans: DeliveryPlan[] = [];
     if (settings.paused) return plans;
@@ -165,7 +170,7 @@ export class QueueCore {
         }
         this.groups.delivered(item.id);
         for (const m of members) memory.ranks.served(m);
-        plans.push(this.leases.open(members, nowMs));
+        plans.push(this.leases.open(members, nowMs, workerId));
         for (const m of members) bytes += m.payloadBytes;
         continue;
       }
@@ -184,7 +189,7 @@ export class QueueCore {
         break;
       }
       memory.ranks.served(e);
-      plans.push(this.leases.open([e], nowMs));
+      plans.push(this.leases.open([e], nowMs, workerId));
       bytes += e.payloadBytes;
     }
     if (throttled) memory.report({ kind: "throttled" });
@@ -325,6 +330,33 @@ export class QueueCore {
   /** Brings an archived or cancelled task back to pending with a fresh set of retries. */
   revive(record: TaskRecord, nowMs: number): ConveyorError | null {
     return this.operator.revive(record, nowMs);
+  }
+
+  /** Deletes a finished task's row (the core does not hold it; the shell found it). */
+  deleteFinished(id: string): void {
+    this.operator.deleteFinished(id);
+  }
+
+  /** Forgets the queue's settings; refused while it holds unfinished tasks (see QueueRemoval). */
+  remove(): ConveyorError | null {
+    return this.removal.remove();
+  }
+
+  /** Why the queue cannot be removed now (it holds unfinished tasks), or null. */
+  removalRefusal(): ConveyorError | null {
+    return this.removal.refusal();
+  }
+
+  /** Ids of the unfinished tasks in `state`, in arrival order (a snapshot for bulk actions). */
+  idsInState(state: TaskState): string[] {
+    const ids: string[] = [];
+    for (const e of this.memory.entries.values()) if (e.state === state) ids.push(e.id);
+    return ids;
+  }
+
+  /** The state of an unfinished task; undefined when the core does not hold it. */
+  stateOf(id: string): TaskState | undefined {
+    return this.memory.entries.get(id)?.state;
   }
 
   // ---- views for the shell -----------------------------------------------------------

@@ -11,8 +11,9 @@
  * grain's mailbox.
  */
 import type { Clock } from "../../base/clock.js";
-import { ConveyorError, grainDeactivated, taskNotFound } from "../../base/errors.js";
-import { quote } from "../../base/limits.js";
+import { ConveyorError, grainDeactivated, queueNotFound, taskNotFound } from "../../base/errors.js";
+import { BULK_ACTION_BATCH_MAX_TASKS, WORK_SLICE_BYTES, quote } from "../../base/limits.js";
+import type { BulkAction, FinishedBatch } from "./bulk-actions.js";
 import type { CoreEvent, Effect } from "./effects.js";
 import type {
   DeliveryPlan, EnqueueOutcome, GroupStatus, LeaseStatusView, QueueCore, ScheduleAnswer, ScheduleCommand, Settlement,
@@ -21,7 +22,7 @@ import { runNowTaskId } from "./schedule.js";
 import type { GroupConfig } from "./group-aggregator.js";
 import { NO_BATCHES, type LeaseCaps } from "./ready-queues.js";
 import type { QueueStore } from "./ports.js";
-import type { CancelReason, NewTask, TaskRecord } from "./task.js";
+import type { CancelReason, NewTask, TaskRecord, TaskState } from "./task.js";
 import type { RateLimitSpec } from "./token-bucket.js";
 
 /** A delivery with its task rows, ready to send to a worker. */
@@ -86,9 +87,9 @@ export class QueueGrain {
     });
   }
 
-  /** See QueueCore.lease: up to `max` deliveries, stopping once they hold `maxBytes` of payload. */
-  lease(max: number, caps: LeaseCaps = NO_BATCHES, maxBytes = Infinity): LeasedDelivery[] {
-    const plans = this.turn(() => this.core.lease(max, this.clock.nowMs(), caps, maxBytes));
+  /** See QueueCore.lease: up to `max` deliveries, stopping once they hold `maxBytes` of payload; `workerId` is the caller's. */
+  lease(max: number, caps: LeaseCaps = NO_BATCHES, maxBytes = Infinity, workerId = ""): LeasedDelivery[] {
+    const plans = this.turn(() => this.core.lease(max, this.clock.nowMs(), caps, maxBytes, workerId));
     return plans.map((plan) => ({
       ...plan, queue: this.queue, tasks: plan.taskIds.map((id) => this.activated.get(id) ?? this.mustGet(id)),
     }));
@@ -121,11 +122,70 @@ export class QueueGrain {
     });
   }
 
+  /*
+   * Bulk actions run in batches, one turn each (the runtime's bulk runner drives them and
+   * awaits each commit, so leases and enqueues interleave). A batch re-checks every
+   * task's state in its own turn: a task that moved on since it was picked is skipped.
+   */
+
+  /** Ids of this queue's unfinished tasks in `state` now (a read: the snapshot a bulk action works through). */
+  idsInState(state: TaskState): string[] {
+    return this.core.idsInState(state);
+  }
+
+  /** One batch of cancel, archive or delete over unfinished tasks still in `state`; how many it changed. */
+  bulkUnfinished(action: Exclude<BulkAction, "retry">, state: TaskState, ids: readonly string[]): number {
+    return this.turn(() => {
+      const nowMs = this.clock.nowMs();
+      let affected = 0;
+      for (const id of ids) {
+        if (this.core.stateOf(id) !== state) continue;
+        const error = action === "cancel" ? this.core.cancel(id, "OPERATOR", nowMs)
+          : action === "archive" ? this.core.archive(id, nowMs) : this.core.delete(id);
+        if (!error) affected += 1;
+      }
+      return affected;
+    });
+  }
+
+  /**
+   * One batch of retry or delete over finished tasks in `state` after row `afterRowid`:
+   * at most BULK_ACTION_BATCH_MAX_TASKS, and a retry batch stops at WORK_SLICE_BYTES of
+   * payload (reviving rewrites the row). A retry refused (a unique key now held) is skipped.
+   */
+  bulkFinished(action: "retry" | "delete", state: TaskState, afterRowid: number): FinishedBatch {
+    return this.turn(() => {
+      const rows = this.store.pageOfState(this.queue, state, afterRowid, BULK_ACTION_BATCH_MAX_TASKS);
+      const nowMs = this.clock.nowMs();
+      let affected = 0;
+      let bytes = 0;
+      let lastRowid = afterRowid;
+      for (const row of rows) {
+        if (action === "retry" && bytes >= WORK_SLICE_BYTES) return { affected, lastRowid, more: true };
+        lastRowid = row.rowid;
+        if (action === "delete") {
+          this.core.deleteFinished(row.id);
+          affected += 1;
+          continue;
+        }
+        bytes += row.payloadBytes;
+        const record = this.store.getTask(row.id);
+        if (record && !this.core.revive(record, nowMs)) affected += 1;
+      }
+      return { affected, lastRowid, more: rows.length === BULK_ACTION_BATCH_MAX_TASKS };
+    });
+  }
+
+  /** True when any task row (finished ones included) names this queue. */
+  hasTasks(): boolean {
+    return this.store.hasTasks(this.queue);
+  }
+
   private actOnFinished(id: string, action: Exclude<TaskAction, "retry">): ConveyorError | null {
     const record = this.store.getTask(id);
     if (!record || record.queue !== this.queue) return taskNotFound(id);
     if (action === "delete") {
-      this.store.deleteTask(id);
+      this.core.deleteFinished(id);
       return null;
     }
     return new ConveyorError("FAILED_PRECONDITION", "TASK_STATE_CONFLICT",
@@ -139,8 +199,31 @@ export class QueueGrain {
 
   /* Queue settings: the grain is their only writer; each persists through the turn. */
 
+  /** Pauses or resumes an existing queue (one with a settings row or a task); NOT_FOUND otherwise. */
   setPaused(paused: boolean): void {
+    if (!this.store.queueExists(this.queue)) throw queueNotFound(this.queue);
     this.turn(() => this.core.setPaused(paused, this.clock.nowMs()));
+  }
+
+  /**
+   * Whether the queue could be removed now; its refusal (unfinished tasks) otherwise.
+   * NOT_FOUND when the queue does not exist.
+   */
+  removalRefusal(): ConveyorError | null {
+    if (!this.store.queueExists(this.queue)) return queueNotFound(this.queue);
+    return this.core.removalRefusal();
+  }
+
+  /**
+   * The last turn of removing the queue: its settings go (refused while it holds
+   * unfinished tasks). Its finished tasks must have been deleted before (bulk batches);
+   * the caller deactivates the grain after this turn.
+   */
+  removeSettings(): void {
+    this.turn(() => {
+      const error = this.core.remove();
+      if (error) throw error;
+    });
   }
 
   setKeyLimit(limit: number | undefined): void {

@@ -101,6 +101,14 @@ export class Schedules {
     }
   }
 
+  /** Deletes every schedule of the queue (the queue is being removed). */
+  clear(): void {
+    for (const name of this.byName.keys()) this.memory.persist({ kind: "deleteSchedule", name });
+    this.byName.clear();
+    this.upcoming.clear();
+    this.soonestMs = undefined;
+  }
+
   /** Ids of the tasks `fire(nowMs)` may enqueue (the shell looks up those that finished). */
   dueTaskIds(nowMs: number): string[] {
     if (this.soonestMs === undefined || this.soonestMs > nowMs) return [];

@@ -11,6 +11,8 @@
  * Invariant: after `forget`, no part of the core names the task except lazily-cleaned
  * timers and heap items; after `detachFromLease`, the task holds no slot and no lease.
  */
+import { ATTEMPT_ERROR_MAX_BYTES, truncateText } from "../../base/limits.js";
+import type { AttemptEnding } from "./attempts.js";
 import { retryDelayMs } from "./backoff.js";
 import type { CoreMemory } from "./core-memory.js";
 import type { FinishTransition } from "./effects.js";
@@ -56,6 +58,8 @@ export class TaskExits {
     e.leaseId = "";
     e.leaseExpiresAtMs = 0;
     e.attemptEndsAtMs = 0;
+    e.attemptStartedAtMs = 0;
+    e.attemptWorker = "";
     this.memory.persist({ ...end, entry: { ...e } } as FinishTransition);
     this.memory.report({ kind: "settled", outcome: state, count: 1 });
   }
@@ -71,19 +75,28 @@ export class TaskExits {
     if (e.state === "active") {
       const lease = leases.get(e.leaseId);
       if (lease) {
-        this.detachFromLease(lease, e);
+        this.detachFromLease(lease, e, { outcome: "cancelled", error: "" }, nowMs);
         if (!leases.has(lease.id)) leases.revoke(lease.id, reason, nowMs + this.memory.config.leaseTtlMs);
       }
     }
     this.finish(e, { kind: "cancel", outcome: { finishedAtMs: nowMs, cancelReason: reason } });
   }
 
-  /** Removes an active task from its lease and frees its key slots. */
-  detachFromLease(lease: Lease, e: TaskIndexEntry): void {
+  /**
+   * Removes an active task from its lease and frees its key slots: its attempt is over,
+   * and is recorded in its history (`recordAttempt`, in this turn).
+   */
+  detachFromLease(lease: Lease, e: TaskIndexEntry, ending: AttemptEnding, nowMs: number): void {
+    this.memory.persist({
+      kind: "recordAttempt", taskId: e.id, number: e.attemptNumber, startedAtMs: e.attemptStartedAtMs, endedAtMs: nowMs, workerId: e.attemptWorker,
+      outcome: ending.outcome, error: truncateText(ending.error, ATTEMPT_ERROR_MAX_BYTES),
+    });
     this.memory.leases.detach(lease, e.id);
     e.leaseId = "";
     e.leaseExpiresAtMs = 0;
     e.attemptEndsAtMs = 0;
+    e.attemptStartedAtMs = 0;
+    e.attemptWorker = "";
     this.rules.release(e);
   }
 

@@ -98,6 +98,8 @@ export interface TaskRecord {
   rules: TaskRule[];
   leaseId: string;
   leaseExpiresAtMs: number;
+  /** How many attempts the task has started (its attempt history numbers on from it). */
+  attemptNumber: number;
 }
 
 /**
@@ -129,6 +131,12 @@ export interface TaskIndexEntry {
    * limit or the task is not active. Durable, so a restart does not extend an attempt.
    */
   attemptEndsAtMs: number;
+  /** When the running attempt started; 0 when the task is not active. Durable (attempt history). */
+  attemptStartedAtMs: number;
+  /** The worker id of the Lease call that started the running attempt ("" = none named, or not active). */
+  attemptWorker: string;
+  /** How many attempts the task has started (the running or last one's number). Durable, kept by a revival. */
+  attemptNumber: number;
   /** Aggregation group ("" = none). */
   group: string;
   /** The fired batch this pending or active group member belongs to ("" = none). */
@@ -145,7 +153,7 @@ export type EntryTaskFields = Pick<TaskIndexEntry, "id" | "type" | "priority" | 
 
 /** Where the task stands (and its payload's size, which the entry keeps instead of the payload); the attempt fields default to "never failed, not leased, no batch". */
 export type EntryPosition = Pick<TaskIndexEntry, "state" | "seq" | "readyAtMs" | "expiresAtMs" | "uniqueUntilMs" | "payloadBytes">
-  & Partial<Pick<TaskIndexEntry, "retried" | "leaseId" | "leaseExpiresAtMs" | "attemptEndsAtMs" | "batchId">>;
+  & Partial<Pick<TaskIndexEntry, "retried" | "leaseId" | "leaseExpiresAtMs" | "attemptEndsAtMs" | "attemptStartedAtMs" | "attemptWorker" | "attemptNumber" | "batchId">>;
 
 /**
  * The one constructor of an index entry: admission (a NewTask), revival (a TaskRecord)
@@ -159,7 +167,9 @@ export function indexEntry(task: EntryTaskFields, at: EntryPosition): TaskIndexE
     deadlineAtMs: task.deadlineAtMs, expiresAtMs: at.expiresAtMs, uniqueKey: task.uniqueKey,
     uniqueUntilMs: at.uniqueUntilMs, retried: at.retried ?? 0, maxRetry: task.maxRetry,
     backoffBaseMs: task.backoffBaseMs, backoffMaxMs: task.backoffMaxMs, leaseId: at.leaseId ?? "",
-    leaseExpiresAtMs: at.leaseExpiresAtMs ?? 0, attemptEndsAtMs: at.attemptEndsAtMs ?? 0, group: task.group,
+    leaseExpiresAtMs: at.leaseExpiresAtMs ?? 0, attemptEndsAtMs: at.attemptEndsAtMs ?? 0,
+    attemptStartedAtMs: at.attemptStartedAtMs ?? 0, attemptWorker: at.attemptWorker ?? "",
+    attemptNumber: at.attemptNumber ?? 0, group: task.group,
     batchId: at.batchId ?? "", rules: task.rules, payloadBytes: at.payloadBytes,
   };
 }

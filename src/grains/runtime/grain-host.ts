@@ -17,7 +17,7 @@ import type { QueueStore } from "../queue/ports.js";
 import type { CronCalendar } from "../queue/schedule.js";
 import type { SharedSlotLedger } from "./shared-slots.js";
 
-export type DeactivationReason = "idle" | "failed" | "shutdown";
+export type DeactivationReason = "idle" | "failed" | "shutdown" | "removed";
 
 export interface GrainHostOptions {
   store: QueueStore;
@@ -132,6 +132,11 @@ export class GrainHost {
     if (reason === "idle" && wakeAtMs !== undefined) this.remind(queue, wakeAtMs);
     this.options.onLifecycle?.(queue, reason);
     this.loggerOf(queue).debug({ reason }, "grain deactivated");
+  }
+
+  /** Drops the grain of a queue that was removed (DeleteQueue): no reminder is kept. */
+  retire(queue: string): void {
+    this.deactivate(queue, "removed");
   }
 
   /** Deactivates every grain (storage rolled back, or the node stops). */

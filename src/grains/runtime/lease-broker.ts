@@ -96,7 +96,7 @@ export class LeaseBroker {
       workerId: call.workerId, host: call.host ?? "", queues: call.queues.map((q) => q.name),
       batchTypes: call.caps.batchTypes, concurrency: call.concurrency ?? 0,
     });
-    const now = this.take(call.queues, this.answerMax(call), call.caps);
+    const now = this.take(call.queues, this.answerMax(call), call.caps, call.workerId);
     if (now.length > 0 || call.waitMs <= 0 || call.signal?.aborted) return now;
     if (this.waiterCount >= this.options.waitersMax) {
       throw new ConveyorError("RESOURCE_EXHAUSTED", "WAITERS_FULL",
@@ -171,7 +171,7 @@ export class LeaseBroker {
     const grain = this.options.grainOf(queue);
     for (const waiter of [...set]) {
       if (!grain.hasDispatchable(waiter.call.caps)) continue;
-      const deliveries = grain.lease(this.answerMax(waiter.call), waiter.call.caps, this.options.answerMaxBytes ?? Infinity);
+      const deliveries = grain.lease(this.answerMax(waiter.call), waiter.call.caps, this.options.answerMaxBytes ?? Infinity, waiter.call.workerId);
       if (deliveries.length > 0) this.finish(waiter, deliveries);
     }
   }
@@ -185,13 +185,13 @@ export class LeaseBroker {
    * in the answer's budget, so the answer passes the budget at most once, by at most one
    * delivery.
    */
-  private take(queues: readonly LeaseQueue[], max: number, caps: LeaseCaps): LeasedDelivery[] {
+  private take(queues: readonly LeaseQueue[], max: number, caps: LeaseCaps, workerId: string): LeasedDelivery[] {
     const out: LeasedDelivery[] = [];
     const budget = this.options.answerMaxBytes ?? Infinity;
     let bytes = 0;
     for (const q of this.weightedOrder(queues)) {
       if (out.length >= max || bytes >= budget) break;
-      for (const d of this.options.grainOf(q.name).lease(max - out.length, caps, budget - bytes)) {
+      for (const d of this.options.grainOf(q.name).lease(max - out.length, caps, budget - bytes, workerId)) {
         out.push(d);
         for (const t of d.tasks) bytes += t.payload.byteLength;
       }

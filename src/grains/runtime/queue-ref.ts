@@ -19,7 +19,9 @@ import type { GroupConfig } from "../queue/group-aggregator.js";
 import type { QueueStore } from "../queue/ports.js";
 import type { LeasedDelivery, QueueGrain, TaskAction } from "../queue/queue-grain.js";
 import { NO_BATCHES, type LeaseCaps } from "../queue/ready-queues.js";
-import type { CancelReason, NewTask, TaskRecord } from "../queue/task.js";
+import type { CancelReason, NewTask, TaskRecord, TaskState } from "../queue/task.js";
+import type { BulkAction } from "../queue/bulk-actions.js";
+import { runBulkAction, runQueueRemoval } from "./bulk-runner.js";
 import type { RateLimitSpec } from "../queue/token-bucket.js";
 
 /** Live counts of a grain in memory. */
@@ -57,6 +59,10 @@ export interface QueueRef {
   wakeSlot(slot: string): Promise<void>;
   /** An operator's command on one of the queue's schedules (rejects: not found, full). */
   schedule(cmd: ScheduleCommand): Promise<ScheduleAnswer>;
+  /** `action` on every task of the queue in `state`, in batches (see bulk-runner.ts); resolves with how many changed. */
+  bulkAct(action: BulkAction, state: TaskState): Promise<number>;
+  /** Removes the queue (its finished tasks and settings) unless it holds unfinished tasks; its grain goes. Resolves with the finished tasks deleted. */
+  remove(): Promise<number>;
 }
 
 /** The grains of this node, as the local ref needs them (the grain host). */
@@ -65,6 +71,8 @@ export interface LocalGrains {
   get(queue: string): QueueGrain;
   /** The grain if it is in memory. */
   peek(queue: string): QueueGrain | undefined;
+  /** Drops the grain of a removed queue from memory. */
+  retire(queue: string): void;
 }
 
 /** A queue owned by this node: a synchronous grain turn, then the node's group commit. */
@@ -163,6 +171,14 @@ export class LocalQueueRef implements QueueRef {
 
   schedule(cmd: ScheduleCommand): Promise<ScheduleAnswer> {
     return this.run(() => this.grain.schedule(cmd));
+  }
+
+  bulkAct(action: BulkAction, state: TaskState): Promise<number> {
+    return runBulkAction((turn) => this.run(() => turn(this.grain)), action, state);
+  }
+
+  remove(): Promise<number> {
+    return runQueueRemoval((turn) => this.run(() => turn(this.grain)), () => this.grains.retire(this.queue));
   }
 
   /** Runs `turn` now (synchronously) and resolves with its value after the commit. */

@@ -61,6 +61,8 @@ export const RPC_ROLES: Readonly<Record<string, readonly Role[]>> = {
   "AdminService/PauseSchedule": ADMIN,
   "AdminService/ResumeSchedule": ADMIN,
   "AdminService/RunScheduleNow": ADMIN,
+  "AdminService/DeleteQueue": ADMIN,
+  "AdminService/BulkTaskAction": ADMIN,
 };
 
 /** The roles that may call `rpc` (admin always among them); undefined for an RPC not in the table. */

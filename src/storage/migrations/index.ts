@@ -10,6 +10,7 @@ import { m003Groups } from "./003-groups.js";
 import { m004Rules } from "./004-rules.js";
 import { m005SlotLimits } from "./005-slot-limits.js";
 import { m006AttemptEnds } from "./006-attempt-ends.js";
+import { m007Attempts } from "./007-attempts.js";
 import { m008Schedules } from "./008-schedules.js";
 
 export interface Migration {
@@ -19,5 +20,4 @@ export interface Migration {
 }
 
 export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits, m003Groups, m004Rules, m005SlotLimits, m006AttemptEnds,
-  // 007 is issue 11's (attempt history), on another branch.
-  m008Schedules];
+  m007Attempts, m008Schedules];

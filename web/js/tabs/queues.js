@@ -1,7 +1,8 @@
-// Queues: pause and resume dispatch, with a confirmation.
+// Queues: pause and resume dispatch, and remove a queue with no unfinished task, each
+// with a confirmation.
 
 import { h, replaceKeepingFocus, table } from "../dom.js";
-import { UNFINISHED, count } from "../format.js";
+import { STATES, UNFINISHED, count } from "../format.js";
 import { href } from "../router.js";
 import { messageArea, pageHeader, pausedBadge } from "../ui.js";
 import { registerTab } from "./registry.js";
@@ -40,6 +41,26 @@ registerTab({
       }
     }
 
+    /** DeleteQueue: only a queue with no unfinished task; its finished tasks and settings go too. */
+    async function remove(name, finished) {
+      const ok = await ctx.confirm({
+        title: `Remove queue ${name}?`,
+        body: `${name} and its settings (pause, limits, rate limit, group thresholds) are removed, with its ${count(finished)} finished task${finished === 1 ? "" : "s"}. This cannot be undone.`,
+        confirmLabel: `Remove ${name}`,
+        danger: true,
+      });
+      if (!ok) return;
+      try {
+        const res = await api.admin("DeleteQueue", { queue: name });
+        const n = Number(res.deletedTasks ?? 0);
+        messages.info(`Queue ${name} removed (${count(n)} finished task${n === 1 ? "" : "s"} deleted).`);
+        await store.refresh();
+        render();
+      } catch (err) {
+        messages.error(err);
+      }
+    }
+
     function render() {
       if (!store.loaded) {
         tableBox.replaceChildren(h("p", { class: "empty" }, "Loading…"));
@@ -51,6 +72,7 @@ registerTab({
       }
       const rows = store.queues.map((q) => {
         const unfinished = UNFINISHED.reduce((n, s) => n + q.counts[s], 0);
+        const finished = STATES.reduce((n, s) => n + q.counts[s], 0) - unfinished;
         return h("tr", { dataset: { queue: q.name } },
           h("th", { scope: "row" }, q.name),
           h("td", null, pausedBadge(q.paused)),
@@ -63,7 +85,12 @@ registerTab({
               onclick: () => setPaused(q.name, !q.paused),
             }, q.paused ? `Resume` : `Pause`, h("span", { class: "visually-hidden" }, ` ${q.name}`)),
             h("a", { class: "button link", href: href(["tasks"], { queue: q.name }), "data-focus-key": `tasks:${q.name}` },
-              "Tasks", h("span", { class: "visually-hidden" }, ` of ${q.name}`))));
+              "Tasks", h("span", { class: "visually-hidden" }, ` of ${q.name}`)),
+            h("button", {
+              type: "button", class: "button danger", "data-focus-key": `remove:${q.name}`, disabled: unfinished > 0,
+              title: unfinished > 0 ? `${count(unfinished)} unfinished tasks: cancel or delete them first` : `Remove ${q.name}`,
+              onclick: () => remove(q.name, finished),
+            }, "Remove", h("span", { class: "visually-hidden" }, ` ${q.name}`))));
       });
       replaceKeepingFocus(tableBox, table({
         caption: "Queues",

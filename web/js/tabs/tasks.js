@@ -24,7 +24,7 @@ const ACTIONS = [
     explain: "The task becomes pending now instead of waiting for its scheduled time or backoff.",
   },
   {
-    id: "archive", label: "Archive", method: "ArchiveTask", danger: true, states: ["scheduled", "pending", "retry"],
+    id: "archive", label: "Archive", method: "ArchiveTask", danger: true, states: ["scheduled", "pending", "retry", "aggregating"],
     explain: "The task moves to the dead letter (archived) without running.",
   },
   {
@@ -36,6 +36,17 @@ const ACTIONS = [
     explain: "The task is removed for good. This cannot be undone.",
   },
 ];
+
+/**
+ * Bulk actions on every task of a queue in one state (BulkTaskAction): the same actions,
+ * for the same states, as on one task (ACTIONS), except "run now".
+ */
+const BULK = {
+  retry: { wire: "BULK_ACTION_RETRY", done: "retried" },
+  archive: { wire: "BULK_ACTION_ARCHIVE", done: "archived" },
+  delete: { wire: "BULK_ACTION_DELETE", done: "deleted" },
+  cancel: { wire: "BULK_ACTION_CANCEL", done: "cancelled" },
+};
 
 registerTab({
   id: "tasks",
@@ -79,10 +90,11 @@ function listView(container, ctx, initialRoute) {
     field("Per page", sizeSelect),
     h("div", { class: "field submit" }, h("button", { type: "submit", class: "button primary" }, "Show tasks")));
   const stateNav = h("nav", { class: "state-filter", "aria-label": "Filter by state" });
+  const bulkBar = h("div", { class: "toolbar bulk-actions", role: "group", "aria-label": "Act on every task in this state" });
   const results = h("div", { class: "results" });
   const pager = h("div", { class: "pager" });
   container.append(pageHeader("Tasks", "Browse a queue's tasks by state; open a task to see it in full and act on it."),
-    form, messages.el, stateNav, h("section", { class: "panel" }, results, pager));
+    form, messages.el, stateNav, bulkBar, h("section", { class: "panel" }, results, pager));
 
   let q = { queue: "", state: "", size: DEFAULT_PAGE_SIZE, page: "" };
   /** Tokens of the pages before this one (for Previous), reset when the filter changes. */
@@ -127,8 +139,45 @@ function listView(container, ctx, initialRoute) {
       STATES.map((s) => h("li", null, link(s, s, info?.counts[s] ?? 0)))));
   }
 
+  /** Buttons for the bulk actions that apply to the chosen state (none without a queue and a state). */
+  function renderBulkBar() {
+    const key = `${q.queue}\0${q.state}`;
+    if (bulkBar.dataset.key === key) return;
+    bulkBar.dataset.key = key;
+    const actions = q.queue && q.state ? ACTIONS.filter((a) => BULK[a.id] && a.states.includes(q.state)) : [];
+    bulkBar.replaceChildren(...actions.map((a) => actionButton(`${a.label} all`,
+      { class: ["button", a.danger ? "danger" : ""], dataset: { bulk: a.id } }, () => actOnAll(a))));
+  }
+
+  async function actOnAll(action) {
+    const { queue, state } = q;
+    const n = store.queue(queue)?.counts[state] ?? 0;
+    const ok = await ctx.confirm({
+      title: `${action.label} all ${state} tasks?`,
+      body: [
+        h("p", { class: "bulk-count" }, `${count(n)} ${state} task${n === 1 ? "" : "s"} in ${queue} will be ${BULK[action.id].done}.`),
+        h("p", null, action.explain),
+      ],
+      confirmLabel: `${action.label} ${count(n)} task${n === 1 ? "" : "s"}`,
+      danger: action.danger,
+    });
+    if (!ok) return;
+    let res;
+    try {
+      res = await api.admin("BulkTaskAction", { queue, state: stateWire(state), action: BULK[action.id].wire });
+    } catch (err) {
+      messages.error(err);
+      return;
+    }
+    lastData = "";
+    await load();
+    const done = toNum(res.affected);
+    messages.info(`${action.label} all: ${count(done)} task${done === 1 ? "" : "s"} ${BULK[action.id].done}.`);
+  }
+
   async function load() {
     renderStateNav();
+    renderBulkBar();
     if (!q.queue) {
       messages.clear();
       pager.replaceChildren();
@@ -234,6 +283,7 @@ function taskView(container, ctx, initialRoute) {
   let id = initialRoute.params.get("id") ?? "";
   let task = null;
   let lastData = "";
+  let lastAttempts = [];
   let deleted = false;
   const messages = messageArea();
   const back = h("a", { class: "back", href: href(["tasks"]) }, "← Tasks");
@@ -281,7 +331,7 @@ function taskView(container, ctx, initialRoute) {
     }
     try {
       const res = await api.admin("GetTask", { id });
-      render(res.task);
+      render(res.task, res.attempts ?? []);
     } catch (err) {
       if (task) {
         if (err?.code === "NOT_FOUND") {
@@ -295,9 +345,10 @@ function taskView(container, ctx, initialRoute) {
     }
   }
 
-  function render(t) {
+  function render(t, attempts = lastAttempts) {
     if (!t) return;
-    const data = JSON.stringify(t);
+    lastAttempts = attempts;
+    const data = JSON.stringify([t, attempts]);
     if (data === lastData) return;
     lastData = data;
     task = t;
@@ -346,6 +397,7 @@ function taskView(container, ctx, initialRoute) {
       section("Last error", t.lastError
         ? [h("pre", { class: "code error-text" }, t.lastError), h("p", { class: "muted" }, "Failed at ", when(t.lastFailedAtMs))]
         : h("p", { class: "muted" }, "No failed attempt.")),
+      section("Attempts", attemptsTable(attempts, when), "wide"),
       section(`Payload`, bytesBlock(payload, t.contentType), "wide"),
       result.kind !== "empty" ? section("Result", bytesBlock(result, ""), "wide") : null,
       section("Metadata", metadata.length
@@ -368,6 +420,28 @@ function taskView(container, ctx, initialRoute) {
     },
     refresh: load,
   };
+}
+
+/** The task's attempts, oldest first (the node keeps the most recent 25). */
+function attemptsTable(attempts, when) {
+  if (attempts.length === 0) return h("p", { class: "muted" }, "Not run yet.");
+  const took = (a) => {
+    if (!toNum(a.startedAtMs)) return "—";
+    const ms = toNum(a.endedAtMs) - toNum(a.startedAtMs);
+    return ms === 0 ? "0 ms" : duration(ms);
+  };
+  return table({
+    caption: "Attempts",
+    className: "data attempts",
+    head: [{ text: "#", class: "num" }, "Started", "Took", "Worker", "Outcome", "Error"],
+    rows: attempts.map((a) => h("tr", { dataset: { attempt: String(a.number) } },
+      h("th", { scope: "row", class: "num" }, String(a.number)),
+      h("td", null, when(a.startedAtMs)),
+      h("td", null, took(a)),
+      h("td", { class: "mono" }, a.workerId || "—"),
+      h("td", { class: "outcome" }, a.outcome.replaceAll("_", " ")),
+      h("td", { class: "error-text" }, a.error ?? ""))),
+  });
 }
 
 function section(titleText, body, className) {

@@ -5,6 +5,11 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
+BULK_ACTION_ARCHIVE: BulkAction
+BULK_ACTION_CANCEL: BulkAction
+BULK_ACTION_DELETE: BulkAction
+BULK_ACTION_RETRY: BulkAction
+BULK_ACTION_UNSPECIFIED: BulkAction
 DESCRIPTOR: _descriptor.FileDescriptor
 GROUP_STATE_AGGREGATING: GroupState
 GROUP_STATE_READY: GroupState
@@ -50,10 +55,12 @@ class AdminServiceGetTaskRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class AdminServiceGetTaskResponse(_message.Message):
-    __slots__ = ["task"]
+    __slots__ = ["attempts", "task"]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
+    attempts: _containers.RepeatedCompositeFieldContainer[_task_pb2.Attempt]
     task: _task_pb2.Task
-    def __init__(self, task: _Optional[_Union[_task_pb2.Task, _Mapping]] = ...) -> None: ...
+    def __init__(self, task: _Optional[_Union[_task_pb2.Task, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[_task_pb2.Attempt, _Mapping]]] = ...) -> None: ...
 
 class ArchiveTaskRequest(_message.Message):
     __slots__ = ["id"]
@@ -66,6 +73,22 @@ class ArchiveTaskResponse(_message.Message):
     TASK_FIELD_NUMBER: _ClassVar[int]
     task: _task_pb2.Task
     def __init__(self, task: _Optional[_Union[_task_pb2.Task, _Mapping]] = ...) -> None: ...
+
+class BulkTaskActionRequest(_message.Message):
+    __slots__ = ["action", "queue", "state"]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    action: BulkAction
+    queue: str
+    state: _task_pb2.TaskState
+    def __init__(self, queue: _Optional[str] = ..., state: _Optional[_Union[_task_pb2.TaskState, str]] = ..., action: _Optional[_Union[BulkAction, str]] = ...) -> None: ...
+
+class BulkTaskActionResponse(_message.Message):
+    __slots__ = ["affected"]
+    AFFECTED_FIELD_NUMBER: _ClassVar[int]
+    affected: int
+    def __init__(self, affected: _Optional[int] = ...) -> None: ...
 
 class ClusterMember(_message.Message):
     __slots__ = ["node_id", "self"]
@@ -142,6 +165,18 @@ class DeleteQueueRateLimitRequest(_message.Message):
 class DeleteQueueRateLimitResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
+
+class DeleteQueueRequest(_message.Message):
+    __slots__ = ["queue"]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class DeleteQueueResponse(_message.Message):
+    __slots__ = ["deleted_tasks"]
+    DELETED_TASKS_FIELD_NUMBER: _ClassVar[int]
+    deleted_tasks: int
+    def __init__(self, deleted_tasks: _Optional[int] = ...) -> None: ...
 
 class DeleteScheduleRequest(_message.Message):
     __slots__ = ["name", "queue"]
@@ -664,4 +699,7 @@ class MissedTicks(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class MemberState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class BulkAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -180,6 +180,16 @@ class AdminServiceStub(object):
                 request_serializer=conveyor_dot_v1_dot_admin__service__pb2.GetClusterStatusRequest.SerializeToString,
                 response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.GetClusterStatusResponse.FromString,
                 )
+        self.DeleteQueue = channel.unary_unary(
+                '/conveyor.v1.AdminService/DeleteQueue',
+                request_serializer=conveyor_dot_v1_dot_admin__service__pb2.DeleteQueueRequest.SerializeToString,
+                response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.DeleteQueueResponse.FromString,
+                )
+        self.BulkTaskAction = channel.unary_unary(
+                '/conveyor.v1.AdminService/BulkTaskAction',
+                request_serializer=conveyor_dot_v1_dot_admin__service__pb2.BulkTaskActionRequest.SerializeToString,
+                response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.BulkTaskActionResponse.FromString,
+                )
 
 
 class AdminServiceServicer(object):
@@ -412,6 +422,27 @@ class AdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteQueue(self, request, context):
+        """Removes a queue that holds no unfinished task: its finished tasks, its settings
+        (pause, limits, rate limit, group configs) and its grain. NOT_FOUND
+        (QUEUE_NOT_FOUND) when it does not exist; FAILED_PRECONDITION
+        (QUEUE_HAS_UNFINISHED_TASKS, naming how many) while it holds unfinished tasks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BulkTaskAction(self, request, context):
+        """One action on every task of a queue in one state, in batches (the queue keeps
+        serving between them); answers once all are done with how many tasks changed. The
+        pairs mirror the single-task actions: retry archived/cancelled; archive
+        scheduled/pending/retry/aggregating; cancel any unfinished state; delete any state
+        but active. Another pair is INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -579,6 +610,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.GetClusterStatus,
                     request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.GetClusterStatusRequest.FromString,
                     response_serializer=conveyor_dot_v1_dot_admin__service__pb2.GetClusterStatusResponse.SerializeToString,
+            ),
+            'DeleteQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteQueue,
+                    request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.DeleteQueueRequest.FromString,
+                    response_serializer=conveyor_dot_v1_dot_admin__service__pb2.DeleteQueueResponse.SerializeToString,
+            ),
+            'BulkTaskAction': grpc.unary_unary_rpc_method_handler(
+                    servicer.BulkTaskAction,
+                    request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.BulkTaskActionRequest.FromString,
+                    response_serializer=conveyor_dot_v1_dot_admin__service__pb2.BulkTaskActionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1149,5 +1190,39 @@ class AdminService(object):
         return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/GetClusterStatus',
             conveyor_dot_v1_dot_admin__service__pb2.GetClusterStatusRequest.SerializeToString,
             conveyor_dot_v1_dot_admin__service__pb2.GetClusterStatusResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/DeleteQueue',
+            conveyor_dot_v1_dot_admin__service__pb2.DeleteQueueRequest.SerializeToString,
+            conveyor_dot_v1_dot_admin__service__pb2.DeleteQueueResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def BulkTaskAction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/BulkTaskAction',
+            conveyor_dot_v1_dot_admin__service__pb2.BulkTaskActionRequest.SerializeToString,
+            conveyor_dot_v1_dot_admin__service__pb2.BulkTaskActionResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from conveyor.v1 import task_pb2 as conveyor_dot_v1_dot_task__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63onveyor/v1/task_service.proto\x12\x0b\x63onveyor.v1\x1a\x16\x63onveyor/v1/task.proto\"5\n\x0e\x45nqueueRequest\x12#\n\x04task\x18\x01 \x01(\x0b\x32\x15.conveyor.v1.TaskSpec\"=\n\x0f\x45nqueueResponse\x12*\n\x06result\x18\x01 \x01(\x0b\x32\x1a.conveyor.v1.EnqueueResult\";\n\x13\x45nqueueBatchRequest\x12$\n\x05tasks\x18\x01 \x03(\x0b\x32\x15.conveyor.v1.TaskSpec\"D\n\x14\x45nqueueBatchResponse\x12,\n\x05items\x18\x01 \x03(\x0b\x32\x1d.conveyor.v1.EnqueueBatchItem\"t\n\x10\x45nqueueBatchItem\x12,\n\x06result\x18\x01 \x01(\x0b\x32\x1a.conveyor.v1.EnqueueResultH\x00\x12\'\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.conveyor.v1.ItemErrorH\x00\x42\t\n\x07outcome\"8\n\x10\x45nqueueTxRequest\x12$\n\x05tasks\x18\x01 \x03(\x0b\x32\x15.conveyor.v1.TaskSpec\"@\n\x11\x45nqueueTxResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.conveyor.v1.EnqueueResult\"\x1c\n\x0eGetTaskRequest\x12\n\n\x02id\x18\x01 \x01(\t\"2\n\x0fGetTaskResponse\x12\x1f\n\x04task\x18\x01 \x01(\x0b\x32\x11.conveyor.v1.Task\"\x1f\n\x11\x43\x61ncelTaskRequest\x12\n\n\x02id\x18\x01 \x01(\t\"5\n\x12\x43\x61ncelTaskResponse\x12\x1f\n\x04task\x18\x01 \x01(\x0b\x32\x11.conveyor.v1.Task\"1\n\x0fWaitTaskRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\ntimeout_ms\x18\x02 \x01(\r\"E\n\x10WaitTaskResponse\x12\x1f\n\x04task\x18\x01 \x01(\x0b\x32\x11.conveyor.v1.Task\x12\x10\n\x08\x66inished\x18\x02 \x01(\x08\x32\xd2\x03\n\x0bTaskService\x12\x44\n\x07\x45nqueue\x12\x1b.conveyor.v1.EnqueueRequest\x1a\x1c.conveyor.v1.EnqueueResponse\x12S\n\x0c\x45nqueueBatch\x12 .conveyor.v1.EnqueueBatchRequest\x1a!.conveyor.v1.EnqueueBatchResponse\x12J\n\tEnqueueTx\x12\x1d.conveyor.v1.EnqueueTxRequest\x1a\x1e.conveyor.v1.EnqueueTxResponse\x12\x44\n\x07GetTask\x12\x1b.conveyor.v1.GetTaskRequest\x1a\x1c.conveyor.v1.GetTaskResponse\x12M\n\nCancelTask\x12\x1e.conveyor.v1.CancelTaskRequest\x1a\x1f.conveyor.v1.CancelTaskResponse\x12G\n\x08WaitTask\x12\x1c.conveyor.v1.WaitTaskRequest\x1a\x1d.conveyor.v1.WaitTaskResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63onveyor/v1/task_service.proto\x12\x0b\x63onveyor.v1\x1a\x16\x63onveyor/v1/task.proto\"5\n\x0e\x45nqueueRequest\x12#\n\x04task\x18\x01 \x01(\x0b\x32\x15.conveyor.v1.TaskSpec\"=\n\x0f\x45nqueueResponse\x12*\n\x06result\x18\x01 \x01(\x0b\x32\x1a.conveyor.v1.EnqueueResult\";\n\x13\x45nqueueBatchRequest\x12$\n\x05tasks\x18\x01 \x03(\x0b\x32\x15.conveyor.v1.TaskSpec\"D\n\x14\x45nqueueBatchResponse\x12,\n\x05items\x18\x01 \x03(\x0b\x32\x1d.conveyor.v1.EnqueueBatchItem\"t\n\x10\x45nqueueBatchItem\x12,\n\x06result\x18\x01 \x01(\x0b\x32\x1a.conveyor.v1.EnqueueResultH\x00\x12\'\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.conveyor.v1.ItemErrorH\x00\x42\t\n\x07outcome\"8\n\x10\x45nqueueTxRequest\x12$\n\x05tasks\x18\x01 \x03(\x0b\x32\x15.conveyor.v1.TaskSpec\"@\n\x11\x45nqueueTxResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.conveyor.v1.EnqueueResult\"\x1c\n\x0eGetTaskRequest\x12\n\n\x02id\x18\x01 \x01(\t\"Z\n\x0fGetTaskResponse\x12\x1f\n\x04task\x18\x01 \x01(\x0b\x32\x11.conveyor.v1.Task\x12&\n\x08\x61ttempts\x18\x02 \x03(\x0b\x32\x14.conveyor.v1.Attempt\"\x1f\n\x11\x43\x61ncelTaskRequest\x12\n\n\x02id\x18\x01 \x01(\t\"5\n\x12\x43\x61ncelTaskResponse\x12\x1f\n\x04task\x18\x01 \x01(\x0b\x32\x11.conveyor.v1.Task\"1\n\x0fWaitTaskRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\ntimeout_ms\x18\x02 \x01(\r\"E\n\x10WaitTaskResponse\x12\x1f\n\x04task\x18\x01 \x01(\x0b\x32\x11.conveyor.v1.Task\x12\x10\n\x08\x66inished\x18\x02 \x01(\x08\x32\xd2\x03\n\x0bTaskService\x12\x44\n\x07\x45nqueue\x12\x1b.conveyor.v1.EnqueueRequest\x1a\x1c.conveyor.v1.EnqueueResponse\x12S\n\x0c\x45nqueueBatch\x12 .conveyor.v1.EnqueueBatchRequest\x1a!.conveyor.v1.EnqueueBatchResponse\x12J\n\tEnqueueTx\x12\x1d.conveyor.v1.EnqueueTxRequest\x1a\x1e.conveyor.v1.EnqueueTxResponse\x12\x44\n\x07GetTask\x12\x1b.conveyor.v1.GetTaskRequest\x1a\x1c.conveyor.v1.GetTaskResponse\x12M\n\nCancelTask\x12\x1e.conveyor.v1.CancelTaskRequest\x1a\x1f.conveyor.v1.CancelTaskResponse\x12G\n\x08WaitTask\x12\x1c.conveyor.v1.WaitTaskRequest\x1a\x1d.conveyor.v1.WaitTaskResponseb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'conveyor.v1.task_service_pb2', globals())
@@ -38,15 +38,15 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _GETTASKREQUEST._serialized_start=562
   _GETTASKREQUEST._serialized_end=590
   _GETTASKRESPONSE._serialized_start=592
-  _GETTASKRESPONSE._serialized_end=642
-  _CANCELTASKREQUEST._serialized_start=644
-  _CANCELTASKREQUEST._serialized_end=675
-  _CANCELTASKRESPONSE._serialized_start=677
-  _CANCELTASKRESPONSE._serialized_end=730
-  _WAITTASKREQUEST._serialized_start=732
-  _WAITTASKREQUEST._serialized_end=781
-  _WAITTASKRESPONSE._serialized_start=783
-  _WAITTASKRESPONSE._serialized_end=852
-  _TASKSERVICE._serialized_start=855
-  _TASKSERVICE._serialized_end=1321
+  _GETTASKRESPONSE._serialized_end=682
+  _CANCELTASKREQUEST._serialized_start=684
+  _CANCELTASKREQUEST._serialized_end=715
+  _CANCELTASKRESPONSE._serialized_start=717
+  _CANCELTASKRESPONSE._serialized_end=770
+  _WAITTASKREQUEST._serialized_start=772
+  _WAITTASKREQUEST._serialized_end=821
+  _WAITTASKRESPONSE._serialized_start=823
+  _WAITTASKRESPONSE._serialized_end=892
+  _TASKSERVICE._serialized_start=895
+  _TASKSERVICE._serialized_end=1361
 # @@protoc_insertion_point(module_scope)

@@ -69,10 +69,12 @@ class GetTaskRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class GetTaskResponse(_message.Message):
-    __slots__ = ["task"]
+    __slots__ = ["attempts", "task"]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
+    attempts: _containers.RepeatedCompositeFieldContainer[_task_pb2.Attempt]
     task: _task_pb2.Task
-    def __init__(self, task: _Optional[_Union[_task_pb2.Task, _Mapping]] = ...) -> None: ...
+    def __init__(self, task: _Optional[_Union[_task_pb2.Task, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[_task_pb2.Attempt, _Mapping]]] = ...) -> None: ...
 
 class WaitTaskRequest(_message.Message):
     __slots__ = ["id", "timeout_ms"]
