@@ -60,7 +60,7 @@ describe("conveyord logs", () => {
   it("writes human lines with --log-format pretty", async () => {
     const run = await runDaemon(["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--log-format", "pretty"], /conveyord listening/);
     const listening = run.stdout.split("\n").find((l) => l.includes("conveyord listening"));
-    expect(listening).toMatch(/^\d{4}-\d\d-\d\dT[\d:.]+Z INFO  conveyord listening .*grpc=127\.0\.0\.1:\d+ http=127\.0\.0\.1:\d+/);
+    expect(listening).toMatch(/^\[\d{4}-\d\d-\d\dT[\d:.]+Z\] INFO: conveyord listening \{.*"grpc":"127\.0\.0\.1:\d+","http":"127\.0\.0\.1:\d+"/);
     expect(run.stdout).not.toMatch(/^\{/m);
   });
 
@@ -99,8 +99,9 @@ describe("conveyord logs", () => {
   });
 
   it("logs each operator action once, from the CLI (gRPC) and from the JSON API alike", async () => {
-    await runCli(node, "queue", "pause", "logs-ops");
+    // A setting first: pausing a queue that does not exist yet is NOT_FOUND.
     await runCli(node, "concurrency", "set", "logs-ops", "--max", "3");
+    await runCli(node, "queue", "pause", "logs-ops");
     const api = await fetch(`http://${node.httpAddress}/api/conveyor.v1.AdminService/ResumeQueue`, {
       method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ queue: "logs-ops" }),
     });
@@ -109,12 +110,12 @@ describe("conveyord logs", () => {
     await entry("the refused cancel", (e) => e.action === "CancelTask");
     const ops = entries(node).filter((e) => e.queue === "logs-ops" || e.target === "logs-no-such-task");
     expect(ops.map((e) => [e.action, e.queue ?? null, e.target ?? null, e.refused ?? null])).toEqual([
-      ["PauseQueue", "logs-ops", null, null],
       ["SetQueueConcurrencyLimit", "logs-ops", null, null],
+      ["PauseQueue", "logs-ops", null, null],
       ["ResumeQueue", "logs-ops", null, null],
       ["CancelTask", null, "logs-no-such-task", "NOT_FOUND"],
     ]);
-    expect(ops[1]).toMatchObject({ max: 3, msg: "operator action SetQueueConcurrencyLimit" });
+    expect(ops[0]).toMatchObject({ max: 3, msg: "operator action SetQueueConcurrencyLimit" });
     // Reads are not actions.
     await runCli(node, "queue", "ls");
     expect(entries(node).some((e) => e.action === "ListQueues")).toBe(false);

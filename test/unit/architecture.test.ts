@@ -71,6 +71,7 @@ describe("architecture", () => {
       "@grpc/reflection": ["rpc"],
       "@bufbuild/cel": ["server"],
       "cron-parser": ["server"],
+      "pino-pretty": ["server"],
     };
     const violations: string[] = [];
     for (const file of files) {

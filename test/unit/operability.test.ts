@@ -6,7 +6,8 @@ import { REPO_ROOT } from "../support/node-process.js";
 import { closest, editDistance } from "../../src/base/edit-distance.js";
 import { AdminService } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import { KNOWN_ENV_VARS, loadConfig, unknownEnvVars } from "../../src/server/config.js";
-import { isPretty, prettyLine } from "../../src/server/log-format.js";
+import { prettyFactory } from "pino-pretty";
+import { isPretty, prettyOptions } from "../../src/server/log-format.js";
 import { OPERATOR_ACTIONS, OPERATOR_READS } from "../../src/server/operator-log.js";
 import { taskFailures } from "../../src/server/task-failure-log.js";
 import type { TaskIndexEntry } from "../../src/grains/queue/task.js";
@@ -62,14 +63,19 @@ describe("heartbeat_interval and lease_ttl", () => {
 });
 
 describe("pretty log lines", () => {
-  it("puts time, level and message first, then the fields as key=value", () => {
-    const line = JSON.stringify({ level: 40, time: Date.UTC(2030, 0, 2, 3, 4, 5, 6), node: "n1", msg: "task attempt failed", queue: "emails", attempt: 2, error: "smtp said no" });
-    expect(prettyLine(line)).toBe('2030-01-02T03:04:05.006Z WARN  task attempt failed node=n1 queue=emails attempt=2 error="smtp said no"\n');
+  /** What pino-pretty makes of one entry with conveyord's settings (no colours). */
+  const prettyLine = (entry: Record<string, unknown>): string => prettyFactory(prettyOptions(false))(entry);
+
+  it("puts time (UTC, with its zone), level and message first, then the fields on the same line", () => {
+    const line = prettyLine({ level: 40, time: Date.UTC(2030, 0, 2, 3, 4, 5, 6), pid: 1, hostname: "h", node: "n1", msg: "task attempt failed", queue: "emails", attempt: 2, error: "smtp said no" });
+    expect(line).toBe('[2030-01-02T03:04:05.006Z] WARN: task attempt failed {"node":"n1","queue":"emails","attempt":2,"error":"smtp said no"}\n');
   });
 
   it("prints an error's stack below its line", () => {
-    const line = JSON.stringify({ level: 50, time: 0, msg: "boom", err: { type: "Error", message: "disk", stack: "Error: disk\n    at f (a.js:1:1)" } });
-    expect(prettyLine(line)).toBe("1970-01-01T00:00:00.000Z ERROR boom err=disk\n    Error: disk\n    at f (a.js:1:1)\n");
+    const line = prettyLine({ level: 50, time: 0, msg: "boom", err: { type: "Error", message: "disk", stack: "Error: disk\n    at f (a.js:1:1)" } });
+    expect(line.split("\n")[0]!.trimEnd()).toBe("[1970-01-01T00:00:00.000Z] ERROR: boom");
+    expect(line).toContain("Error: disk");
+    expect(line).toContain("at f (a.js:1:1)");
   });
 
   it("is chosen by the setting, or by the terminal under auto", () => {
