@@ -109,7 +109,16 @@ export class RpcChannel {
         const wait = options.connectTimeoutMs;
         if (options.waitForReady && wait !== undefined && !(await this.waitReady(wait, options.signal))) {
           if (options.signal?.aborted) throw new ConveyorError("UNAVAILABLE", "UNREACHABLE", "call cancelled");
-          throw this.unreachable(wait);
+          if (!this.config.credentials) throw this.unreachable(wait);
+          // grpc-js keeps a failed TLS handshake's cause from a readiness wait; one attempt
+          // that does not wait reports it ("certificate not trusted"). Nothing was sent yet,
+          // so this attempt is the call's only one.
+          try {
+            return await send(request, { ...options, waitForReady: false });
+          } catch (error) {
+            if (error instanceof ConveyorError && error.reason === "UNREACHABLE") throw this.unreachable(wait);
+            throw error;
+          }
         }
         return send(request, options);
       };

@@ -192,6 +192,19 @@ export class Worker {
    * Waits for a connection to the node, logging at once when there is none and again
    * every WAITING_LOG_INTERVAL_MS. Returns early when the worker stops.
    */
+  /**
+   * Why a TLS channel does not connect, when the handshake is the reason: a readiness wait
+   * never says, so one empty Heartbeat (it holds nothing, so it changes nothing) asks.
+   */
+  private async tlsFailure(): Promise<string | undefined> {
+    try {
+      await this.rpc.heartbeat({ workerId: this.workerId, leases: [] }, { timeoutMs: 2_000 });
+    } catch (error) {
+      if (error instanceof ConveyorError && error.reason === "TLS_FAILED") return error.message;
+    }
+    return undefined;
+  }
+
   private async untilConnected(): Promise<void> {
     const since = Date.now();
     // The first wait is short so that a missing node is reported promptly.
@@ -202,7 +215,8 @@ export class Worker {
         return;
       }
       if (this.stopping) return;
-      this.log.warn(`waiting for the node at ${this.address} (unreachable for ${secondsSince(since)} s); retrying`);
+      const tls = this.options.tls ? await this.tlsFailure() : undefined;
+      this.log.warn(`waiting for the node at ${this.address} (unreachable for ${secondsSince(since)} s${tls ? `: ${tls}` : ""}); retrying`);
       waitMs = WAITING_LOG_INTERVAL_MS;
     }
   }

@@ -105,8 +105,31 @@ describe("TLS with tokens", () => {
   });
 
   it("an untrusted certificate is refused with words, by the SDK and the CLI", async () => {
-    // A call that does not wait for readiness (the CLI's, and the SDK's channel without waitForReady) gets the worded
-    // cause; Client and Worker calls wait for a connection until their deadline (see ARCHITECTURE.md, known gaps).
+    // The SDK's Client waits for a connection (connectTimeoutMs), then names the handshake's failure.
+    const client = new Client({ address: node.grpcAddress, token: tokens.producer, tls: { ca: certs.read(certs.otherCaCert) }, connectTimeoutMs: 1_000 });
+    try {
+      await expect(client.enqueue(newTask("t", json({})), { queue: "tlsq" })).rejects.toMatchObject({
+        reason: "TLS_FAILED", message: expect.stringContaining("certificate not trusted"),
+      });
+    } finally {
+      await client.close();
+    }
+    // The Worker waits for its node as long as it takes; its waiting line names the cause.
+    const lines: string[] = [];
+    let onNamed = () => {};
+    const named = new Promise<void>((resolve) => (onNamed = resolve));
+    const worker = new Worker({
+      address: node.grpcAddress, token: tokens.worker, tls: { ca: certs.read(certs.otherCaCert) },
+      mux: new Mux().handle("t", async () => {}), queues: ["tlsq"], handleSignals: false,
+      logger: { info: () => {}, warn: (line) => { lines.push(line); if (line.includes("certificate not trusted")) onNamed(); } },
+    });
+    worker.start();
+    try {
+      await named;
+    } finally {
+      await worker.stop({ graceMs: 0 });
+    }
+    expect(lines.some((l) => l.startsWith(`waiting for the node at ${node.grpcAddress}`))).toBe(true);
     const channel = new RpcChannel({ address: node.grpcAddress, ...channelSecurity({ token: tokens.reader, tls: { ca: certs.read(certs.otherCaCert) } }) });
     try {
       await expect(channel.service(AdminService).listQueues({}, { timeoutMs: 5_000 })).rejects.toMatchObject({ reason: "TLS_FAILED", message: expect.stringContaining("certificate not trusted") });
