@@ -25,19 +25,19 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { ConveyorError } from "../base/errors.js";
 import {
-  BATCH_MAX, ERROR_MESSAGE_MAX_BYTES, HEARTBEAT_LEASES_MAX, LEASE_QUEUES_MAX, RECONNECT_BACKOFF_INITIAL_MS, RECONNECT_BACKOFF_MAX_MS,
-  REQUEST_MAX_BYTES, RESULT_MAX_BYTES, SETTLEMENTS_MAX, SHUTDOWN_TIMEOUT_MS_DEFAULT, STOP_SETTLE_WAIT_MS, WAITING_LOG_INTERVAL_MS,
-  truncateBytes, truncateText,
+  BATCH_MAX, HEARTBEAT_LEASES_MAX, LEASE_QUEUES_MAX, RECONNECT_BACKOFF_INITIAL_MS, SHUTDOWN_TIMEOUT_MS_DEFAULT, STOP_SETTLE_WAIT_MS,
+  WAITING_LOG_INTERVAL_MS,
 } from "../base/limits.js";
 import { setLongTimeout } from "../base/long-timer.js";
 import { Outcome as WireOutcome, WorkerService, type Delivery, type Settlement } from "../gen/conveyor/v1/worker_service_pb.js";
+import { jitter, retryPauseMs } from "./retry-pause.js";
+import { SettleOutbox, settlement } from "./settle-outbox.js";
 import type { RpcChannel } from "../rpc/client.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
 import { connectTo, type ConnectionOptions } from "./connection.js";
 import { stopOnSignals } from "./signals.js";
 import { BatchError, isSkipRetry } from "./errors.js";
 import { encodeResult, ruleToWire, type HandlerContext, type Mux } from "./mux.js";
-import { fromItemError } from "../rpc/status.js";
 import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
 import { toTaskView } from "./task.js";
 
@@ -83,16 +83,6 @@ interface Running {
   abandoned: boolean;
 }
 
-/** A Settle call stays this far under the node's request size limit. */
-const SETTLE_MAX_BYTES = REQUEST_MAX_BYTES - 64 * 1024;
-/**
- * How long a settle keeps being retried while the node is unreachable: by then its lease
- * has long lapsed at any sane lease_ttl and the node retries the task anyway.
- */
-const SETTLE_RETRY_FOR_MS = 60_000;
-/** Retry pause: doubling from the initial pause up to the cap, jittered. */
-const backoff = (attempt: number) =>
-  jitter(Math.min(RECONNECT_BACKOFF_MAX_MS, RECONNECT_BACKOFF_INITIAL_MS * 2 ** Math.min(attempt, 10)));
 
 export class Worker {
   readonly workerId: string;
@@ -103,16 +93,13 @@ export class Worker {
   private leaveSignals: (() => void) | undefined;
   /** Whether any Lease call was made (a worker that never reached its node has nothing to fence). */
   private everLeased = false;
-  private closed = false;
   private stopped: Promise<void> | undefined;
   private readonly rpc: UnaryClient<typeof WorkerService>;
   private readonly queues: Array<{ queue: string; weight: number }>;
   private readonly concurrency: number;
   private readonly leaseWaitMs: number;
   private readonly running = new Map<string, Running>();
-  private readonly outbox: Settlement[] = [];
-  private flushScheduled = false;
-  private settling = 0;
+  private readonly outbox: SettleOutbox;
   private stopping = false;
   private leaseAbort = new AbortController();
   private slotFreed: (() => void) | undefined;
@@ -127,6 +114,10 @@ export class Worker {
     this.channel = connection.channel;
     this.address = connection.address;
     this.rpc = this.channel.service(WorkerService);
+    this.outbox = new SettleOutbox({
+      send: (batch, draining) => this.rpc.settle({ workerId: this.workerId, settlements: batch, workerDraining: draining }, { timeoutMs: 30_000, waitForReady: true }),
+      report: (error, context) => this.report(error, context),
+    });
     this.log = options.logger === null ? silentLogger : options.logger ?? stderrLogger;
     this.shutdownTimeoutMs = options.shutdownTimeoutMs ?? SHUTDOWN_TIMEOUT_MS_DEFAULT;
     if (!Number.isFinite(this.shutdownTimeoutMs) || this.shutdownTimeoutMs < 0) {
@@ -183,7 +174,7 @@ export class Worker {
         if (this.stopping) throw new Error(`worker stopped before it reached the node at ${this.address}`);
         if (!(error instanceof ConveyorError) || error.code !== "UNAVAILABLE") throw error;
         this.report(error, "register");
-        await this.pause(backoff(attempt));
+        await this.pause(retryPauseMs(attempt));
       }
     }
   }
@@ -278,26 +269,25 @@ export class Worker {
     for (const [leaseId, r] of this.running) {
       r.abandoned = true;
       r.controller.abort(new Error("worker stopping: task released"));
-      for (const t of r.delivery.tasks) {
-        this.outbox.push(settlement(r.delivery, t.id, WireOutcome.RELEASED, new Uint8Array(), ""));
-      }
+      this.outbox.hold(r.delivery.tasks.map((t) => settlement(r.delivery, t.id, WireOutcome.RELEASED, new Uint8Array(), "")));
       this.running.delete(leaseId);
     }
     // Always sent once the worker has leased, even with nothing to release: it also
     // fences off a Lease call of ours that may still reach the server after this point.
-    if (this.everLeased || this.outbox.length > 0) {
+    if (this.everLeased || this.outbox.hasQueued) {
       const settled = (async () => {
-        await this.flushSettles(true);
-        while (this.settling > 0) await new Promise((resolve) => setImmediate(resolve));
+        await this.outbox.flush(true);
+        await this.outbox.settled();
       })();
       let cancelWait: (() => void) | undefined;
       await Promise.race([settled, new Promise<void>((resolve) => (cancelWait = setLongTimeout(resolve, STOP_SETTLE_WAIT_MS)))]);
       cancelWait?.();
-      if (this.settling > 0) this.log.warn(`the node at ${this.address} is unreachable: ${this.settling} settle call(s) given up; the node retries those tasks when their leases lapse`);
+      const unsent = this.outbox.callsInFlight;
+      if (unsent > 0) this.log.warn(`the node at ${this.address} is unreachable: ${unsent} settle call(s) given up; the node retries those tasks when their leases lapse`);
     }
     this.cancelHeartbeat?.();
     this.cancelHeartbeat = undefined;
-    this.closed = true;
+    this.outbox.close();
     this.channel.close();
   }
 
@@ -342,7 +332,7 @@ export class Worker {
         failures += 1;
         // The next Lease waits for the connection (waitForReady); this pause only keeps a
         // node that refuses every call from being called in a tight loop.
-        await this.pause(backoff(failures));
+        await this.pause(retryPauseMs(failures));
       }
     }
   }
@@ -359,8 +349,7 @@ export class Worker {
       cancelEnd?.();
       if (!entry.abandoned) {
         this.running.delete(delivery.leaseId);
-        this.outbox.push(...outcome);
-        this.scheduleFlush();
+        this.outbox.add(outcome);
       }
       this.slotFreed?.();
       if (this.running.size === 0) this.drained?.();
@@ -413,48 +402,6 @@ export class Worker {
         const memberError = error.errors.get(t.id);
         return settlement(delivery, t.id, isSkipRetry(memberError) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, new Uint8Array(), messageOf(memberError));
       });
-    }
-  }
-
-  private scheduleFlush(): void {
-    if (this.flushScheduled) return;
-    this.flushScheduled = true;
-    setImmediate(() => {
-      this.flushScheduled = false;
-      void this.flushSettles();
-    });
-  }
-
-  /**
-   * Sends every queued outcome, in as few calls as the node's bounds allow (count and
-   * size); retries while the server is unreachable. When draining, every call says so
-   * (the node fences the worker before applying that call's releases; fencing twice is
-   * harmless).
-   */
-  private async flushSettles(draining = false): Promise<void> {
-    if (this.outbox.length === 0 && !draining) return;
-    const batches = chunkSettlements(this.outbox.splice(0, this.outbox.length));
-    if (batches.length === 0) batches.push([]);
-    await Promise.all(batches.map((batch) => this.sendSettles(batch, draining)));
-  }
-
-  private async sendSettles(batch: Settlement[], draining: boolean): Promise<void> {
-    this.settling += 1;
-    const giveUpAt = Date.now() + SETTLE_RETRY_FOR_MS;
-    try {
-      for (let attempt = 0; ; attempt++) {
-        try {
-          const res = await this.rpc.settle({ workerId: this.workerId, settlements: batch, workerDraining: draining }, { timeoutMs: 30_000, waitForReady: true });
-          for (const r of res.results) if (r.error) this.report(fromItemError(r.error), "settle");
-          return;
-        } catch (error) {
-          this.report(error, "settle");
-          if (!(error instanceof ConveyorError) || error.code !== "UNAVAILABLE" || this.closed || Date.now() >= giveUpAt) return;
-          await sleep(backoff(attempt));
-        }
-      }
-    } finally {
-      this.settling -= 1;
     }
   }
 
@@ -511,37 +458,5 @@ export function attemptEndMs(d: Pick<Delivery, "deadlineAtMs" | "leaseExpiresAtM
   return receivedAtMs + Math.max(0, deadlineMs - leasedAtMs);
 }
 
-/** About how many bytes a settlement takes on the wire (the error counted at 3 bytes a character). */
-const settlementBytes = (s: Settlement) => s.result.byteLength + 3 * (s.error.length + s.queue.length + s.leaseId.length + s.taskId.length) + 32;
-
-/** Outcomes in consecutive calls of at most SETTLEMENTS_MAX items and SETTLE_MAX_BYTES. */
-function chunkSettlements(items: readonly Settlement[]): Settlement[][] {
-  const chunks: Settlement[][] = [];
-  let chunk: Settlement[] = [];
-  let bytes = 0;
-  for (const s of items) {
-    const size = settlementBytes(s);
-    if (chunk.length > 0 && (chunk.length >= SETTLEMENTS_MAX || bytes + size > SETTLE_MAX_BYTES)) {
-      chunks.push(chunk);
-      chunk = [];
-      bytes = 0;
-    }
-    chunk.push(s);
-    bytes += size;
-  }
-  if (chunk.length > 0) chunks.push(chunk);
-  return chunks;
-}
-
-/** The node keeps a result or error over its limit truncated; cutting it here saves sending it. */
-function settlement(d: Delivery, taskId: string, outcome: WireOutcome, result: Uint8Array, error: string): Settlement {
-  return {
-    $typeName: "conveyor.v1.Settlement", queue: d.queue, leaseId: d.leaseId, taskId, outcome,
-    result: truncateBytes(result, RESULT_MAX_BYTES), error: truncateText(error, ERROR_MESSAGE_MAX_BYTES),
-  };
-}
-
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
-const jitter = (ms: number) => ms / 2 + Math.random() * (ms / 2);
 const secondsSince = (ms: number) => ((Date.now() - ms) / 1000).toFixed(1);
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
