@@ -6,7 +6,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { CoreEvent, Effect } from "../grains/queue/effects.js";
 import type { TaskState } from "../grains/queue/task.js";
-import { AttemptStarts } from "./attempt-starts.js";
+import { AttemptTiming } from "./attempt-timing.js";
 import { ActivityHistory } from "./activity-history.js";
 
 /** Wait and run time buckets, in seconds: from a few milliseconds to an hour. */
@@ -50,7 +50,7 @@ export class NodeMetrics {
     depth: (): DepthRow[] => [],
     nowMs: (): number => Date.now(),
   };
-  private readonly attempts = new AttemptStarts({
+  private readonly attempts = new AttemptTiming({
     started: (queue, waitMs) => this.waitSeconds.observe({ queue }, waitMs / 1000),
     ended: (queue, end, runMs) => this.runSeconds.observe({ queue, end }, runMs / 1000),
     retried: (queue) => {
@@ -89,11 +89,6 @@ export class NodeMetrics {
   /** Folds a grain turn's written effects into the wait and run histograms and the retry counter. */
   applied(queue: string, effects: readonly Effect[], nowMs: number): void {
     this.attempts.apply(queue, effects, nowMs);
-  }
-
-  /** A queue's grain left memory: stop following its running tasks. */
-  grainGone(queue: string): void {
-    this.attempts.forgetQueue(queue);
   }
 
   private readDepth(): { atMs: number; rows: DepthRow[] } {

@@ -220,10 +220,7 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
       },
       onApplied: (queue, effects, nowMs) => metrics.applied(queue, effects, nowMs),
     },
-    onLifecycle: (queue, event) => {
-      metrics.grainLifecycle.inc({ queue, event });
-      if (event !== "activated") metrics.grainGone(queue);
-    },
+    onLifecycle: (queue, event) => metrics.grainLifecycle.inc({ queue, event }),
   });
   const ring = new Ring([config.nodeId], 1, config.clusterPartitions);
   const router = new Router({
