@@ -48,7 +48,7 @@ import { createHttpServer } from "./http.js";
 import { jsonApiRoute, jsonService } from "./json-api.js";
 import { findWebRoot, staticRoute } from "./static-files.js";
 import { checkPortFree, listenFailure } from "./port-check.js";
-import { FailureLoggingStore } from "./task-failure-log.js";
+import { logTaskFailures } from "./task-failure-log.js";
 import { loadSecurity, NodeSecurity, type LoadedSecurity, type SecurityOptions } from "./security/node-security.js";
 import type { TlsMaterial } from "./security/tls.js";
 import { whoamiRoute } from "./security/whoami-route.js";
@@ -204,7 +204,7 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
   // task as it is and answer "not finished").
   const wakeWaiters = (ids: readonly string[]) => () => waiters.notify(ids);
   const host = new GrainHost({
-    sharedSlots, store: new FailureLoggingStore(store, logger), clock, random, newId: randomUUID, cron: cronCalendar,
+    sharedSlots, store, clock, random, newId: randomUUID, cron: cronCalendar,
     core: {
       leaseTtlMs: config.leaseTtlMs,
       ...withDefined("defaultRateLimit", defaultRateLimit(config)),
@@ -218,7 +218,10 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
       onTasksEnded: (_queue, ids) => {
         if (waiters.size > 0) void db.committed().then(wakeWaiters(ids), wakeWaiters(ids));
       },
-      onApplied: (queue, effects, nowMs) => metrics.applied(queue, effects, nowMs),
+      onApplied: (queue, effects, nowMs) => {
+        metrics.applied(queue, effects, nowMs);
+        logTaskFailures(logger, queue, effects);
+      },
     },
     onLifecycle: (queue, event) => metrics.grainLifecycle.inc({ queue, event }),
   });

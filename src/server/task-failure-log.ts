@@ -3,14 +3,13 @@
  * happens next (retry, requeued, archived). Never the payload.
  *
  * The grain's effects already name each failure (a `retry`, `requeue` or failure
- * `archive` transition carries the task's entry and its error), and every effect passes
- * through the QueueStore port; so the node wraps its store rather than the grain learning
- * to log. Lines are written once the turn's effects were applied.
+ * `archive` transition carries the task's entry and its error), and the grain reports
+ * every turn's written effects (`GrainHooks.onApplied`, as for the metrics); so the node
+ * logs from that hook rather than the grain learning to log.
  */
 import type { Logger } from "pino";
 import { LOG_ERROR_TEXT_MAX_BYTES, truncateText } from "../base/limits.js";
 import type { Effect } from "../grains/queue/effects.js";
-import type { QueueStore } from "../grains/queue/ports.js";
 
 export interface TaskFailure {
   queue: string;
@@ -44,24 +43,10 @@ export function taskFailures(queue: string, effects: readonly Effect[]): TaskFai
   return failures;
 }
 
-/** `store`, logging each failed attempt its effects record. */
-export class FailureLoggingStore implements QueueStore {
-  constructor(private readonly store: QueueStore, private readonly logger: Logger) {}
-
-  apply(queue: string, effects: readonly Effect[]): ReturnType<QueueStore["apply"]> {
-    const activated = this.store.apply(queue, effects);
-    for (const failure of taskFailures(queue, effects)) {
-      const level = failure.next === "archived" ? "error" : "warn";
-      this.logger[level](failure, failure.next === "archived" ? "task failed and was archived" : "task attempt failed");
-    }
-    return activated;
+/** Logs each failed attempt among a turn's written effects. */
+export function logTaskFailures(logger: Logger, queue: string, effects: readonly Effect[]): void {
+  for (const failure of taskFailures(queue, effects)) {
+    const level = failure.next === "archived" ? "error" : "warn";
+    logger[level](failure, failure.next === "archived" ? "task failed and was archived" : "task attempt failed");
   }
-
-  loadUnfinished: QueueStore["loadUnfinished"] = (queue) => this.store.loadUnfinished(queue);
-  loadSettings: QueueStore["loadSettings"] = (queue) => this.store.loadSettings(queue);
-  findIds: QueueStore["findIds"] = (ids) => this.store.findIds(ids);
-  getTask: QueueStore["getTask"] = (id) => this.store.getTask(id);
-  queueExists: QueueStore["queueExists"] = (queue) => this.store.queueExists(queue);
-  hasTasks: QueueStore["hasTasks"] = (queue) => this.store.hasTasks(queue);
-  pageOfState: QueueStore["pageOfState"] = (queue, state, afterRowid, limit) => this.store.pageOfState(queue, state, afterRowid, limit);
 }
