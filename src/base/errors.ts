@@ -57,6 +57,15 @@ export type ErrorReason =
   | "WAITERS_FULL"
   /** Another node owns the queue. */
   | "WRONG_OWNER"
+  /**
+   * The node that holds the queue's partition is down (its etcd registration is gone).
+   * Its rows are only on its disk, so no other node serves the partition until it returns.
+   */
+  | "OWNER_DOWN"
+  /** This node could not prove its cluster registration alive lately, so it acknowledges no write; retry (another node, or soon). */
+  | "FENCED"
+  /** No cluster member is active, so no node may claim the queue's partition; retry. */
+  | "NO_ACTIVE_MEMBER"
   /** The queue's grain was deactivated (idle, a storage failure, shutdown) during the call; retry. */
   | "GRAIN_DEACTIVATED"
   /** The node is stopping and takes no new work; retry (another node, or after its restart). */
@@ -144,9 +153,24 @@ export const grainDeactivated = (queue: string) =>
  * answer was computed with, so a client or a forwarding node can tell a stale route from
  * a real change without parsing the text.
  */
-export const wrongOwner = (queue: string, owner: string, ringVersion: number) =>
-  new ConveyorError("UNAVAILABLE", "WRONG_OWNER", `queue ${quote(queue)} is owned by node ${owner}`, undefined,
+export const wrongOwner = (what: string, owner: string, ringVersion: number) =>
+  new ConveyorError("UNAVAILABLE", "WRONG_OWNER", `${what} is served by node ${owner || "(none yet)"}, not this one; retry`, undefined,
     { details: { owner, ringVersion: String(ringVersion) } });
+
+/** How errors name a queue: `queue "billing"` (quoted and cut as every caller value is). */
+export const queueLabel = (queue: string) => `queue ${quote(queue)}`;
+
+/** The owner of the queue's partition is down (see the OWNER_DOWN reason); `details` name it. */
+export const ownerDown = (what: string, partition: number, owner: string) =>
+  new ConveyorError("UNAVAILABLE", "OWNER_DOWN",
+    `${what} is in partition ${partition}, held by node ${owner}, which is down; it is served again when that node returns with its data`,
+    undefined, { details: { owner, partition: String(partition) } });
+
+export const fenced = (nodeId: string) =>
+  new ConveyorError("UNAVAILABLE", "FENCED", `node ${nodeId} cannot prove its cluster registration alive and acknowledges no write now; retry`);
+
+export const noActiveMember = (what: string) =>
+  new ConveyorError("UNAVAILABLE", "NO_ACTIVE_MEMBER", `${what}: no cluster member is active to serve it; retry`);
 
 /**
  * The error a caller gets for writes whose commit failed: the storage layer's own

@@ -100,6 +100,7 @@ export class ClusterMember implements MembershipStatusSource {
   private stopped = false;
   private activeWaiters: Array<() => void> = [];
   private startedAtMs = 0;
+  private readonly changeListeners = new Set<() => void>();
 
   constructor(private readonly options: ClusterMemberOptions) {
     this.core = new MembershipCore({ nodeId: options.self.nodeId, ttlMs: options.ttlMs, newIncarnation: options.newIncarnation });
@@ -163,6 +164,26 @@ export class ClusterMember implements MembershipStatusSource {
     await this.options.coordination.close();
   }
 
+  /** This node's registration now (memberRevision 0 while it holds none). */
+  registration(): { nodeId: string; memberRevision: number; incarnation: string } {
+    return { nodeId: this.nodeId, memberRevision: this.core.registeredRevision(), incarnation: this.core.incarnation };
+  }
+
+  /** Every member key as this node sees it. */
+  members(): ReadonlyMap<string, MemberEntry> {
+    return this.core.view.members;
+  }
+
+  get ringVersion(): number {
+    return this.core.view.ringVersion;
+  }
+
+  /** Called after every membership input (a watched change, a registration, a fence). */
+  onChange(listener: () => void): () => void {
+    this.changeListeners.add(listener);
+    return () => this.changeListeners.delete(listener);
+  }
+
   /** May this node serve writes now (its registration provably alive)? */
   serving(): boolean {
     return this.core.serving(this.options.clock.nowMs());
@@ -195,6 +216,7 @@ export class ClusterMember implements MembershipStatusSource {
     const actions = this.core.handle(input, this.options.clock.nowMs());
     for (const action of actions) this.perform(action);
     this.armWake();
+    for (const listener of this.changeListeners) listener();
     if (this.core.phase === "active") {
       const waiters = this.activeWaiters;
       this.activeWaiters = [];

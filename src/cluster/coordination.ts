@@ -98,6 +98,17 @@ export interface PutMemberResult {
   existing?: MemberEntry;
 }
 
+/** One change under `partitions/`, in revision order (a put's mod revision is the partition's epoch). */
+export type PartitionChange =
+  | { kind: "put"; p: number; record: PartitionRecord; epoch: number; revision: number }
+  | { kind: "delete"; p: number; revision: number };
+
+export interface PartitionsRead {
+  records: Map<number, { record: PartitionRecord; epoch: number }>;
+  /** The store's revision at the read: watch from the next one. */
+  revision: number;
+}
+
 export interface EndpointHealth {
   endpoint: string;
   healthy: boolean;
@@ -150,8 +161,10 @@ export interface Coordination {
   claimPartition(p: number, claimant: Claimant): Promise<ClaimResult>;
   /** Marks `p` released if it is still at `epoch` (still this claim). */
   releasePartition(p: number, claimant: Claimant, epoch: number): Promise<boolean>;
-  /** Every partition record, with its mod revision (the epoch while owned). */
-  partitions(): Promise<Map<number, { record: PartitionRecord; epoch: number }>>;
+  /** Every partition record, with its mod revision (the epoch while owned), and the revision of the read. */
+  partitions(): Promise<PartitionsRead>;
+  /** As `watchMembers`, for the changes under `partitions/`. */
+  watchPartitions(fromRevision: number, onChange: (change: PartitionChange) => void, onError: (error: Error) => void): Promise<Watch>;
   health(): Promise<EndpointHealth[]>;
   close(): Promise<void>;
 }

@@ -13,7 +13,8 @@ import { Etcd3, EtcdLeaseInvalidError, type IKeyValue, type Lease } from "etcd3"
 import {
   claimAllowed, ClusterKeys, heldBy, parseMemberRecord, parsePartitionRecord,
   type Claimant, type ClaimResult, type ClusterMeta, type Coordination, type EndpointHealth, type KeepAliveResult,
-  type MemberChange, type MemberEntry, type MemberRecord, type MembersRead, type PartitionRecord, type PutMemberResult, type Watch,
+  type MemberChange, type MemberEntry, type MemberRecord, type MembersRead, type PartitionChange, type PartitionRecord, type PartitionsRead,
+  type PutMemberResult, type Watch,
   WatchCompactedError,
 } from "./coordination.js";
 
@@ -119,15 +120,30 @@ export class EtcdCoordination implements Coordination {
     return { members: res.kvs.map(toMemberEntry), revision: Number(res.header.revision) };
   }
 
-  async watchMembers(fromRevision: number, onChange: (change: MemberChange) => void, onError: (error: Error) => void): Promise<Watch> {
+  watchMembers(fromRevision: number, onChange: (change: MemberChange) => void, onError: (error: Error) => void): Promise<Watch> {
     const prefix = this.keys.membersPrefix;
+    return this.watchPrefix(prefix, fromRevision, (event, revision) => {
+      if (event.type === "Put") onChange({ kind: "put", entry: toMemberEntry(event.kv), revision });
+      else onChange({ kind: "delete", nodeId: event.kv.key.toString().slice(prefix.length), revision });
+    }, onError);
+  }
+
+  watchPartitions(fromRevision: number, onChange: (change: PartitionChange) => void, onError: (error: Error) => void): Promise<Watch> {
+    const prefix = this.keys.partitionsPrefix;
+    return this.watchPrefix(prefix, fromRevision, (event, revision) => {
+      const p = Number(event.kv.key.toString().slice(prefix.length));
+      if (event.type === "Put") onChange({ kind: "put", p, record: parsePartitionRecord(event.kv.value.toString()), epoch: revision, revision });
+      else onChange({ kind: "delete", p, revision });
+    }, onError);
+  }
+
+  /** Every event under `prefix` from `fromRevision` on, in order; `onError` when the watch ends (compaction named). */
+  private async watchPrefix(
+    prefix: string, fromRevision: number, onEvent: (event: { type: string; kv: IKeyValue }, revision: number) => void, onError: (error: Error) => void,
+  ): Promise<Watch> {
     const watcher = await this.client.watch().prefix(prefix).startRevision(String(fromRevision)).create();
     watcher.on("data", (res) => {
-      for (const event of res.events) {
-        const revision = Number(event.kv.mod_revision);
-        if (event.type === "Put") onChange({ kind: "put", entry: toMemberEntry(event.kv), revision });
-        else onChange({ kind: "delete", nodeId: event.kv.key.toString().slice(prefix.length), revision });
-      }
+      for (const event of res.events) onEvent(event, Number(event.kv.mod_revision));
     });
     // etcd3 reports a cancelled watch as "Watcher canceled: <reason>", and etcd gives no
     // reason for a compaction; so ask: a read at the watch's revision fails the same way.
@@ -184,12 +200,12 @@ export class EtcdCoordination implements Coordination {
     return res.succeeded;
   }
 
-  async partitions(): Promise<Map<number, { record: PartitionRecord; epoch: number }>> {
+  async partitions(): Promise<PartitionsRead> {
     const prefix = this.keys.partitionsPrefix;
     const res = await this.client.getAll().prefix(prefix).exec();
-    const out = new Map<number, { record: PartitionRecord; epoch: number }>();
-    for (const kv of res.kvs) out.set(Number(kv.key.toString().slice(prefix.length)), { record: parsePartitionRecord(kv.value.toString()), epoch: Number(kv.mod_revision) });
-    return out;
+    const records = new Map<number, { record: PartitionRecord; epoch: number }>();
+    for (const kv of res.kvs) records.set(Number(kv.key.toString().slice(prefix.length)), { record: parsePartitionRecord(kv.value.toString()), epoch: Number(kv.mod_revision) });
+    return { records, revision: Number(res.header.revision) };
   }
 
   async health(): Promise<EndpointHealth[]> {

@@ -153,6 +153,11 @@ export class MembershipCore {
     return (this.phase === "active" || this.phase === "draining") && nowMs - this.lastAliveSentAtMs < this.fenceAfterMs;
   }
 
+  /** The registration this node holds now: its member key's create revision, 0 while it holds none. */
+  registeredRevision(): number {
+    return REGISTERED.has(this.phase) ? this.createRevision : 0;
+  }
+
   /** Time left on the lease at best (etcd's own TTL may be a little longer). */
   leaseLeftMs(nowMs: number): number {
     if (!REGISTERED.has(this.phase)) return 0;

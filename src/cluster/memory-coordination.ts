@@ -22,7 +22,8 @@ import type { Random } from "../base/random.js";
 import {
   claimAllowed, ClusterKeys, heldBy, parseMemberRecord, parsePartitionRecord,
   type Claimant, type ClaimResult, type ClusterMeta, type Coordination, type EndpointHealth, type KeepAliveResult,
-  type MemberChange, type MemberEntry, type MemberRecord, type MembersRead, type PartitionRecord, type PutMemberResult, type Watch,
+  type MemberChange, type MemberEntry, type MemberRecord, type MembersRead, type PartitionChange, type PartitionRecord, type PartitionsRead,
+  type PutMemberResult, type Watch,
   WatchCompactedError,
 } from "./coordination.js";
 
@@ -268,17 +269,30 @@ export class MemoryCoordination implements Coordination {
     return this.call(false, () => ({ members: this.store.range(this.keys.membersPrefix).map(([, kv]) => entry(kv)), revision: this.store.revision }));
   }
 
-  async watchMembers(fromRevision: number, onChange: (change: MemberChange) => void, _onError: (error: Error) => void): Promise<Watch> {
+  watchMembers(fromRevision: number, onChange: (change: MemberChange) => void, onError: (error: Error) => void): Promise<Watch> {
     const prefix = this.keys.membersPrefix;
+    return this.watchPrefix(prefix, fromRevision, (e) => onChange(e.kind === "put"
+      ? { kind: "put", entry: entry(e.kv), revision: e.revision }
+      : { kind: "delete", nodeId: e.key.slice(prefix.length), revision: e.revision }), onError);
+  }
+
+  watchPartitions(fromRevision: number, onChange: (change: PartitionChange) => void, onError: (error: Error) => void): Promise<Watch> {
+    const prefix = this.keys.partitionsPrefix;
+    return this.watchPrefix(prefix, fromRevision, (e) => {
+      const p = Number(e.key.slice(prefix.length));
+      onChange(e.kind === "put"
+        ? { kind: "put", p, record: parsePartitionRecord(e.kv.value), epoch: e.revision, revision: e.revision }
+        : { kind: "delete", p, revision: e.revision });
+    }, onError);
+  }
+
+  private async watchPrefix(prefix: string, fromRevision: number, onEvent: (e: StoreEvent) => void, onError: (error: Error) => void): Promise<Watch> {
     let deliverAtMs = 0;
     let cancelled = false;
     const notify = (e: StoreEvent) => {
-      const change: MemberChange = e.kind === "put"
-        ? { kind: "put", entry: entry(e.kv), revision: e.revision }
-        : { kind: "delete", nodeId: e.key.slice(prefix.length), revision: e.revision };
       // Delayed, never reordered: each event is due no earlier than the one before it.
       deliverAtMs = Math.max(deliverAtMs, this.clock.nowMs() + this.faults.watchDelayMs());
-      this.clock.setTimer(deliverAtMs - this.clock.nowMs(), () => cancelled || onChange(change));
+      this.clock.setTimer(deliverAtMs - this.clock.nowMs(), () => cancelled || onEvent(e));
     };
     let stop: () => void;
     try {
@@ -286,7 +300,7 @@ export class MemoryCoordination implements Coordination {
     } catch (err) {
       // As etcd3 does: the watch is created, then cancelled by the server with an error event.
       if (!(err instanceof WatchCompactedError)) throw err;
-      this.clock.setTimer(0, () => _onError(err));
+      this.clock.setTimer(0, () => onError(err));
       return { cancel: async () => {} };
     }
     const cancel = () => {
@@ -323,9 +337,12 @@ export class MemoryCoordination implements Coordination {
     });
   }
 
-  partitions(): Promise<Map<number, { record: PartitionRecord; epoch: number }>> {
+  partitions(): Promise<PartitionsRead> {
     const prefix = this.keys.partitionsPrefix;
-    return this.call(false, () => new Map(this.store.range(prefix).map(([k, kv]) => [Number(k.slice(prefix.length)), { record: parsePartitionRecord(kv.value), epoch: kv.mod }])));
+    return this.call(false, () => ({
+      records: new Map(this.store.range(prefix).map(([k, kv]) => [Number(k.slice(prefix.length)), { record: parsePartitionRecord(kv.value), epoch: kv.mod }])),
+      revision: this.store.revision,
+    }));
   }
 
   async health(): Promise<EndpointHealth[]> {

@@ -4,15 +4,15 @@
  * (SoloMembership) and nothing else changes; with endpoints it registers in etcd
  * (ClusterMember on EtcdCoordination) and start-up waits until it is active.
  *
- * What membership does today: register, keep alive, watch, self-fence and re-register,
- * report. It does not yet place queues: every node still serves the queues sent to it
- * from its own data (ownership claims, forwarding and handoff come next).
+ * A cluster member also reads and watches the partition records (partition-owners.ts):
+ * what it holds, what it claims, and where everything else is served.
  */
 import { randomUUID } from "node:crypto";
 import { systemClock, type Clock } from "../base/clock.js";
 import { ClusterMember, SoloMembership, type ClusterLogger, type MembershipStatusSource } from "./cluster-member.js";
 import type { MemberRecord } from "./coordination.js";
 import { EtcdCoordination } from "./etcd-coordination.js";
+import { PartitionOwners } from "./partition-owners.js";
 
 export interface MembershipSettings {
   /** etcd client URLs, comma-separated; empty: a single node. */
@@ -30,23 +30,43 @@ export function parseEndpoints(value: string): string[] {
   return value.split(",").map((e) => e.trim()).filter(Boolean).map((e) => (/^[a-z]+:\/\//.test(e) ? e : `http://${e}`));
 }
 
-/** The node's membership, started: resolves once a cluster member is active; rejects (ClusterJoinError) when it may not join. */
-export async function startMembership(settings: MembershipSettings): Promise<MembershipStatusSource & { stop(): Promise<void> }> {
+/** A started membership: what GetClusterStatus reads, the partitions (a cluster member's), and how to leave. */
+export type StartedMembership = MembershipStatusSource & {
+  /** The member's partitions (undefined for a single node, whose ownership is SoloOwnership). */
+  owners: PartitionOwners | undefined;
+  stop(): Promise<void>;
+};
+
+/** The node's membership, started: resolves once a cluster member is active and reads its partitions; rejects (ClusterJoinError) when it may not join. */
+export async function startMembership(settings: MembershipSettings): Promise<StartedMembership> {
   const endpoints = parseEndpoints(settings.etcd);
   if (endpoints.length === 0) {
     const solo = new SoloMembership(settings.self, settings.partitions);
-    return Object.assign(solo, { stop: async () => {} });
+    return Object.assign(solo, { owners: undefined, stop: async () => {} });
   }
+  const clock = settings.clock ?? systemClock;
   const coordination = new EtcdCoordination({ endpoints, cluster: settings.cluster, callTimeoutMs: Math.max(1_000, Math.floor(settings.ttlMs / 2)) });
   const member = new ClusterMember({
-    coordination, clock: settings.clock ?? systemClock, cluster: settings.cluster, partitions: settings.partitions,
+    coordination, clock, cluster: settings.cluster, partitions: settings.partitions,
     ttlMs: settings.ttlMs, self: settings.self, newIncarnation: randomUUID, logger: settings.logger,
+  });
+  const owners = new PartitionOwners({
+    coordination, membership: member, partitions: settings.partitions, clock, logger: settings.logger, rewatchMs: Math.floor(settings.ttlMs / 3),
   });
   try {
     await member.start();
+    await owners.start();
   } catch (err) {
+    await owners.stop().catch(() => {});
     await member.stop().catch(() => {});
     throw err;
   }
-  return member;
+  const stopMember = member.stop.bind(member);
+  return Object.assign(member, {
+    owners,
+    stop: async () => {
+      await owners.stop();
+      await stopMember();
+    },
+  });
 }

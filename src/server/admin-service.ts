@@ -28,7 +28,7 @@ const PAGE_SIZE_DEFAULT = 50;
 
 /** What AdminService uses, and nothing else. */
 export interface AdminServiceDeps extends TaskAccess {
-  router: Pick<Router, "grainFor" | "ownerOf" | "ring" | "selfId">;
+  router: Pick<Router, "grainFor" | "ownerOf" | "ownership" | "selfId">;
   /** Operator reads: durable facts from storage (they never activate a grain). */
   queries: Pick<AdminQueries, "listQueues" | "listTasks" | "queueSummary" | "queueSettings" | "listGroupConfigs">;
   rules: Pick<RuleRegistry, "list" | "prepare" | "set" | "get" | "delete">;
@@ -279,11 +279,11 @@ export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof Admin
     },
 
     async getClusterInfo() {
-      const ring = ctx.router.ring;
+      const { ownership } = ctx.router;
       const queues = ctx.activeQueues().sort();
       return {
-        nodeId: ctx.router.selfId, ringVersion: BigInt(ring.version),
-        members: ring.members.map((id) => ({ nodeId: id, self: id === ctx.router.selfId })),
+        nodeId: ctx.router.selfId, ringVersion: BigInt(ownership.ringVersion),
+        members: ownership.members().map((id) => ({ nodeId: id, self: id === ctx.router.selfId })),
         activeGrains: queues.length, activeQueues: queues, parkedLeases: ctx.broker.parked,
         startedAtMs: BigInt(ctx.startedAtMs),
       };

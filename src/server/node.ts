@@ -11,9 +11,14 @@ import { systemClock, type Clock } from "../base/clock.js";
 import { setLongTimeout } from "../base/long-timer.js";
 import { systemRandom, type Random } from "../base/random.js";
 import { LEASE_RESPONSE_DELIVERIES_MAX, LEASE_RESPONSE_MAX_BYTES, REQUEST_MAX_BYTES, TASK_WAITERS_MAX, WORKER_GONE_AFTER_MS } from "../base/limits.js";
-import { Ring } from "../cluster/ring.js";
 import { Router } from "../cluster/router.js";
 import { parseEndpoints, startMembership } from "../cluster/start-membership.js";
+import { OwnershipLink, SoloOwnership, type Ownership } from "../cluster/ownership.js";
+import { partitionOf } from "../cluster/partitions.js";
+import { mintTaskId } from "../cluster/task-ids.js";
+import { Peers } from "./forwarding/peers.js";
+import type { PartitionOwners } from "../cluster/partition-owners.js";
+import { forwardingService, type ForwarderDeps } from "./forwarding/forwarder.js";
 import { clusterStatusHandler, MembershipLink } from "./cluster-status.js";
 import { packageInfo } from "../version.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
@@ -91,18 +96,41 @@ export class ConveyorNode {
     const { config, logger } = deps;
     const metrics = new NodeMetrics();
     const storage = openStorage(dataDir.db, config, clock);
-    const runtime = startGrainRuntime(storage, { config, clock, random, metrics, logger });
+    const clustered = parseEndpoints(config.clusterEtcd).length > 0;
+    const partitionOfQueue = (queue: string) => partitionOf(queue, config.clusterPartitions);
+    // A single node holds every partition from the start; a cluster member holds what it claims once it has joined.
+    const ownership = clustered
+      ? new OwnershipLink(config.nodeId, config.clusterPartitions, partitionOfQueue)
+      : new SoloOwnership(config.nodeId, config.clusterPartitions, partitionOfQueue);
+    const runtime = startGrainRuntime(storage, { config, clock, random, metrics, logger }, ownership);
     // Queues with unfinished tasks come back at start (their timers, their leases' lapses).
     // So do queues with unpaused schedules (their ticks, missed ones included).
     const startQueues = new Set([...storage.queries.queuesWithUnfinishedTasks(), ...storage.store.schedules.queuesWithSchedules()]);
-    await Promise.all([...startQueues].map((queue) => runtime.router.grainFor(queue).activate()));
+    const activate = (queues: Iterable<string>) => Promise.all([...queues].map((queue) => runtime.router.grainFor(queue).activate()));
+    if (!clustered) await activate(startQueues);
     const stopJanitor = startJanitor(storage.queries, clock, config.janitorIntervalMs, logger);
-    const membership = new MembershipLink(config.nodeId, parseEndpoints(config.clusterEtcd).length > 0);
+    const membership = new MembershipLink(config.nodeId, clustered);
     const services = buildServices(storage, runtime, { config, clock, metrics, logger, membership });
     const { authn, tls } = loaded;
     const security = new NodeSecurity(authn, tls, { registry: metrics.registry, logger, config });
-    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security });
-    const leaveCluster = await joinCluster(config, transports, dataDir, logger, membership);
+    const peers = new Peers();
+    let others: ForwarderDeps["others"] = () => [];
+    const forwarding: ForwarderDeps = { ownership, peers, others: () => others() };
+    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security, forwarding });
+    const joined = await joinCluster(config, transports, dataDir, logger, membership);
+    if (joined.owners && ownership instanceof OwnershipLink) {
+      const owners = joined.owners;
+      ownership.link(owners);
+      others = () => owners.others();
+      // Claim back the partitions this node has rows of, then bring their queues back as a single node does.
+      const local = new Set([...storage.queries.listQueues().map((q) => q.name), ...startQueues].map(partitionOfQueue));
+      const held = new Set(await owners.claimAtStart(local));
+      await activate([...startQueues].filter((queue) => held.has(partitionOfQueue(queue))));
+    }
+    const leaveCluster = async () => {
+      await joined.leave();
+      peers.close();
+    };
     logger.info({
       grpc: transports.grpcAddress, http: transports.httpAddress, dataDir: dataDir.dir, identity: dataDir.identity.id, opened: dataDir.opened,
       auth: authn.enabled ? "on" : "off", tls: tls ? (tls.mutual ? "mutual" : "on") : "off",
@@ -194,7 +222,7 @@ interface GrainRuntime {
  * and the ledger to the parts built on them: readiness and pinning go to the broker;
  * reminders and shared-slot wakes go through the router, like every other queue call.
  */
-function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
+function startGrainRuntime(storage: Storage, env: RuntimeEnv, ownership: Ownership): GrainRuntime {
   const { db, store } = storage;
   const { config, clock, random, metrics, logger } = env;
   const sharedSlots = new SharedSlotLedger();
@@ -225,9 +253,8 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv): GrainRuntime {
     },
     onLifecycle: (queue, event) => metrics.grainLifecycle.inc({ queue, event }),
   });
-  const ring = new Ring([config.nodeId], 1, config.clusterPartitions);
   const router = new Router({
-    selfId: config.nodeId, ring: () => ring,
+    ownership,
     localRef: (q) => new LocalQueueRef(q, host, store), localGrain: (q) => host.get(q),
     queueOfTask: (id) => store.findIds([id]).get(id)?.queue,
   });
@@ -277,7 +304,7 @@ function buildServices(
   const tasksById = taskAccess(router, store);
   return {
     tasks: taskService({
-      ...tasksById, router, rules, metrics, clock, newTaskId: randomUUID, waiters,
+      ...tasksById, router, rules, metrics, clock, newTaskId: (queue) => mintTaskId(router.ownership.partitionOf(queue)), waiters,
       taskDefaults: taskDefaultsOf(config),
     }),
     workers: workerService({ router, broker, workers, rules, config, committed }),
@@ -314,13 +341,17 @@ interface Transports {
  */
 async function startTransports(
   bare: Services, runtime: GrainRuntime,
-  env: { config: NodeConfig; metrics: NodeMetrics; logger: Logger; db: Database; queries: Pick<AdminQueries, "depth">; clock: Clock; security: NodeSecurity },
+  env: {
+    config: NodeConfig; metrics: NodeMetrics; logger: Logger; db: Database; queries: Pick<AdminQueries, "depth">; clock: Clock; security: NodeSecurity;
+    forwarding: ForwarderDeps;
+  },
 ): Promise<Transports> {
-  const { config, metrics, logger, db, queries, clock, security } = env;
+  const { config, metrics, logger, db, queries, clock, security, forwarding } = env;
+  // Guard first (who may call what), then route (here or the owner), then the bare service.
   const services: Services = {
-    tasks: security.guard(TaskService, bare.tasks),
-    workers: security.guard(WorkerService, bare.workers),
-    admin: security.guard(AdminService, bare.admin),
+    tasks: security.guard(TaskService, forwardingService(TaskService, bare.tasks, forwarding)),
+    workers: security.guard(WorkerService, forwardingService(WorkerService, bare.workers, forwarding)),
+    admin: security.guard(AdminService, forwardingService(AdminService, bare.admin, forwarding)),
   };
   const { host, broker } = runtime;
   const grpcServer = new grpc.Server({
@@ -376,11 +407,11 @@ async function startTransports(
 /**
  * Registers in the cluster (cluster_etcd set) or stands alone, once the ports are bound
  * (the member record advertises them). A refusal closes the ports and fails the start.
- * Returns how to leave.
+ * Returns the member's partitions (a cluster member) and how to leave.
  */
 async function joinCluster(
   config: NodeConfig, transports: Transports, dataDir: DataDir, logger: Logger, link: MembershipLink,
-): Promise<() => Promise<void>> {
+): Promise<{ owners: PartitionOwners | undefined; leave: () => Promise<void> }> {
   try {
     const membership = await startMembership({
       etcd: config.clusterEtcd, cluster: config.clusterName, partitions: config.clusterPartitions, ttlMs: config.clusterMemberTtlMs, logger,
@@ -390,7 +421,7 @@ async function joinCluster(
       },
     });
     link.link(membership);
-    return () => membership.stop();
+    return { owners: membership.owners, leave: () => membership.stop() };
   } catch (error) {
     transports.grpcServer.forceShutdown();
     transports.httpServer.closeAllConnections();

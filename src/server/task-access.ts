@@ -18,11 +18,16 @@ export interface TaskAccess {
 }
 
 export function taskAccess(
-  router: Pick<Router, "grainForTask">,
+  router: Pick<Router, "grainForTask" | "holds">,
   store: { getTask(id: string): TaskRecord | undefined; attemptsOf(id: string): AttemptRecord[] },
 ): TaskAccess {
   return {
-    getTaskOrThrow: (id) => store.getTask(id) ?? (() => { throw taskNotFound(id); })(),
+    // Rows of a partition this node does not hold (left behind by a move) are not its to show.
+    getTaskOrThrow: (id) => {
+      const task = store.getTask(id);
+      if (task === undefined || !router.holds(task.queue)) throw taskNotFound(id);
+      return task;
+    },
     attemptsOf: (id) => store.attemptsOf(id),
     actOnTask: (id, action) => router.grainForTask(id).act(id, action),
   };

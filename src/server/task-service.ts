@@ -36,7 +36,8 @@ export interface TaskServiceDeps extends TaskAccess {
   metrics: Pick<NodeMetrics, "countEnqueued">;
   taskDefaults: TaskDefaults;
   clock: Pick<Clock, "nowMs">;
-  newTaskId: () => string;
+  /** A new task id for a task of `queue` (server-made ids carry the queue's partition: cluster/task-ids.ts). */
+  newTaskId: (queue: string) => string;
   /** Where WaitTask parks until its task ends. */
   waiters: Pick<TaskWaiters, "wait">;
 }

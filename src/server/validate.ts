@@ -103,7 +103,7 @@ function checkMetadata(metadata: Record<string, string>, field: string): void {
  * Every bound is checked before anything derived from the value is computed, so an
  * out-of-range value is refused here instead of overflowing later.
  */
-export function validateSpec(spec: TaskSpec | undefined, prefix: string, d: TaskDefaults, nowMs: number, newId: () => string): NewTask {
+export function validateSpec(spec: TaskSpec | undefined, prefix: string, d: TaskDefaults, nowMs: number, newId: (queue: string) => string): NewTask {
   if (!spec) throw invalidField(prefix, "missing");
   const f = (name: string) => `${prefix}.${name}`;
   checkLength(spec.type, f("type"), KEY_MAX_CHARS);
@@ -151,7 +151,7 @@ export function validateSpec(spec: TaskSpec | undefined, prefix: string, d: Task
   if (backoffBaseMs > backoffMaxMs) throw invalidField(f("backoff_base_ms"), "is larger than backoff_max_ms");
 
   return {
-    id: spec.taskId || newId(),
+    id: spec.taskId || newId(queue),
     idChosen: spec.taskId !== "",
     queue,
     type: spec.type,

@@ -134,7 +134,7 @@ function contract(name: string, harness: () => Harness) {
       const [a2] = await register("a");
       const back = await h.run(c.claimPartition(7, a2));
       expect(back.ok && back.epoch > taken.epoch).toBe(true);
-      const all = await h.run(c.partitions());
+      const all = (await h.run(c.partitions())).records;
       expect(all.get(7)).toMatchObject({ record: { owner: "a", state: "owned", memberRevision: a2.memberRevision } });
       await c.close();
     });

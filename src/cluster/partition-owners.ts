@@ -1,0 +1,218 @@
+/**
+ * A cluster member's partitions: the records under `partitions/` (read, then watched),
+ * claims in one etcd transaction each, and the answer to "may I serve p now?".
+ *
+ * - Claims are lazy and single-flight: the first call for a partition nobody holds, on
+ *   the node the ring names, claims it (placement.ts, rule 6); concurrent calls for it
+ *   wait on that one claim. At start a node claims back the partitions it holds rows of
+ *   (`claimAtStart`), so their timers run again without waiting for a call.
+ * - A claim records this registration (its member key's create revision). After a fence
+ *   the node registers again as a new incarnation, so every claim it had is stale until it
+ *   claims again (rule 2): nothing is acknowledged on an old registration's claim.
+ * - `holds(p)` also requires the membership to be serving now (its keep-alive fresh), so
+ *   a paused process that wakes up acknowledges nothing before it has proven itself.
+ */
+import { fenced, noActiveMember, ownerDown } from "../base/errors.js";
+import type { Clock } from "../base/clock.js";
+import type { ClusterLogger } from "./cluster-member.js";
+import type { Coordination, MemberEntry, PartitionChange, Watch } from "./coordination.js";
+import { WatchCompactedError } from "./coordination.js";
+import type { Ownership } from "./ownership.js";
+import { partitionOf } from "./partitions.js";
+import { Placement, type PartitionEntry, type Route, type SelfRegistration } from "./placement.js";
+
+/** What this needs from the node's membership (ClusterMember). */
+export interface MembershipView {
+  readonly nodeId: string;
+  /** The current registration (memberRevision 0 while not registered). */
+  registration(): SelfRegistration & { incarnation: string };
+  members(): ReadonlyMap<string, MemberEntry>;
+  serving(): boolean;
+  readonly ringVersion: number;
+}
+
+export interface PartitionOwnersOptions {
+  coordination: Coordination;
+  membership: MembershipView;
+  partitions: number;
+  clock: Clock;
+  logger: ClusterLogger;
+  /** How long to wait before watching again after a watch ended. */
+  rewatchMs: number;
+}
+
+export class PartitionOwners implements Ownership {
+  readonly partitions: number;
+  private readonly placement: Placement;
+  private readonly records = new Map<number, PartitionEntry>();
+  private readonly claiming = new Map<number, Promise<number | undefined>>();
+  private revision = 0;
+  private watch: Watch | undefined;
+  private stopped = false;
+  private readonly listeners = new Set<() => void>();
+
+  constructor(private readonly options: PartitionOwnersOptions) {
+    this.partitions = options.partitions;
+    this.placement = new Placement(options.partitions);
+  }
+
+  get nodeId(): string {
+    return this.options.membership.nodeId;
+  }
+
+  get ringVersion(): number {
+    return this.options.membership.ringVersion;
+  }
+
+  partitionOf(queue: string): number {
+    return partitionOf(queue, this.partitions);
+  }
+
+  /** Reads the records and watches them; resolves once the first read is in. */
+  async start(): Promise<void> {
+    await this.resync();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.watch?.cancel().catch(() => {});
+  }
+
+  /** Called when the records change (a claim, a release, a watched change). */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  route(p: number): Route {
+    const { membership } = this.options;
+    return this.placement.route(p, membership.registration(), membership.members(), this.records);
+  }
+
+  holds(p: number): boolean {
+    return this.route(p).kind === "local" && this.options.membership.serving();
+  }
+
+  members(): string[] {
+    return [...this.options.membership.members().values()]
+      .filter((m) => m.record.state === "active" || m.record.state === "draining").map((m) => m.record.nodeId).sort();
+  }
+
+  /** The other members that serve calls, with their advertised gRPC addresses. */
+  others(): Array<{ nodeId: string; address: string }> {
+    return [...this.options.membership.members().values()]
+      .filter((m) => m.record.nodeId !== this.nodeId && (m.record.state === "active" || m.record.state === "draining"))
+      .map((m) => ({ nodeId: m.record.nodeId, address: m.record.grpc }));
+  }
+
+  /** The partition records as this node sees them (GetClusterStatus). */
+  entries(): ReadonlyMap<number, PartitionEntry> {
+    return this.records;
+  }
+
+  async acquire(p: number): Promise<number | undefined> {
+    const route = this.route(p);
+    switch (route.kind) {
+      case "local":
+        if (!this.options.membership.serving()) throw fenced(this.nodeId);
+        return route.epoch;
+      case "claim":
+        return this.claim(p);
+      case "down":
+        throw ownerDown(`partition ${p}`, p, route.nodeId);
+      case "none":
+        throw noActiveMember(`partition ${p}`);
+      case "remote":
+        return undefined;
+    }
+  }
+
+  /** Claims back, at start, the partitions this node has rows of (those nobody else holds). */
+  async claimAtStart(partitions: Iterable<number>): Promise<number[]> {
+    const held: number[] = [];
+    for (const p of partitions) {
+      const route = this.route(p);
+      const entry = this.records.get(p);
+      // Only what is ours or nobody's: a partition another live node holds moved away
+      // (its rows here are stale), and one held by a dead node is not ours to take.
+      const ours = route.kind === "local" || (route.kind === "claim") || (entry === undefined && route.kind === "remote");
+      if (!ours) {
+        this.options.logger.warn({ partition: p, route: route.kind, holder: entry?.record.owner }, "this node has rows of a partition another node holds; not serving them");
+        continue;
+      }
+      try {
+        if ((await this.claim(p)) !== undefined) held.push(p);
+      } catch (err) {
+        this.options.logger.warn({ err, partition: p }, "could not claim a partition this node has rows of");
+      }
+    }
+    return held;
+  }
+
+  async refresh(): Promise<void> {
+    const read = await this.options.coordination.partitions();
+    this.records.clear();
+    for (const [p, entry] of read.records) this.records.set(p, entry);
+    this.revision = Math.max(this.revision, read.revision);
+    this.changed();
+  }
+
+  private claim(p: number): Promise<number | undefined> {
+    const inFlight = this.claiming.get(p);
+    if (inFlight) return inFlight;
+    const attempt = this.claimOnce(p).finally(() => this.claiming.delete(p));
+    this.claiming.set(p, attempt);
+    return attempt;
+  }
+
+  private async claimOnce(p: number): Promise<number | undefined> {
+    const self = this.options.membership.registration();
+    if (self.memberRevision === 0 || !this.options.membership.serving()) throw fenced(this.nodeId);
+    const result = await this.options.coordination.claimPartition(p, { nodeId: self.nodeId, incarnation: self.incarnation, memberRevision: self.memberRevision });
+    if (result.ok) {
+      this.records.set(p, { record: { owner: self.nodeId, incarnation: self.incarnation, memberRevision: self.memberRevision, state: "owned" }, epoch: result.epoch });
+      this.options.logger.info({ partition: p, epoch: result.epoch }, "claimed partition");
+      this.changed();
+      return result.epoch;
+    }
+    // Someone holds it: remember who, and let the caller route there.
+    if (result.holder.owner !== "") this.records.set(p, { record: result.holder, epoch: result.epoch });
+    this.changed();
+    const route = this.route(p);
+    if (route.kind === "down") throw ownerDown(`partition ${p}`, p, route.nodeId);
+    return undefined;
+  }
+
+  /** Reads every record, then watches from the read on; a watch that ends is restarted. */
+  private async resync(): Promise<void> {
+    const { coordination, logger, clock } = this.options;
+    await this.watch?.cancel().catch(() => {});
+    await this.refresh();
+    let ended = false;
+    this.watch = await coordination.watchPartitions(this.revision + 1, (change) => this.apply(change), (err) => {
+      if (ended || this.stopped) return;
+      ended = true;
+      logger.warn({ err, compacted: err instanceof WatchCompactedError }, "partition watch ended; reading the partitions again");
+      const again = () => {
+        if (this.stopped) return;
+        this.resync().catch((e: unknown) => {
+          logger.error({ err: e }, "could not watch the partitions again; retrying");
+          clock.setTimer(this.options.rewatchMs, again);
+        });
+      };
+      clock.setTimer(err instanceof WatchCompactedError ? 0 : this.options.rewatchMs, again);
+    });
+  }
+
+  private apply(change: PartitionChange): void {
+    if (change.revision <= this.revision) return;
+    this.revision = change.revision;
+    if (change.kind === "put") this.records.set(change.p, { record: change.record, epoch: change.epoch });
+    else this.records.delete(change.p);
+    this.changed();
+  }
+
+  private changed(): void {
+    for (const listener of this.listeners) listener();
+  }
+}

@@ -1,0 +1,85 @@
+/**
+ * Where a partition is served, decided from two views this node keeps of etcd: the
+ * members (membership.ts) and the partition records (`partitions/<p>`, watched). Pure:
+ * the shell (partition-owners.ts) feeds it and acts on its answers.
+ *
+ * Two owners must not be confused:
+ * - the *desired* owner: the consistent-hash ring over the active members says who
+ *   should hold p (partitions.ts). It only decides who claims a partition nobody holds.
+ * - the *recorded* owner: whoever claimed p in etcd, at an epoch (the key's mod
+ *   revision). Calls always go to the recorded owner while its registration lives, even
+ *   when the ring now prefers another node: moving a partition takes a handoff (its rows
+ *   go with it), never a claim over a live holder.
+ *
+ * The rules, in order, for partition p:
+ * 1. Recorded owner is this node's current registration → serve here at its epoch.
+ * 2. Recorded owner is this node, an older registration (a restart, or re-registering
+ *    after fencing) → claim it again (new epoch), then serve: the rows are on this disk.
+ * 3. Recorded owner is another node whose registration is the recorded one → forward there.
+ * 4. Recorded owner is another node that registered again since → forward there; it
+ *    claims again on arrival (rule 2 on its side).
+ * 5. Recorded owner's registration is gone → OWNER_DOWN: its rows are only on its disk,
+ *    so nobody may claim p empty (cluster part 2 adds a replicated log, and with it
+ *    takeover by the successor).
+ * 6. No record, or released → the desired owner claims it: serve here if that is this
+ *    node, else forward there.
+ */
+import type { MemberEntry, PartitionRecord } from "./coordination.js";
+import { PartitionMap } from "./partitions.js";
+
+export type Route =
+  | { kind: "local"; p: number; epoch: number }
+  | { kind: "claim"; p: number }
+  | { kind: "remote"; p: number; nodeId: string; address: string; epoch: number }
+  | { kind: "down"; p: number; nodeId: string }
+  | { kind: "none"; p: number };
+
+/** This node's registration: the create revision of its member key (0 while not registered). */
+export interface SelfRegistration {
+  nodeId: string;
+  memberRevision: number;
+}
+
+export interface PartitionEntry {
+  record: PartitionRecord;
+  /** The key's mod revision: the epoch of the claim while owned. */
+  epoch: number;
+}
+
+export class Placement {
+  private desired: PartitionMap | undefined;
+  private desiredKey = "";
+
+  constructor(readonly partitions: number) {}
+
+  /** The route of partition `p` given the members and records as this node sees them. */
+  route(p: number, self: SelfRegistration, members: ReadonlyMap<string, MemberEntry>, records: ReadonlyMap<number, PartitionEntry>): Route {
+    const entry = records.get(p);
+    if (entry && entry.record.state === "owned") {
+      const { record, epoch } = entry;
+      if (record.owner === self.nodeId) {
+        return record.memberRevision === self.memberRevision && self.memberRevision > 0 ? { kind: "local", p, epoch } : { kind: "claim", p };
+      }
+      const owner = members.get(record.owner);
+      if (!owner) return { kind: "down", p, nodeId: record.owner };
+      return { kind: "remote", p, nodeId: record.owner, address: owner.record.grpc, epoch: owner.createRevision === record.memberRevision ? epoch : 0 };
+    }
+    const target = this.desiredOwner(p, members);
+    if (target === undefined) return { kind: "none", p };
+    if (target === self.nodeId) return { kind: "claim", p };
+    return { kind: "remote", p, nodeId: target, address: members.get(target)!.record.grpc, epoch: 0 };
+  }
+
+  /** The node the ring over the active members names for `p`; undefined when none is active. */
+  desiredOwner(p: number, members: ReadonlyMap<string, MemberEntry>): string | undefined {
+    const active = [...members.values()].filter((m) => m.record.state === "active").map((m) => m.record.nodeId).sort();
+    if (active.length === 0) return undefined;
+    // The ring is rebuilt only when the active set changes (160 virtual nodes per member).
+    const key = active.join("\n");
+    if (key !== this.desiredKey || !this.desired) {
+      this.desired = new PartitionMap(active, this.partitions);
+      this.desiredKey = key;
+    }
+    return this.desired.owner(p);
+  }
+}

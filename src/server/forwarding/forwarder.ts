@@ -1,0 +1,349 @@
+/**
+ * Any node serves any call: this layer sits between the security guard and the bare
+ * services, finds where each call belongs (rpc-routes.ts) and either serves it here or
+ * forwards it, once, to the node that holds the queue's partition.
+ *
+ * - Here: this node claims the partition first if the placement rules say it should
+ *   (ownership.acquire), then the bare service runs, which checks ownership again
+ *   synchronously in the router (nothing is served on a claim this node lost meanwhile).
+ * - Forwarded: the caller's request goes to the owner with the route this node used
+ *   (peers.ts). The owner never forwards again: if it does not hold the partition it
+ *   answers WRONG_OWNER, and this node reads the partition records again and retries
+ *   once. A forwarded call is answered by the owner after its own commit, so "never
+ *   answer before the commit" holds wherever the owner is.
+ * - Split: requests whose items name several queues are cut by owner, the parts are
+ *   served concurrently, and the answers are put back in request order.
+ * - Lease: a long poll naming queues on several nodes first takes what is ready on each
+ *   (no waiting), local queues first; if nothing is, it parks on this node's queues (or,
+ *   with none here, on the node holding most of them). The SDK worker avoids the
+ *   compromise by polling each owner for its own queues.
+ *
+ * With a ring of one every route is local, so a single node runs this same code and pays
+ * one route lookup per call.
+ */
+import type { DescMethod, DescService } from "@bufbuild/protobuf";
+import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
+import { ConveyorError, noActiveMember, ownerDown, queueLabel, taskNotFound, wrongOwner } from "../../base/errors.js";
+import { quote } from "../../base/limits.js";
+import type { UnaryImpl } from "../../rpc/service-definition.js";
+import type { Ownership } from "../../cluster/ownership.js";
+import type { Route } from "../../cluster/placement.js";
+import { partitionHint } from "../../cluster/task-ids.js";
+import { FORWARDED_BY, type Peers } from "./peers.js";
+import { everyWhenNoQueue, RPC_ROUTES, type EveryRoute, type ItemsRoute, type RpcRoute } from "./rpc-routes.js";
+
+type Msg = Record<string, unknown>;
+
+/** What a call object offers (grpc-js ServerUnaryCall, or the JSON API's stand-in). */
+interface CallLike {
+  request: unknown;
+  metadata: { get(key: string): unknown[] };
+  getDeadline?(): Date | number;
+}
+
+export interface Member {
+  nodeId: string;
+  address: string;
+}
+
+export interface ForwarderDeps {
+  ownership: Ownership;
+  peers: Peers;
+  /** The other members that serve calls (active or draining), for reads of every member and lookups. */
+  others(): Member[];
+}
+
+/** Deadline of a forwarded call whose caller set none. */
+const FORWARD_DEADLINE_MS = 60_000;
+/** Time a forwarded long poll gets beyond its own wait. */
+const LONG_POLL_MARGIN_MS = 10_000;
+
+export function forwardingService<S extends GenService<GenServiceMethods>>(service: S, impl: UnaryImpl<S>, deps: ForwarderDeps): UnaryImpl<S> {
+  const handlers = impl as unknown as Record<string, (call: CallLike) => Promise<unknown>>;
+  const out: Record<string, (call: CallLike) => Promise<unknown>> = {};
+  for (const method of service.methods as DescMethod[]) {
+    const rpc = `${service.name}/${method.name}`;
+    const route = RPC_ROUTES[rpc];
+    if (!route) throw new Error(`${rpc} has no route in src/server/forwarding/rpc-routes.ts`);
+    const local = handlers[method.localName]!.bind(impl);
+    const forwarding = new MethodForwarding(service, method, route, local, deps);
+    out[method.localName] = (call) => forwarding.handle(call);
+  }
+  return out as unknown as UnaryImpl<S>;
+}
+
+class MethodForwarding {
+  constructor(
+    private readonly service: DescService,
+    private readonly method: DescMethod,
+    private readonly route: RpcRoute,
+    private readonly local: (call: CallLike) => Promise<unknown>,
+    private readonly deps: ForwarderDeps,
+  ) {}
+
+  handle(call: CallLike): Promise<unknown> {
+    const forwarded = call.metadata.get(FORWARDED_BY).length > 0;
+    const request = call.request as Msg;
+    const route = this.route;
+    switch (route.kind) {
+      case "here":
+        return this.local(call);
+      case "queue": {
+        const queue = route.queue(request);
+        const every = everyWhenNoQueue(route);
+        if (queue === "" && every) return this.every(call, every, forwarded);
+        // No queue: nothing to route; the service answers the bad request itself.
+        if (queue === "") return this.local(call);
+        return this.toOwner(call, this.deps.ownership.partitionOf(queue), queueLabel(queue), forwarded);
+      }
+      case "task":
+        return this.task(call, route.id(request), forwarded);
+      case "items":
+        return forwarded ? this.localClaiming(call, route.queues(request)) : this.items(call, route);
+      case "lease":
+        return forwarded ? this.localClaiming(call, ((request["queues"] ?? []) as Msg[]).map((q) => String(q["queue"] ?? ""))) : this.lease(call);
+      case "every":
+        return this.every(call, route, forwarded);
+      case "broadcast":
+        return forwarded ? this.local(call) : this.broadcast(call);
+    }
+  }
+
+  /**
+   * A forwarded call whose items name queues: served here, after claiming the partitions
+   * the placement rules give this node (the forwarder routed them here because of that).
+   * Items of partitions this node may not serve fail alone, in the router (WRONG_OWNER).
+   */
+  private async localClaiming(call: CallLike, queues: readonly string[]): Promise<unknown> {
+    const { ownership } = this.deps;
+    for (const p of new Set(queues.map((q) => ownership.partitionOf(q)))) {
+      const kind = ownership.route(p).kind;
+      if (kind === "claim" || kind === "local") await ownership.acquire(p).catch(() => undefined);
+    }
+    return this.local(call);
+  }
+
+  /** Serves the call here if this node holds (or should claim) partition p, else forwards it to the holder. */
+  private async toOwner(call: CallLike, p: number, what: string, forwarded: boolean): Promise<unknown> {
+    for (let attempt = 0; ; attempt++) {
+      const route = this.deps.ownership.route(p);
+      if (route.kind === "local" || route.kind === "claim") {
+        if ((await this.deps.ownership.acquire(p)) !== undefined) return this.local(call);
+        if (attempt < 2) continue; // the claim found another holder: route again
+      }
+      const target = this.remoteOrThrow(route, what);
+      if (forwarded) throw this.wrongOwner(what, route);
+      try {
+        return await this.forward(call, call.request, target, route);
+      } catch (error) {
+        if (attempt === 0 && error instanceof ConveyorError && error.reason === "WRONG_OWNER") {
+          await this.deps.ownership.refresh();
+          continue;
+        }
+        throw error;
+      }
+    }
+  }
+
+  private remoteOrThrow(route: Route, what: string): { nodeId: string; address: string } {
+    switch (route.kind) {
+      case "remote":
+        return route;
+      case "down":
+        throw ownerDown(what, route.p, route.nodeId);
+      case "none":
+        throw noActiveMember(what);
+      default:
+        throw new ConveyorError("UNAVAILABLE", "WRONG_OWNER", `${what}: its partition ${route.p} is changing hands; retry`);
+    }
+  }
+
+  private wrongOwner(what: string, route: Route): ConveyorError {
+    const owner = route.kind === "remote" || route.kind === "down" ? route.nodeId : "";
+    return wrongOwner(what, owner, this.deps.ownership.ringVersion);
+  }
+
+  private forward(call: CallLike, request: unknown, target: { nodeId: string; address: string }, route: Route | undefined, deadlineMs?: number): Promise<unknown> {
+    const authorization = call.metadata.get("authorization")[0];
+    const epoch = route && (route.kind === "remote" || route.kind === "local") ? route.epoch : 0;
+    return this.deps.peers.call(target.address, this.service, this.method, request, {
+      authorization: typeof authorization === "string" ? authorization : undefined,
+      from: this.deps.ownership.nodeId,
+      route: `${route?.p ?? -1}:${epoch}:${this.deps.ownership.ringVersion}`,
+      deadlineMs: deadlineMs ?? this.deadlineOf(call, 0),
+    });
+  }
+
+  private deadlineOf(call: CallLike, extraMs: number): number {
+    const set = call.getDeadline?.();
+    const ms = set instanceof Date ? set.getTime() : typeof set === "number" ? set : Infinity;
+    return Number.isFinite(ms) ? ms : Date.now() + FORWARD_DEADLINE_MS + extraMs;
+  }
+
+  /**
+   * By task id: the partition the id names, when it names one; then every other member
+   * (a caller-chosen id, or a hint that was wrong). Each member answers only for the
+   * partitions it holds (task-access.ts), so exactly one can find the task.
+   */
+  private async task(call: CallLike, id: string, forwarded: boolean): Promise<unknown> {
+    const { ownership } = this.deps;
+    if (forwarded || id === "") return this.local(call);
+    const p = partitionHint(id, ownership.partitions);
+    let tried: string | undefined;
+    if (p !== undefined) {
+      try {
+        const route = ownership.route(p);
+        if (route.kind === "remote") tried = route.nodeId;
+        return await this.toOwner(call, p, `task ${quote(id)}`, false);
+      } catch (error) {
+        if (!(error instanceof ConveyorError) || error.reason !== "TASK_NOT_FOUND") throw error;
+      }
+    } else {
+      try {
+        return await this.local(call);
+      } catch (error) {
+        if (!(error instanceof ConveyorError) || error.reason !== "TASK_NOT_FOUND") throw error;
+      }
+    }
+    // Ask every other member; the one that holds the task answers.
+    const others = this.deps.others().filter((m) => m.nodeId !== tried);
+    if (p !== undefined && tried !== undefined) {
+      // The hinted owner said no; this node may hold it (a wrong hint).
+      try {
+        return await this.local(call);
+      } catch (error) {
+        if (!(error instanceof ConveyorError) || error.reason !== "TASK_NOT_FOUND") throw error;
+      }
+    }
+    const answers = await Promise.allSettled(others.map((m) => this.forward(call, call.request, m, undefined)));
+    const found = answers.find((a) => a.status === "fulfilled");
+    if (found) return (found as PromiseFulfilledResult<unknown>).value;
+    const failure = answers.find((a) => a.status === "rejected" && !(a.reason instanceof ConveyorError && a.reason.reason === "TASK_NOT_FOUND"));
+    if (failure) throw (failure as PromiseRejectedResult).reason;
+    throw taskNotFound(id);
+  }
+
+  /** Items split by owner, each part served where it belongs, answers merged in request order. */
+  private async items(call: CallLike, route: ItemsRoute): Promise<unknown> {
+    const { ownership } = this.deps;
+    const request = call.request as Msg;
+    const queues = route.queues(request);
+    const groups = new Map<string, { indexes: number[]; p: number }>();
+    queues.forEach((queue, i) => {
+      const p = ownership.partitionOf(queue);
+      const r = ownership.route(p);
+      const key = r.kind === "remote" ? `remote:${r.nodeId}` : r.kind === "local" || r.kind === "claim" ? `p:${p}` : `bad:${p}`;
+      const g = groups.get(key) ?? { indexes: [], p };
+      g.indexes.push(i);
+      groups.set(key, g);
+    });
+    // Everything here (the common case, and always in a ring of one): one call, no copy.
+    if ([...groups.keys()].every((k) => k.startsWith("p:"))) {
+      for (const { p } of groups.values()) await ownership.acquire(p);
+      return this.local(call);
+    }
+    const localIndexes: number[] = [];
+    const remote: Array<{ indexes: number[]; p: number }> = [];
+    for (const [key, g] of groups) (key.startsWith("p:") ? localIndexes.push(...g.indexes) : remote.push(g));
+    const parts = await Promise.all([
+      ...(localIndexes.length > 0 ? [this.localPart(call, route, localIndexes, groups)] : []),
+      ...remote.map(async (g) => ({
+        indexes: g.indexes,
+        response: (await this.toOwner(this.subCall(call, route.pick(request, g.indexes)), g.p, queueLabel(queues[g.indexes[0]!]!), false)) as Msg,
+      })),
+    ]);
+    return route.merge(parts, queues.length);
+  }
+
+  private async localPart(call: CallLike, route: ItemsRoute, indexes: number[], groups: Map<string, { indexes: number[]; p: number }>) {
+    for (const [key, g] of groups) if (key.startsWith("p:")) await this.deps.ownership.acquire(g.p);
+    sortNumbers(indexes);
+    return { indexes, response: (await this.local(this.subCall(call, route.pick(call.request as Msg, indexes)))) as Msg };
+  }
+
+  /** The Lease long poll across owners (see the header). */
+  private async lease(call: CallLike): Promise<unknown> {
+    const { ownership } = this.deps;
+    const request = call.request as Msg & { queues?: Msg[]; maxDeliveries?: number; waitMs?: number };
+    const queues = request.queues ?? [];
+    const here: Msg[] = [];
+    const claims: number[] = [];
+    const byNode = new Map<string, { target: { nodeId: string; address: string }; queues: Msg[]; route: Route }>();
+    let down: Route | undefined;
+    for (const q of queues) {
+      const p = ownership.partitionOf(String(q["queue"] ?? ""));
+      const r = ownership.route(p);
+      if (r.kind === "local" || r.kind === "claim") {
+        here.push(q);
+        claims.push(p);
+      } else if (r.kind === "remote") {
+        const g = byNode.get(r.nodeId) ?? { target: r, queues: [], route: r };
+        g.queues.push(q);
+        byNode.set(r.nodeId, g);
+      } else {
+        down = r; // a queue whose owner is down has nothing to lease now
+      }
+    }
+    if (byNode.size === 0 && (here.length > 0 || down === undefined)) {
+      for (const p of claims) await ownership.acquire(p);
+      return this.local(call);
+    }
+    if (byNode.size === 0) this.remoteOrThrow(down!, "every queue of this Lease"); // throws: only down queues
+    if (here.length === 0 && byNode.size === 1) {
+      const [g] = byNode.values();
+      return this.forward(call, { ...request, queues: g!.queues }, g!.target, g!.route, this.deadlineOf(call, LONG_POLL_MARGIN_MS));
+    }
+    // Mixed: take what is ready everywhere, local queues first, never more than asked for.
+    for (const p of claims) await ownership.acquire(p);
+    const max = request.maxDeliveries ?? 1;
+    const deliveries: unknown[] = [];
+    let first: Msg | undefined;
+    const take = (response: Msg) => {
+      first ??= response;
+      deliveries.push(...((response["deliveries"] ?? []) as unknown[]));
+    };
+    if (here.length > 0) take((await this.local(this.subCall(call, { ...request, queues: here, waitMs: 0 }))) as Msg);
+    for (const g of byNode.values()) {
+      if (deliveries.length >= max) break;
+      take((await this.forward(call, { ...request, queues: g.queues, waitMs: 0, maxDeliveries: max - deliveries.length }, g.target, g.route)) as Msg);
+    }
+    if (deliveries.length > 0) return { ...first, deliveries };
+    // Nothing ready: park where most of the queues are.
+    if (here.length > 0) return this.local(this.subCall(call, { ...request, queues: here }));
+    const biggest = [...byNode.values()].sort((a, b) => b.queues.length - a.queues.length)[0]!;
+    return this.forward(call, { ...request, queues: biggest.queues }, biggest.target, biggest.route, this.deadlineOf(call, LONG_POLL_MARGIN_MS));
+  }
+
+  /** Reads of every member, each keeping what it holds, merged. */
+  private async every(call: CallLike, route: EveryRoute, forwarded: boolean): Promise<unknown> {
+    const { ownership } = this.deps;
+    const holds = (queue: string) => ownership.holds(ownership.partitionOf(queue));
+    const mine = route.keep((await this.local(call)) as Msg, holds);
+    if (forwarded) return mine;
+    const theirs = await Promise.all(this.deps.others().map((m) => this.forward(call, call.request, m, undefined) as Promise<Msg>));
+    return route.merge([mine, ...theirs]);
+  }
+
+  /** A node-wide setting: applied here, then on every other member; fails naming a member that did not take it. */
+  private async broadcast(call: CallLike): Promise<unknown> {
+    const response = await this.local(call);
+    const others = this.deps.others();
+    const results = await Promise.allSettled(others.map((m) => this.forward(call, call.request, m, undefined)));
+    const failed = results.findIndex((r) => r.status === "rejected");
+    if (failed >= 0) {
+      const reason = (results[failed] as PromiseRejectedResult).reason as unknown;
+      throw new ConveyorError("UNAVAILABLE", "UNREACHABLE",
+        `applied on this node but not on node ${others[failed]!.nodeId} (${reason instanceof Error ? reason.message : String(reason)}); retry: the call is idempotent`);
+    }
+    return response;
+  }
+
+  /** The call with another request (the part of a split call); everything else is the caller's. */
+  private subCall(call: CallLike, request: unknown): CallLike {
+    return Object.assign(Object.create(call) as CallLike, { request });
+  }
+}
+
+function sortNumbers(list: number[]): void {
+  list.sort((a, b) => a - b);
+}

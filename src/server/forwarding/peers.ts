@@ -1,0 +1,98 @@
+/**
+ * gRPC channels to the other members, one per advertised address, for forwarded calls.
+ * A forwarded call is the caller's own request message, sent as it came (same service,
+ * same method) with the caller's `authorization` and the route this node computed, so
+ * the owner authenticates, authorises, validates and answers exactly as if it had been
+ * called directly. Answers come back as protobuf-es messages; errors as the owner's
+ * ConveyorError (its reason and details intact), which the forwarder passes on as they are.
+ */
+import * as grpc from "@grpc/grpc-js";
+import { fromBinary, toBinary, create, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { GRPC_MESSAGE_MAX_BYTES, RECONNECT_BACKOFF_INITIAL_MS, RECONNECT_BACKOFF_MAX_MS } from "../../base/limits.js";
+import { ConveyorError } from "../../base/errors.js";
+import { fromServiceError } from "../../rpc/status.js";
+
+/** Metadata keys of a forwarded call. */
+export const FORWARDED_BY = "conveyor-forwarded-by";
+/** `<partition>:<epoch>:<ring version>` the forwarder routed with (epoch 0: not claimed yet). */
+export const FORWARD_ROUTE = "conveyor-route";
+
+export interface ForwardOptions {
+  /** The caller's `authorization` value, passed on. */
+  authorization?: string | undefined;
+  /** Who forwards, and the route it used. */
+  from: string;
+  route: string;
+  deadlineMs: number;
+}
+
+const CHANNEL_OPTIONS: grpc.ChannelOptions = {
+  "grpc.initial_reconnect_backoff_ms": RECONNECT_BACKOFF_INITIAL_MS,
+  "grpc.max_reconnect_backoff_ms": RECONNECT_BACKOFF_MAX_MS,
+  "grpc.keepalive_time_ms": 10_000,
+  "grpc.keepalive_timeout_ms": 5_000,
+  "grpc.keepalive_permit_without_calls": 1,
+  "grpc.max_receive_message_length": GRPC_MESSAGE_MAX_BYTES,
+  "grpc.max_send_message_length": GRPC_MESSAGE_MAX_BYTES,
+};
+
+export class Peers {
+  private readonly clients = new Map<string, grpc.Client>();
+
+  constructor(private readonly credentials: () => grpc.ChannelCredentials = () => grpc.credentials.createInsecure()) {}
+
+  /** Sends `request` to `method` of `service` on the node at `address`. */
+  call(address: string, service: DescService, method: DescMethod, request: unknown, options: ForwardOptions): Promise<unknown> {
+    const client = this.client(address);
+    const metadata = new grpc.Metadata();
+    if (options.authorization) metadata.set("authorization", options.authorization);
+    metadata.set(FORWARDED_BY, options.from);
+    metadata.set(FORWARD_ROUTE, options.route);
+    const input: DescMessage = method.input;
+    const output: DescMessage = method.output;
+    return new Promise((resolve, reject) => {
+      client.makeUnaryRequest(
+        `/${service.typeName}/${method.name}`,
+        (message: unknown) => Buffer.from(toBinary(input, (isMessage(message) ? message : create(input, message as never)) as never)),
+        (bytes: Buffer) => fromBinary(output, bytes),
+        request, metadata, { deadline: options.deadlineMs },
+        (err, response) => {
+          if (!err) resolve(response);
+          else if (err.code === grpc.status.UNAVAILABLE && !err.metadata?.get("grpc-status-details-bin").length) {
+            // A transport failure, not an answer of the peer's: name the peer.
+            reject(new ConveyorError("UNAVAILABLE", "UNREACHABLE", `the node at ${address} that owns this call's queue is unreachable: ${err.details}`));
+          } else {
+            reject(fromServiceError(err));
+          }
+        });
+    });
+  }
+
+  /** Closes channels to addresses no member advertises any more. */
+  retain(addresses: ReadonlySet<string>): void {
+    for (const [address, client] of this.clients) {
+      if (!addresses.has(address)) {
+        client.close();
+        this.clients.delete(address);
+      }
+    }
+  }
+
+  close(): void {
+    for (const client of this.clients.values()) client.close();
+    this.clients.clear();
+  }
+
+  private client(address: string): grpc.Client {
+    let client = this.clients.get(address);
+    if (!client) {
+      client = new grpc.Client(address, this.credentials(), CHANNEL_OPTIONS);
+      this.clients.set(address, client);
+    }
+    return client;
+  }
+}
+
+function isMessage(value: unknown): boolean {
+  return typeof value === "object" && value !== null && "$typeName" in value;
+}

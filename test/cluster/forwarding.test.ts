@@ -1,0 +1,160 @@
+/**
+ * Any node serves any call (issue 13, tests 1 and 6), with real processes: one etcd and
+ * three conveyord nodes on 127.0.0.1. A producer talks to one node only, a worker to
+ * another only, and reads go through the third; the queues are spread over all three
+ * owners. A checker records every acknowledged enqueue and every handler run: at the
+ * end every acknowledged task ran (0 lost), and none ran twice (no lease lapsed here).
+ * Then kill -9 of one node: its queues answer OWNER_DOWN (never served empty by
+ * another node), the others keep serving, and after it restarts on its data directory
+ * every task it held is there again.
+ */
+import { randomUUID } from "node:crypto";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { Ring } from "../../src/cluster/ring.js";
+import { AdminService, type GetClusterStatusResponse } from "../../src/gen/conveyor/v1/admin_service_pb.js";
+import { RpcChannel } from "../../src/rpc/client.js";
+import { Client, ConveyorError, Mux, Worker, json, newTask } from "../../src/index.js";
+import { startEtcd, type EtcdCluster } from "../support/etcd.js";
+import { eventually, NodeProcess } from "../support/node-process.js";
+
+const TTL_S = 3;
+let etcd: EtcdCluster;
+const nodes: NodeProcess[] = [];
+const closers: Array<() => unknown> = [];
+
+beforeAll(async () => {
+  etcd = await startEtcd();
+});
+afterEach(async () => {
+  for (const close of closers.splice(0)) await close();
+  for (const n of nodes.splice(0)) {
+    await n.kill();
+    n.cleanup();
+  }
+});
+afterAll(async () => {
+  await etcd?.stop();
+});
+
+async function startCluster(ids: string[]): Promise<{ cluster: string; byId: Map<string, NodeProcess> }> {
+  const cluster = `f-${randomUUID().slice(0, 8)}`;
+  const started = await Promise.all(ids.map((id) => NodeProcess.start({
+    settings: { cluster_etcd: etcd.endpoints, cluster_name: cluster, node_id: id, cluster_member_ttl: `${TTL_S}s` },
+  })));
+  nodes.push(...started);
+  const byId = new Map(ids.map((id, i) => [id, started[i]!]));
+  // Every node sees every other one active before any partition is claimed, so the ring spreads them.
+  await eventually("every node to see all members active", async () => {
+    const views = await Promise.all(started.map(statusOf));
+    return views.every((v) => v.members.length === ids.length && v.members.every((m) => m.state === 2)) ? true : undefined;
+  }, 15_000);
+  return { cluster, byId };
+}
+
+function statusOf(node: NodeProcess): Promise<GetClusterStatusResponse> {
+  const channel = new RpcChannel({ address: node.grpcAddress });
+  closers.push(() => channel.close());
+  return channel.service(AdminService).getClusterStatus({ withLeases: false }, { timeoutMs: 2_000 });
+}
+
+function client(node: NodeProcess): Client {
+  const c = new Client({ address: node.grpcAddress });
+  closers.push(() => c.close());
+  return c;
+}
+
+/** `perNode` queues whose partitions the ring over `ids` gives each node. */
+function queuesOn(ids: string[], perNode: number): Map<string, string[]> {
+  const ring = new Ring(ids, 1);
+  const out = new Map(ids.map((id) => [id, [] as string[]]));
+  for (let i = 0; [...out.values()].some((l) => l.length < perNode); i++) {
+    const q = `q${i}`;
+    const list = out.get(ring.ownerOf(q))!;
+    if (list.length < perNode) list.push(q);
+  }
+  return out;
+}
+
+describe("forwarding: any node serves any call (real processes)", { timeout: 90_000 }, () => {
+  it("a producer on n1 and a worker on n2 drain queues owned by all three nodes; reads through n3 find every task", async () => {
+    const ids = ["n1", "n2", "n3"];
+    const { byId } = await startCluster(ids);
+    const placed = queuesOn(ids, 3);
+    const queues = [...placed.values()].flat();
+    const producer = client(byId.get("n1")!);
+    const acknowledged = new Set<string>();
+    for (let round = 0; round < 10; round++) {
+      const answers = await producer.enqueueBatch(queues.map((queue) => ({ task: newTask("job", json({ round, queue })), options: { queue } })));
+      for (const r of answers) {
+        if (r instanceof ConveyorError) throw r;
+        acknowledged.add(r.id);
+      }
+    }
+    const single = await producer.enqueue(newTask("job", json({ single: true })), { queue: queues[queues.length - 1]! });
+    acknowledged.add(single.id);
+    expect(acknowledged.size).toBe(queues.length * 10 + 1);
+
+    // Every queue is listed once, by the node that holds it, and the owners are the ring's.
+    const listed = await client(byId.get("n3")!).admin.listQueues();
+    for (const [owner, qs] of placed) {
+      for (const q of qs) expect(listed.find((l) => l.name === q)?.owner).toBe(owner);
+    }
+
+    const ran = new Map<string, number>();
+    const worker = new Worker({
+      address: byId.get("n2")!.grpcAddress, queues, concurrency: 8, handleSignals: false, leaseWaitMs: 500, logger: null,
+      mux: new Mux().handle("job", async (task) => void ran.set(task.id, (ran.get(task.id) ?? 0) + 1)),
+    });
+    closers.push(() => worker.stop());
+    worker.start();
+    await eventually("every acknowledged task to run", async () => ([...acknowledged].every((id) => ran.has(id)) ? true : undefined), 30_000);
+    expect([...ran.values()].every((n) => n === 1)).toBe(true);
+    expect([...ran.keys()].filter((id) => !acknowledged.has(id))).toEqual([]);
+
+    // Reads by id through a third node: the id names its partition, so it goes straight to the owner.
+    const reader = client(byId.get("n3")!);
+    const sample = [...acknowledged].slice(0, 20);
+    await eventually("the settles to be committed", async () => {
+      const tasks = await Promise.all(sample.map((id) => reader.getTask(id)));
+      return tasks.every((t) => t.state === "completed") ? true : undefined;
+    });
+    // A caller-chosen id is found by asking the members.
+    const chosen = `order-${randomUUID()}`;
+    await producer.enqueue(newTask("job", json({})), { queue: placed.get("n2")![0]!, taskId: chosen });
+    expect((await reader.getTask(chosen)).id).toBe(chosen);
+    await expect(reader.getTask(`missing-${randomUUID()}`)).rejects.toMatchObject({ reason: "TASK_NOT_FOUND" });
+  });
+
+  it("kill -9 of a node: its queues answer OWNER_DOWN, the rest keep serving; restarted, it has every task", async () => {
+    const ids = ["n1", "n2", "n3"];
+    const { byId } = await startCluster(ids);
+    const placed = queuesOn(ids, 2);
+    const producer = client(byId.get("n1")!);
+    const onN3 = new Map<string, string>();
+    for (const q of placed.get("n3")!) for (let i = 0; i < 5; i++) onN3.set((await producer.enqueue(newTask("job", json({ i })), { queue: q })).id, q);
+
+    const n3 = byId.get("n3")!;
+    await n3.kill();
+    // Until etcd drops n3's registration (TTL), calls for its queues fail to reach it; then OWNER_DOWN, never an empty answer.
+    const down = await eventually("n3's queue to answer OWNER_DOWN", async () => {
+      const error = await producer.enqueue(newTask("job", json({})), { queue: placed.get("n3")![0]! }).then(() => undefined, (e: unknown) => e);
+      return error instanceof ConveyorError && error.reason === "OWNER_DOWN" ? error : undefined;
+    }, 15_000);
+    expect(down.message).toContain("n3");
+    expect(down.code).toBe("UNAVAILABLE");
+    // The other nodes' queues are served as before.
+    for (const q of [...placed.get("n1")!, ...placed.get("n2")!]) {
+      expect((await producer.enqueue(newTask("job", json({})), { queue: q })).state).toBe("pending");
+    }
+    // Back on its data directory: it claims its partitions again, and every task is there.
+    const back = await n3.restart();
+    nodes.push(back);
+    const reader = client(byId.get("n2")!);
+    await eventually("n3's tasks to be served again", async () => {
+      const found = await Promise.all([...onN3.keys()].map((id) => reader.getTask(id).then(() => true, () => false)));
+      return found.every(Boolean) ? true : undefined;
+    }, 15_000);
+    const listed = await reader.admin.listQueues();
+    for (const q of placed.get("n3")!) expect(listed.find((l) => l.name === q)).toMatchObject({ owner: "n3" });
+  });
+});
