@@ -1,0 +1,443 @@
+/**
+ * deploy/: the systemd unit and cluster configs, the Compose file and the Kubernetes
+ * manifests. Docker and a Kubernetes cluster cannot run in CI, so this checks what can be
+ * checked without them, against the code rather than a copy of it:
+ * - every YAML file parses; every conveyor.yaml loads with loadConfig (so its keys and
+ *   values are the node's own), with the env files and per-pod variables on top;
+ * - every CONVEYOR_* name, conveyord flag and etcd flag used anywhere is one that
+ *   conveyor (KNOWN_ENV_VARS, `conveyord --help`) or etcd (`etcd --help`) knows;
+ * - auth files load with parseAuthPolicy once their placeholders are filled, and no
+ *   token, real hash or private key is checked in;
+ * - the unit runs package.json's bin and passes `systemd-analyze verify`; the stop
+ *   timeouts leave room for shutdown_grace; Compose and Kubernetes references resolve
+ *   (files, services, volumes, Secrets, ports, selectors), and `kubectl kustomize` builds.
+ */
+import { execFileSync, spawnSync } from "node:child_process";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, relative, resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+import { parseAllDocuments, parse as parseYaml } from "yaml";
+import { KNOWN_ENV_VARS, loadConfig, SETTING_NAMES, type NodeConfig } from "../../src/server/config.js";
+import { parseAuthPolicy } from "../../src/server/security/auth-file.js";
+import { parseDurationMs } from "../../src/base/duration.js";
+import { REPO_ROOT } from "../support/node-process.js";
+import { etcdBinary } from "../support/etcd.js";
+
+const DEPLOY = join(REPO_ROOT, "deploy");
+const read = (path: string) => readFileSync(join(REPO_ROOT, path), "utf8");
+const pkg = JSON.parse(read("package.json")) as { name: string; bin: Record<string, string> };
+
+type Doc = Record<string, any>;
+
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    return statSync(path).isDirectory() ? filesUnder(path) : [relative(REPO_ROOT, path)];
+  });
+}
+const deployFiles = filesUnder(DEPLOY);
+const yamlFiles = deployFiles.filter((f) => /\.ya?ml$/.test(f));
+
+/** Every document of a YAML file, failing on any parse error or warning. */
+function yamlDocs(path: string): Doc[] {
+  // merge: Compose files share settings through YAML merge keys (<<: *node), as Compose reads them.
+  return parseAllDocuments(read(path), { merge: true }).map((doc, i) => {
+    const problems = [...doc.errors, ...doc.warnings];
+    if (problems.length > 0) throw new Error(`${path} document ${i}: ${problems.map((p) => p.message).join("; ")}`);
+    return doc.toJS() as Doc;
+  }).filter((d) => d !== null);
+}
+
+/** `conveyord --help`'s options: the flags the node's command line accepts, as the code defines them. */
+const CONVEYORD_FLAGS: ReadonlySet<string> = (() => {
+  const help = execFileSync(process.execPath, ["--import", "tsx", join(REPO_ROOT, "src/main.ts"), "--help"], { cwd: REPO_ROOT, encoding: "utf8" });
+  const options = help.slice(help.indexOf("Options:"), help.indexOf("Commands:"));
+  return new Set([...options.matchAll(/^\s+(?:-\w, )?(--[a-z][a-z-]*)/gm)].map((m) => m[1]!));
+})();
+
+/** The --flags of a conveyord argument list (values that follow a flag are not flags). */
+function flagsOf(args: string[]): string[] {
+  return args.filter((a) => a.startsWith("--")).map((a) => a.split("=")[0]!);
+}
+
+/** KEY=value lines of an env file (systemd EnvironmentFile syntax, without quoting). */
+function envFile(path: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const line of read(path).split("\n")) {
+    const t = line.trim();
+    if (t === "" || t.startsWith("#")) continue;
+    const eq = t.indexOf("=");
+    if (eq <= 0) throw new Error(`${path}: not KEY=value: ${line}`);
+    env[t.slice(0, eq)] = t.slice(eq + 1);
+  }
+  return env;
+}
+
+/** A systemd unit or drop-in: section → key → values (a key may repeat). */
+function unitFile(path: string): Map<string, Map<string, string[]>> {
+  const sections = new Map<string, Map<string, string[]>>();
+  let current: Map<string, string[]> | undefined;
+  for (const line of read(path).split("\n")) {
+    const t = line.trim();
+    if (t === "" || t.startsWith("#") || t.startsWith(";")) continue;
+    const header = /^\[(.+)\]$/.exec(t);
+    if (header) {
+      current = sections.get(header[1]!) ?? new Map();
+      sections.set(header[1]!, current);
+      continue;
+    }
+    const eq = t.indexOf("=");
+    if (!current || eq <= 0) throw new Error(`${path}: unexpected line ${line}`);
+    const key = t.slice(0, eq);
+    current.set(key, [...(current.get(key) ?? []), t.slice(eq + 1)]);
+  }
+  return sections;
+}
+const last = (unit: Map<string, Map<string, string[]>>, section: string, key: string) => unit.get(section)?.get(key)?.at(-1);
+
+/** Loads a conveyor.yaml given as text, the way conveyord does, with the given environment on top. */
+function loadConfigText(text: string, env: Record<string, string> = {}): NodeConfig {
+  const file = join(mkdtempSync(join(tmpdir(), "conveyor-deploy-")), "conveyor.yaml");
+  writeFileSync(file, text);
+  return loadConfig({ file, env });
+}
+
+/** Seconds of a systemd / Compose duration ("60", "60s", "1min 30s" are not all needed here: s and plain numbers). */
+function seconds(value: string): number {
+  const m = /^(\d+)(s)?$/.exec(value.trim());
+  if (!m) throw new Error(`cannot read ${JSON.stringify(value)} as seconds`);
+  return Number(m[1]);
+}
+
+describe("deploy/ files", () => {
+  it("has the files the README and the package promise", () => {
+    for (const f of ["deploy/conveyord.service", "deploy/systemd/conveyord-cluster.conf", "deploy/compose/docker-compose.yml", "deploy/Dockerfile",
+      "deploy/kubernetes/statefulset.yaml", "deploy/kubernetes/kustomization.yaml"]) expect(deployFiles, f).toContain(f);
+    expect(JSON.parse(read("package.json")).files).toContain("deploy/");
+    // Every deploy/ path the README names exists (a renamed file leaves no dead link).
+    // A path with "-N" (node-N.env) stands for the files of nodes 1 to 3.
+    for (const [, path] of read("README.md").matchAll(/(?<![\w/])(deploy\/[\w./-]*\w)/g)) {
+      for (const each of path!.includes("-N.") ? [1, 2, 3].map((n) => path!.replace("-N.", `-${n}.`)) : [path!]) {
+        expect(existsSync(join(REPO_ROOT, each)), `README names ${each}`).toBe(true);
+      }
+    }
+  });
+
+  it("every YAML file parses", () => {
+    expect(yamlFiles.length).toBeGreaterThan(8);
+    for (const f of yamlFiles) expect(() => yamlDocs(f), f).not.toThrow();
+  });
+
+  it("every CONVEYOR_* name in deploy/ and in the README's cluster section is one conveyor reads", () => {
+    const texts = deployFiles.map((f) => [f, read(f)] as const);
+    texts.push(["README.md", readmeClusterSection()]);
+    for (const [file, text] of texts) {
+      for (const [name] of text.matchAll(/\bCONVEYOR_[A-Z0-9_]*[A-Z0-9]/g)) {
+        expect(KNOWN_ENV_VARS, `${file}: ${name}`).toContain(name);
+      }
+    }
+  });
+
+  it("the README's conveyord command lines use flags conveyord has", () => {
+    expect(CONVEYORD_FLAGS).toContain("--cluster-etcd");
+    const lines = readmeClusterSection().split("\n").filter((l) => /^\s*(npx )?conveyord /.test(l));
+    expect(lines.length).toBeGreaterThanOrEqual(3);
+    for (const line of lines) {
+      for (const flag of flagsOf(line.split(/\s+/))) expect(CONVEYORD_FLAGS, `README: ${line}`).toContain(flag);
+    }
+  });
+
+  it("no token, token hash or private key is checked in", () => {
+    for (const f of deployFiles) {
+      const text = read(f);
+      expect(text, f).not.toMatch(/\bcvy_[A-Za-z0-9_-]{8,}/);
+      expect(text, f).not.toMatch(/\b[0-9a-f]{64}\b/i);
+      expect(text, f).not.toMatch(/-----BEGIN [A-Z ]*PRIVATE KEY-----/);
+    }
+  });
+});
+
+describe("deploy/ auth files", () => {
+  /** The placeholders (<...>) replaced by distinct hashes, as an operator would. */
+  const filled = (text: string) => {
+    let n = 0;
+    return text.replace(/<[^>\n]+>/g, () => (++n).toString(16).padStart(64, "a"));
+  };
+  const authFiles: Array<[string, string]> = [
+    ["deploy/auth.yaml", read("deploy/auth.yaml")],
+    ["deploy/compose/auth.yaml", read("deploy/compose/auth.yaml")],
+    ["deploy/kubernetes/secret.yaml", yamlDocs("deploy/kubernetes/secret.yaml").find((d) => d.metadata.name === "conveyor-auth")!.stringData["auth.yaml"]],
+  ];
+
+  it.each(authFiles)("%s has the auth file's format (placeholders filled in)", (where, text) => {
+    expect(() => parseAuthPolicy(parseYaml(filled(text)) ?? {}, where)).not.toThrow();
+    // The commented-out entries of the templates must be valid once uncommented too.
+    const uncommented = text.replace(/^#( {2}- name:|\s{4}\w+:)/gm, "$1").replace(/^tokens: \[\]$/m, "tokens:");
+    expect(() => parseAuthPolicy(parseYaml(filled(uncommented)) ?? {}, `${where} (uncommented)`)).not.toThrow();
+  });
+
+  it("a node would refuse the placeholders as they are (they cannot be deployed by accident)", () => {
+    const [, text] = authFiles[2]!;
+    expect(() => parseAuthPolicy(parseYaml(text), "secret")).toThrow(/sha256 must be 64 hex digits/);
+  });
+});
+
+describe("deploy/ systemd", () => {
+  const unit = unitFile("deploy/conveyord.service");
+  const dropIn = unitFile("deploy/systemd/conveyord-cluster.conf");
+  const clusterYaml = read("deploy/systemd/conveyor-cluster.yaml");
+
+  it("the unit runs the package's conveyord bin, hardened", () => {
+    const execStart = last(unit, "Service", "ExecStart")!.split(/\s+/);
+    const script = execStart[1]!;
+    expect(script).toBe(`/opt/conveyor/node_modules/${pkg.name}/${pkg.bin.conveyord!.replace(/^\.\//, "")}`);
+    expect(existsSync(join(REPO_ROOT, pkg.bin.conveyord!))).toBe(true);
+    for (const flag of flagsOf(execStart.slice(2))) expect(CONVEYORD_FLAGS).toContain(flag);
+    expect(last(unit, "Service", "User")).toBe("conveyor");
+    expect(last(unit, "Service", "StateDirectory")).toBe("conveyor");
+    expect(last(unit, "Service", "ProtectSystem")).toBe("strict");
+    expect(last(unit, "Service", "NoNewPrivileges")).toBe("true");
+    expect(last(unit, "Service", "Restart")).toBe("on-failure");
+    expect(last(unit, "Service", "KillSignal")).toBe("SIGTERM");
+  });
+
+  it("each node's config loads, with a distinct node id and advertised address, and stops within TimeoutStopSec", () => {
+    const ids = new Set<string>();
+    const advertised = new Set<string>();
+    for (const n of [1, 2, 3]) {
+      const env = envFile(`deploy/systemd/node-${n}.env`);
+      const config = loadConfigText(clusterYaml, env);
+      ids.add(config.nodeId);
+      advertised.add(config.clusterAdvertise);
+      expect(config.clusterEtcd).not.toBe("");
+      expect(config.authFile).not.toBe("");
+      expect(config.tlsCert).not.toBe("");
+      // The node trusts etcd's CA for both of its etcd connections (see node-N.env).
+      expect(env.GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).toBe(env.NODE_EXTRA_CA_CERTS);
+      expect(config.shutdownGraceMs).toBeLessThan(seconds(last(dropIn, "Service", "TimeoutStopSec")!) * 1000);
+    }
+    expect(ids.size).toBe(3);
+    expect(advertised.size).toBe(3);
+    // The single-node config too, within the unit's own timeout.
+    const single = loadConfigText(read("deploy/conveyor.yaml"));
+    expect(single.shutdownGraceMs).toBeLessThan(seconds(last(unit, "Service", "TimeoutStopSec")!) * 1000);
+    expect(last(dropIn, "Service", "EnvironmentFile")).toBe("/etc/conveyor/node.env");
+  });
+
+  it("the etcd members' settings are etcd's own, and form one cluster", () => {
+    const etcdFlags = etcdHelpFlags();
+    const members = [1, 2, 3].map((n) => envFile(`deploy/systemd/etcd/etcd-${n}.env`));
+    for (const env of members) {
+      for (const name of Object.keys(env)) expect(etcdFlags, name).toContain(`--${name.replace(/^ETCD_/, "").toLowerCase().replace(/_/g, "-")}`);
+      expect(env.ETCD_INITIAL_CLUSTER).toBe(members[0]!.ETCD_INITIAL_CLUSTER);
+      expect(env.ETCD_INITIAL_CLUSTER).toContain(`${env.ETCD_NAME}=${env.ETCD_INITIAL_ADVERTISE_PEER_URLS}`);
+    }
+    // conveyord's cluster_etcd names each member's advertised client URL.
+    const etcdUrls = loadConfigText(clusterYaml).clusterEtcd.split(",");
+    expect(etcdUrls.sort()).toEqual(members.map((m) => m.ETCD_ADVERTISE_CLIENT_URLS).sort());
+  });
+
+  const analyze = spawnSync("systemd-analyze", ["--version"]).status === 0;
+  it.skipIf(!analyze)("systemd-analyze verify accepts the unit with the cluster drop-in", () => {
+    const dir = mkdtempSync(join(tmpdir(), "conveyor-units-"));
+    // systemd-analyze checks that ExecStart's program exists: this machine's node stands
+    // in for /usr/bin/node; the rest of the unit is verified as shipped.
+    writeFileSync(join(dir, "conveyord.service"), read("deploy/conveyord.service").replace("ExecStart=/usr/bin/node ", `ExecStart=${process.execPath} `));
+    mkdirSync(join(dir, "conveyord.service.d"));
+    cpSync(join(DEPLOY, "systemd/conveyord-cluster.conf"), join(dir, "conveyord.service.d/cluster.conf"));
+    const result = spawnSync("systemd-analyze", ["verify", join(dir, "conveyord.service")], {
+      encoding: "utf8", env: { ...process.env, SYSTEMD_UNIT_PATH: `${dir}:` },
+    });
+    // Unknown keys are only warnings (exit 0): any line about our files fails the test.
+    const ours = `${result.stdout}${result.stderr}`.split("\n").filter((l) => l.includes(dir) || l.includes("conveyord"));
+    expect(ours).toEqual([]);
+    expect(result.status).toBe(0);
+  });
+});
+
+describe("deploy/ Docker Compose", () => {
+  const composeDir = join(DEPLOY, "compose");
+  const compose = yamlDocs("deploy/compose/docker-compose.yml")[0]!;
+  const services = compose.services as Record<string, Doc>;
+  const nodes = Object.entries(services).filter(([, s]) => s.build);
+  const etcds = Object.entries(services).filter(([, s]) => String(s.image ?? "").includes("etcd"));
+
+  it("has three nodes built from deploy/Dockerfile and three etcd members", () => {
+    expect(nodes.map(([name]) => name)).toEqual(["node-1", "node-2", "node-3"]);
+    expect(etcds).toHaveLength(3);
+    for (const [, s] of nodes) {
+      expect(existsSync(join(composeDir, s.build.context, s.build.dockerfile))).toBe(true);
+      expect(existsSync(join(composeDir, s.build.context, "package.json"))).toBe(true);
+    }
+    for (const [, s] of etcds) expect(s.image).toMatch(/^(quay\.io\/coreos|gcr\.io\/etcd-development)\/etcd:v3\.[4-9]\./);
+  });
+
+  it("references only files, services and volumes that exist", () => {
+    for (const [name, s] of Object.entries(services)) {
+      for (const dep of Object.keys(s.depends_on ?? {})) expect(Object.keys(services), `${name} depends on ${dep}`).toContain(dep);
+      for (const v of (s.volumes ?? []) as string[]) {
+        const source = v.split(":")[0]!;
+        if (source.startsWith(".")) expect(existsSync(resolve(composeDir, source)), `${name}: ${v}`).toBe(true);
+        else expect(Object.keys(compose.volumes ?? {}), `${name}: ${v}`).toContain(source);
+      }
+    }
+  });
+
+  it("each node: known flags, its own id, data volume and advertised service name; loads its config; checks /healthz; stops in time", () => {
+    const ids = new Set<string>();
+    const volumes = new Set<string>();
+    for (const [name, s] of nodes) {
+      const args = s.command as string[];
+      for (const flag of flagsOf(args)) expect(CONVEYORD_FLAGS, `${name}: ${flag}`).toContain(flag);
+      const arg = (flag: string) => args[args.indexOf(flag) + 1]!;
+      ids.add(arg("--node-id"));
+      expect(Object.keys(services)).toContain(arg("--advertise").split(":")[0]);
+      expect(s.healthcheck.test.join(" ")).toContain("/healthz");
+      for (const k of Object.keys(s.environment ?? {})) expect(KNOWN_ENV_VARS, `${name}: ${k}`).toContain(k);
+      // The config file it is given is mounted from this directory, as is its auth file.
+      const mounts = new Map((s.volumes as string[]).map((v) => [v.split(":")[1]!, v.split(":")[0]!]));
+      const configSource = mounts.get(arg("--config"))!;
+      expect(configSource, `${name}: --config is mounted`).toBeDefined();
+      const config = loadConfigText(readFileSync(resolve(composeDir, configSource), "utf8"), {});
+      expect(mounts.has(config.authFile), `${name}: auth_file is mounted`).toBe(true);
+      volumes.add(mounts.get(config.dataDir)!);
+      expect(config.shutdownGraceMs).toBeLessThan(parseDurationMs(s.stop_grace_period));
+      for (const url of config.clusterEtcd.split(",")) expect(etcds.map(([e]) => e)).toContain(new URL(url).hostname);
+    }
+    expect(ids.size).toBe(3);
+    expect(volumes.size).toBe(3);
+    expect([...volumes].every((v) => v !== undefined && Object.keys(compose.volumes).includes(v))).toBe(true);
+  });
+
+  it("the etcd members' flags are etcd's own", () => {
+    const etcdFlags = etcdHelpFlags();
+    for (const [name, s] of etcds) for (const flag of flagsOf(s.command)) expect(etcdFlags, `${name}: ${flag}`).toContain(flag);
+  });
+
+  it("the image runs the package's conveyord bin, and its build context leaves node_modules out", () => {
+    const dockerfile = read("deploy/Dockerfile");
+    const entrypoint = JSON.parse(/^ENTRYPOINT (.+)$/m.exec(dockerfile)![1]!) as string[];
+    expect(Object.keys(pkg.bin)).toContain(entrypoint[0]);
+    const cmd = JSON.parse(/^CMD (.+)$/m.exec(dockerfile)![1]!) as string[];
+    for (const flag of flagsOf(cmd)) expect(CONVEYORD_FLAGS).toContain(flag);
+    for (const [, source] of dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)) {
+      for (const f of source!.split(/\s+/)) if (f !== ".") expect(existsSync(join(REPO_ROOT, f)), `COPY ${f}`).toBe(true);
+    }
+    expect(read("deploy/Dockerfile.dockerignore")).toMatch(/^\*\*\/node_modules$/m);
+    expect(dockerfile).toMatch(/^FROM node:(20|22)[.-]/m);
+  });
+});
+
+describe("deploy/ Kubernetes", () => {
+  const kustomization = yamlDocs("deploy/kubernetes/kustomization.yaml")[0]!;
+  const docs = (kustomization.resources as string[]).flatMap((f) => yamlDocs(`deploy/kubernetes/${f}`));
+  const find = (kind: string, name: string) => docs.find((d) => d.kind === kind && d.metadata?.name === name);
+  const sts = find("StatefulSet", "conveyor")!;
+  const pod = sts.spec.template.spec;
+  const container = pod.containers[0];
+  const configMap = find("ConfigMap", "conveyor-config")!;
+
+  it("every manifest has an apiVersion, a kind and a name", () => {
+    expect(docs.length).toBeGreaterThan(8);
+    for (const d of docs) {
+      expect(d.apiVersion, JSON.stringify(d).slice(0, 80)).toBeTruthy();
+      expect(d.kind).toBeTruthy();
+      expect(d.metadata?.name).toBeTruthy();
+    }
+  });
+
+  it("selectors match the pods they select", () => {
+    const podLabels = (app: string) => find("StatefulSet", app)!.spec.template.metadata.labels;
+    for (const d of docs) {
+      const selector = d.kind === "Service" ? d.spec.selector : ["StatefulSet", "PodDisruptionBudget"].includes(d.kind) ? d.spec.selector.matchLabels : undefined;
+      if (!selector) continue;
+      const target = docs.find((s) => s.kind === "StatefulSet" && Object.entries(selector).every(([k, v]) => s.spec.template.metadata.labels[k] === v));
+      expect(target, `${d.kind}/${d.metadata.name} selects no StatefulSet's pods`).toBeDefined();
+      if (d.kind === "StatefulSet") expect(podLabels(d.metadata.name)).toMatchObject(selector);
+    }
+  });
+
+  it("the StatefulSet: a headless Service, node id from the pod name, advertised under that Service, a PVC for data_dir", () => {
+    const peers = find("Service", sts.spec.serviceName)!;
+    expect(peers.spec.clusterIP).toBe("None");
+    const env = Object.fromEntries((container.env as Doc[]).map((e) => [e.name, e]));
+    for (const name of Object.keys(env).filter((n) => n.startsWith("CONVEYOR_"))) expect(KNOWN_ENV_VARS).toContain(name);
+    expect(env.POD_NAME.valueFrom.fieldRef.fieldPath).toBe("metadata.name");
+    expect(env.CONVEYOR_NODE_ID.value).toBe("$(POD_NAME)");
+    expect(env.CONVEYOR_CLUSTER_ADVERTISE.value).toBe(`$(POD_NAME).${peers.metadata.name}.$(POD_NAMESPACE).svc.cluster.local:7233`);
+    const config = loadConfigText(configMap.data["conveyor.yaml"], { CONVEYOR_NODE_ID: "conveyor-0", CONVEYOR_CLUSTER_ADVERTISE: "conveyor-0.x:7233" });
+    expect(config.nodeId).toBe("conveyor-0");
+    const mounts = new Map((container.volumeMounts as Doc[]).map((m) => [m.mountPath, m.name]));
+    expect(sts.spec.volumeClaimTemplates.map((t: Doc) => t.metadata.name)).toContain(mounts.get(config.dataDir));
+    for (const flag of flagsOf(container.args)) expect(CONVEYORD_FLAGS).toContain(flag);
+    expect(mounts.get(container.args[container.args.indexOf("--config") + 1])).toBe("config");
+    // auth_file and the TLS files sit in mounted Secrets that hold those keys.
+    const volumes = new Map((pod.volumes as Doc[]).map((v) => [v.name, v]));
+    for (const path of [config.authFile, config.tlsCert, config.tlsKey]) {
+      const volume = volumes.get(mounts.get(dirname(path))!);
+      expect(volume?.secret, path).toBeDefined();
+      expect(Object.keys(find("Secret", volume!.secret.secretName)!.stringData)).toContain(path.split("/").at(-1));
+    }
+    for (const m of container.volumeMounts as Doc[]) {
+      const known = volumes.has(m.name) || sts.spec.volumeClaimTemplates.some((t: Doc) => t.metadata.name === m.name);
+      expect(known, `volumeMount ${m.name}`).toBe(true);
+    }
+    expect(find("ConfigMap", volumes.get("config")!.configMap.name)).toBeDefined();
+  });
+
+  it("readiness on /healthz, and a termination grace longer than the preStop pause plus shutdown_grace", () => {
+    const ports = (container.ports as Doc[]).map((p) => p.name);
+    for (const probe of [container.readinessProbe, container.livenessProbe]) {
+      expect(probe.httpGet.path).toBe("/healthz");
+      expect(ports).toContain(probe.httpGet.port);
+    }
+    const config = loadConfigText(configMap.data["conveyor.yaml"]);
+    expect(container.readinessProbe.httpGet.scheme).toBe(config.tlsCert ? "HTTPS" : "HTTP");
+    const preStop = container.lifecycle.preStop.exec.command as string[];
+    expect(preStop[0]).toBe("sleep");
+    expect(Number(preStop[1]) * 1000 + config.shutdownGraceMs).toBeLessThan(pod.terminationGracePeriodSeconds * 1000);
+  });
+
+  it("a client Service, a PodDisruptionBudget of one, and a dedicated etcd that cluster_etcd points at", () => {
+    const client = find("Service", "conveyor")!;
+    expect(client.spec.clusterIP).toBeUndefined();
+    expect(find("PodDisruptionBudget", "conveyor")!.spec.maxUnavailable).toBe(1);
+    const etcd = find("StatefulSet", "etcd")!;
+    const etcdCommand = etcd.spec.template.spec.containers[0].command as string[];
+    const etcdFlags = etcdHelpFlags();
+    for (const flag of flagsOf(etcdCommand)) expect(etcdFlags, flag).toContain(flag);
+    const config = loadConfigText(configMap.data["conveyor.yaml"]);
+    const urls = config.clusterEtcd.split(",").map((u) => new URL(u));
+    expect(urls).toHaveLength(etcd.spec.replicas);
+    urls.forEach((url, i) => expect(url.hostname).toBe(`${etcd.metadata.name}-${i}.${etcd.spec.serviceName}`));
+  });
+
+  const kubectl = spawnSync("kubectl", ["version", "--client"], { timeout: 20_000 }).status === 0;
+  it.skipIf(!kubectl)("kubectl kustomize builds the manifests", () => {
+    const result = spawnSync("kubectl", ["kustomize", join(DEPLOY, "kubernetes")], { encoding: "utf8", timeout: 60_000 });
+    expect(result.stderr).toBe("");
+    expect(result.status).toBe(0);
+    expect(parseAllDocuments(result.stdout).length).toBe(docs.length);
+  });
+});
+
+/** The README section "Running a cluster", up to the next heading of its level or above. */
+function readmeClusterSection(): string {
+  const readme = read("README.md");
+  const start = readme.indexOf("### Running a cluster");
+  expect(start).toBeGreaterThan(0);
+  const end = readme.slice(start + 4).search(/^#{1,3} /m);
+  return end < 0 ? readme.slice(start) : readme.slice(start, start + 4 + end);
+}
+
+let etcdFlagsCache: Set<string> | undefined;
+/** `etcd --help`'s flags, from the same etcd the cluster tests run (Debian's 3.4). */
+function etcdHelpFlags(): Set<string> {
+  if (!etcdFlagsCache) {
+    const help = spawnSync(etcdBinary(), ["--help"], { encoding: "utf8" });
+    etcdFlagsCache = new Set([...`${help.stdout}${help.stderr}`.matchAll(/^\s+(--[a-z][a-z0-9-]*)/gm)].map((m) => m[1]!));
+    expect(etcdFlagsCache.size).toBeGreaterThan(50);
+  }
+  return etcdFlagsCache;
+}
