@@ -1,7 +1,8 @@
 /**
  * `conveyor cluster status`: the cluster's members as the answering node sees them (from
  * etcd; a ring of one for a single node), the ring version, etcd's health, and the
- * answering node's own load. `--partitions` adds partition → owner on that ring.
+ * answering node's own load. `--partitions` adds every partition: its holder (as claimed
+ * in etcd), epoch and state, and the owner the ring would give it.
  */
 import type { Command } from "commander";
 import {
@@ -22,7 +23,7 @@ export function registerClusterCommands(program: Command, ctx: CliContext): void
   group
     .command("status")
     .description("show the cluster's members (state, incarnation, lease left, partitions), the ring version, etcd's health, and the answering node's grains")
-    .option("--partitions", "also list every partition and its owner on the ring")
+    .option("--partitions", "also list every partition: who holds it, at which epoch, and who the ring would give it to")
     .action(async (opts: { partitions?: boolean }, cmd: Command) => {
       const s = ctx.session(cmd);
       const admin = s.client(AdminService);
@@ -39,8 +40,10 @@ export function registerClusterCommands(program: Command, ctx: CliContext): void
         ["active grains", `${info.activeGrains}${info.activeQueues.length ? ` (${info.activeQueues.join(", ")})` : ""}`],
         ["parked lease calls", String(info.parkedLeases)],
       ]);
-      if (status.clustered) {
-        printLine(s.io, "note: membership only for now: queues are not yet placed on the ring; each node serves the queues sent to it");
+      const down = status.partitionStates.filter((p) => p.ownerDown);
+      if (down.length > 0) {
+        const nodes = [...new Set(down.map((p) => p.owner))].join(", ");
+        printLine(s.io, `warning: ${down.length} partition(s) wait for node(s) that are down (${nodes}): their queues answer OWNER_DOWN until those nodes return`);
       }
       printLine(s.io, "");
       printTable(s.io, ["MEMBER", "STATE", "INCARNATION", "LEASE", "OWNS", "GRPC", "HTTP", "VERSION", ""], status.members.map((m) => [
@@ -50,7 +53,10 @@ export function registerClusterCommands(program: Command, ctx: CliContext): void
       ]));
       if (opts.partitions) {
         printLine(s.io, "");
-        printTable(s.io, ["PARTITION", "OWNER"], status.partitionOwners.map((owner, p) => [String(p), owner]));
+        printTable(s.io, ["PARTITION", "HELD BY", "EPOCH", "STATE", "RING OWNER"], status.partitionStates.map((p) => [
+          String(p.partition), p.owner || "-", p.epoch > 0n ? String(p.epoch) : "-", p.ownerDown ? "owner down" : p.state,
+          status.partitionOwners[p.partition] ?? "-",
+        ]));
       }
     });
 }

@@ -64,6 +64,16 @@ export interface ClusterStatus {
   members: MemberStatus[];
   /** Owner of every partition on the ring of active members (empty when none is active). */
   owners: readonly string[];
+  /** Every partition as recorded (who holds it, at which epoch); absent before the records are read. */
+  partitionStates?: PartitionStatus[];
+}
+
+export interface PartitionStatus {
+  partition: number;
+  owner: string;
+  epoch: number;
+  state: "owned" | "released" | "unclaimed";
+  ownerDown: boolean;
 }
 
 /** What GetClusterStatus reads: a cluster member, or a single node (a ring of one). */
@@ -83,6 +93,7 @@ export class SoloMembership implements MembershipStatusSource {
     return {
       cluster: "", nodeId: this.self.nodeId, phase: "active", incarnation: "", serving: true, fences: 0, ringVersion: 1,
       partitions: this.partitions, members: [{ entry, self: true }], owners: new PartitionMap([this.self.nodeId], this.partitions).ownerList(),
+      partitionStates: Array.from({ length: this.partitions }, (_, partition) => ({ partition, owner: this.self.nodeId, epoch: 1, state: "owned" as const, ownerDown: false })),
     };
   }
 

@@ -14,7 +14,7 @@
  */
 import { fenced, noActiveMember, ownerDown } from "../base/errors.js";
 import type { Clock } from "../base/clock.js";
-import type { ClusterLogger } from "./cluster-member.js";
+import type { ClusterLogger, PartitionStatus } from "./cluster-member.js";
 import type { Coordination, MemberEntry, PartitionChange, Watch } from "./coordination.js";
 import { WatchCompactedError } from "./coordination.js";
 import type { Ownership } from "./ownership.js";
@@ -103,6 +103,20 @@ export class PartitionOwners implements Ownership {
     return [...this.options.membership.members().values()]
       .filter((m) => m.record.nodeId !== this.nodeId && (m.record.state === "active" || m.record.state === "draining"))
       .map((m) => ({ nodeId: m.record.nodeId, address: m.record.grpc }));
+  }
+
+  /** Every partition as recorded, for GetClusterStatus. */
+  states(): PartitionStatus[] {
+    const members = this.options.membership.members();
+    return Array.from({ length: this.partitions }, (_, partition) => {
+      const entry = this.records.get(partition);
+      if (!entry) return { partition, owner: "", epoch: 0, state: "unclaimed" as const, ownerDown: false };
+      const owner = members.get(entry.record.owner);
+      return {
+        partition, owner: entry.record.owner, epoch: entry.epoch, state: entry.record.state,
+        ownerDown: entry.record.state === "owned" && owner === undefined,
+      };
+    });
   }
 
   /** The partition records as this node sees them (GetClusterStatus). */

@@ -62,8 +62,10 @@ export async function startMembership(settings: MembershipSettings): Promise<Sta
     throw err;
   }
   const stopMember = member.stop.bind(member);
+  const memberStatus = member.status.bind(member);
   return Object.assign(member, {
     owners,
+    status: async (withLeases = false) => ({ ...(await memberStatus(withLeases)), partitionStates: owners.states() }),
     stop: async () => {
       await owners.stop();
       await stopMember();

@@ -11,12 +11,14 @@ const WIRE_STATE: Record<MemberState, WireMemberState> = {
 export function clusterStatusHandler(source: MembershipStatusSource): UnaryImpl<typeof AdminService>["getClusterStatus"] {
   return async (call) => {
     const [status, etcd] = await Promise.all([source.status(call.request.withLeases), source.etcdHealth()]);
+    // Partitions a member holds (claimed, as recorded), not the ones the ring would give it.
     const owned = new Map<string, number>();
-    for (const owner of status.owners) owned.set(owner, (owned.get(owner) ?? 0) + 1);
+    for (const p of status.partitionStates ?? []) if (p.state === "owned") owned.set(p.owner, (owned.get(p.owner) ?? 0) + 1);
     return {
       clustered: source.clustered, clusterName: status.cluster, nodeId: status.nodeId, phase: status.phase,
       incarnation: status.incarnation, serving: status.serving, fences: status.fences, ringVersion: BigInt(status.ringVersion),
       partitions: status.partitions, partitionOwners: [...status.owners], etcd,
+      partitionStates: (status.partitionStates ?? []).map((p) => ({ ...p, epoch: BigInt(p.epoch) })),
       members: status.members.map((m) => ({
         nodeId: m.entry.record.nodeId, self: m.self, state: WIRE_STATE[m.entry.record.state], incarnation: m.entry.record.incarnation,
         leaseLeftMs: m.leaseLeftMs ?? -1, grpcAddress: m.entry.record.grpc, httpAddress: m.entry.record.http,

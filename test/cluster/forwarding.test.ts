@@ -94,6 +94,15 @@ describe("forwarding: any node serves any call (real processes)", { timeout: 90_
     acknowledged.add(single.id);
     expect(acknowledged.size).toBe(queues.length * 10 + 1);
 
+    // The partitions used were claimed by their ring owners, at an epoch every node sees.
+    const status = await statusOf(byId.get("n3")!);
+    for (const [owner, qs] of placed) {
+      for (const q of qs) {
+        const state = status.partitionStates[new Ring(ids, 1).partitionOf(q)]!;
+        expect(state).toMatchObject({ owner, state: "owned", ownerDown: false });
+        expect(state.epoch).toBeGreaterThan(0n);
+      }
+    }
     // Every queue is listed once, by the node that holds it, and the owners are the ring's.
     const listed = await client(byId.get("n3")!).admin.listQueues();
     for (const [owner, qs] of placed) {

@@ -77,7 +77,9 @@ describe("cluster membership on etcd (real processes)", { timeout: 60_000 }, () 
       expect(v).toMatchObject({ clustered: true, clusterName: cluster, phase: "active", serving: true, partitions: 64 });
       expect(v.partitionOwners).toHaveLength(64);
       expect(v.partitionOwners).toEqual(views[0]!.partitionOwners);
-      expect(v.members.reduce((sum, m) => sum + m.partitionsOwned, 0)).toBe(64);
+      // Claims are lazy: before any call, nobody holds a partition.
+      expect(v.members.reduce((sum, m) => sum + m.partitionsOwned, 0)).toBe(0);
+      expect(v.partitionStates.map((p) => p.state)).toEqual(Array(64).fill("unclaimed"));
     }
     // The CLI, as an operator runs it, against each node.
     for (const node of [n1, n2, n3]) {
@@ -94,7 +96,7 @@ describe("cluster membership on etcd (real processes)", { timeout: 60_000 }, () 
     expect(text).toMatch(new RegExp(`cluster:\\s+${cluster} \\(etcd 1/1 healthy\\)`));
     expect(text).toMatch(/^n1\s+active\s/m);
     expect(text).toContain("this node");
-    expect(text).toMatch(/^63\s+n[123]\s/m);
+    expect(text).toMatch(/^63\s+-\s+-\s+unclaimed\s+n[123]\s*$/m);
   });
 
   it("SIGTERM revokes the lease: the node disappears at once; kill -9: after its TTL", async () => {

@@ -261,7 +261,7 @@ class GetClusterStatusRequest(_message.Message):
     def __init__(self, with_leases: bool = ...) -> None: ...
 
 class GetClusterStatusResponse(_message.Message):
-    __slots__ = ["cluster_name", "clustered", "etcd", "fences", "incarnation", "members", "node_id", "partition_owners", "partitions", "phase", "ring_version", "serving"]
+    __slots__ = ["cluster_name", "clustered", "etcd", "fences", "incarnation", "members", "node_id", "partition_owners", "partition_states", "partitions", "phase", "ring_version", "serving"]
     CLUSTERED_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     ETCD_FIELD_NUMBER: _ClassVar[int]
@@ -271,6 +271,7 @@ class GetClusterStatusResponse(_message.Message):
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     PARTITION_OWNERS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_STATES_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     RING_VERSION_FIELD_NUMBER: _ClassVar[int]
     SERVING_FIELD_NUMBER: _ClassVar[int]
@@ -282,11 +283,12 @@ class GetClusterStatusResponse(_message.Message):
     members: _containers.RepeatedCompositeFieldContainer[ClusterMemberStatus]
     node_id: str
     partition_owners: _containers.RepeatedScalarFieldContainer[str]
+    partition_states: _containers.RepeatedCompositeFieldContainer[PartitionState]
     partitions: int
     phase: str
     ring_version: int
     serving: bool
-    def __init__(self, clustered: bool = ..., cluster_name: _Optional[str] = ..., node_id: _Optional[str] = ..., phase: _Optional[str] = ..., incarnation: _Optional[str] = ..., serving: bool = ..., fences: _Optional[int] = ..., ring_version: _Optional[int] = ..., partitions: _Optional[int] = ..., members: _Optional[_Iterable[_Union[ClusterMemberStatus, _Mapping]]] = ..., partition_owners: _Optional[_Iterable[str]] = ..., etcd: _Optional[_Iterable[_Union[EtcdEndpointHealth, _Mapping]]] = ...) -> None: ...
+    def __init__(self, clustered: bool = ..., cluster_name: _Optional[str] = ..., node_id: _Optional[str] = ..., phase: _Optional[str] = ..., incarnation: _Optional[str] = ..., serving: bool = ..., fences: _Optional[int] = ..., ring_version: _Optional[int] = ..., partitions: _Optional[int] = ..., members: _Optional[_Iterable[_Union[ClusterMemberStatus, _Mapping]]] = ..., partition_owners: _Optional[_Iterable[str]] = ..., etcd: _Optional[_Iterable[_Union[EtcdEndpointHealth, _Mapping]]] = ..., partition_states: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ...) -> None: ...
 
 class GroupConfig(_message.Message):
     __slots__ = ["grace_ms", "group", "max_delay_ms", "max_size", "queue"]
@@ -435,6 +437,20 @@ class ListWorkersResponse(_message.Message):
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     workers: _containers.RepeatedCompositeFieldContainer[WorkerInfo]
     def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
+
+class PartitionState(_message.Message):
+    __slots__ = ["epoch", "owner", "owner_down", "partition", "state"]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OWNER_DOWN_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    owner: str
+    owner_down: bool
+    partition: int
+    state: str
+    def __init__(self, partition: _Optional[int] = ..., owner: _Optional[str] = ..., epoch: _Optional[int] = ..., state: _Optional[str] = ..., owner_down: bool = ...) -> None: ...
 
 class PauseQueueRequest(_message.Message):
     __slots__ = ["queue"]
