@@ -109,6 +109,8 @@ describe("group aggregation", () => {
     const queue = "agg-grace";
     const graceMs = 2_000;
     await cli("group", "set", queue, "--group", "g", "--max-size", "100", "--max-delay", "1h", "--grace", `${graceMs}ms`);
+    const rec = batchRecorder("digest");
+    await readyWorker(rec.mux, queue);
     const ids: string[] = [];
     // No sleeps: the node's own view shows that every arrival moves the fire time to
     // "last arrival + grace" (the only assumption: three enqueues take less than the grace).
@@ -120,8 +122,6 @@ describe("group aggregation", () => {
       expect(Number(live!.lastMemberAtMs)).toBe(arrivedAtMs);
       expect(Number(live!.nextFireAtMs)).toBeGreaterThanOrEqual(arrivedAtMs + graceMs);
     }
-    const rec = batchRecorder("digest");
-    sdk.worker(rec.mux, { queues: [queue] });
     await rec.calledTimes(1);
     expect(rec.calls[0]!.tasks.map((t) => t.id)).toEqual(ids);
     const last = (await sdk.client.getTask(ids[2]!)).createdAt!.getTime();
