@@ -56,7 +56,7 @@ export function registerGroupCommands(program: Command, ctx: CliContext): void {
       }, s.call);
       if (s.json) return printMessage(s.io, SetGroupConfigResponseSchema, res);
       const [size, delay, grace] = thresholds(res.config);
-      printLine(s.io, `queue ${queue}, group ${groupLabel(opts.group)}: max size ${size}, max delay ${delay}, grace ${grace} (from the next sweep)`);
+      printLine(s.io, `queue ${queue}, group ${groupLabel(opts.group)}: max size ${size}, max delay ${delay}, grace ${grace} (applies now)`);
     });
 
   group

@@ -50,6 +50,10 @@ export interface NodeConfig {
   groupMaxSize: number;
   groupMaxDelayMs: number;
   groupGracePeriodMs: number;
+  /**
+   * Read and validated, but unused: groups fire on their own deadlines, not at a periodic
+   * sweep. Still accepted so that a conveyor.yaml written for an older node starts.
+   */
   groupSweepIntervalMs: number;
   /** Tokens and their roles (security/auth-file.ts); "" = no authentication (loopback only). */
   authFile: string;

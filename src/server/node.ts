@@ -237,7 +237,6 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv, ownership: Ownersh
       leaseTtlMs: config.leaseTtlMs,
       ...withDefined("defaultRateLimit", defaultRateLimit(config)),
       groupDefaults: { maxSize: config.groupMaxSize, maxDelayMs: config.groupMaxDelayMs, graceMs: config.groupGracePeriodMs },
-      groupSweepIntervalMs: config.groupSweepIntervalMs,
     },
     idleMs: config.grainIdleTimeoutMs, logger,
     hooks: {

@@ -11,8 +11,8 @@ import { Dashboard, NARROW, answerDialog, focusedField, focusedText, hasText, pa
 let d: Dashboard;
 
 beforeAll(async () => {
-  // A short sweep interval: a full group fires (and shows as waiting for a worker) at once.
-  d = await Dashboard.start({ settings: { group_sweep_interval: "100ms" } });
+  // A full group fires (and shows as waiting for a worker) in the turn that fills it.
+  d = await Dashboard.start();
 });
 
 afterAll(async () => {
@@ -44,7 +44,7 @@ describe("groups tab", () => {
     await form.getByLabel("Max delay", { exact: true }).fill("2m");
     await form.getByLabel("Grace", { exact: true }).fill("5s");
     await form.getByRole("button", { name: "Set thresholds" }).click();
-    await page.getByText("Queue digests, group weekly: max size 20, max delay 2m, grace 5s (from the next sweep).").waitFor();
+    await page.getByText("Queue digests, group weekly: max size 20, max delay 2m, grace 5s (applies now).").waitFor();
     const weekly = page.locator('table.group-configs tr[data-queue="digests"][data-group="weekly"]');
     await hasText(weekly.locator('td[data-col="max-size"]'), "20");
     await hasText(weekly.locator('td[data-col="max-delay"]'), "2m");

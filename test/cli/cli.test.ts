@@ -306,10 +306,10 @@ describe("conveyor CLI", () => {
   it("group set changes only the thresholds it is given", async () => {
     await ok(["group", "set", "cli-groups", "--max-size", "7", "--max-delay", "2m", "--grace", "5s"]);
     expect(await ok(["group", "set", "cli-groups", "--grace", "9s"])).toBe(
-      "queue cli-groups, group (queue default): max size 7, max delay 2m, grace 9s (from the next sweep)\n");
+      "queue cli-groups, group (queue default): max size 7, max delay 2m, grace 9s (applies now)\n");
     // A group's first override starts from the queue's default.
     expect(await ok(["group", "set", "cli-groups", "--group", "g", "--max-size", "3"])).toBe(
-      "queue cli-groups, group g: max size 3, max delay 2m, grace 9s (from the next sweep)\n");
+      "queue cli-groups, group g: max size 3, max delay 2m, grace 9s (applies now)\n");
     const none = await conveyor(["group", "set", "cli-groups"]);
     expect(none).toMatchObject({ code: 2, stderr: "error: group set: give at least one of --max-size, --max-delay, --grace\n" });
   });

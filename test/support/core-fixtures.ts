@@ -89,9 +89,9 @@ export interface CoreOptions {
   newId?: () => string;
 }
 
-/** Core settings for tests: the seed's group defaults, a 1 s sweep. */
+/** Core settings for tests: the seed's group defaults. */
 export function coreConfig(leaseTtlMs: number = LEASE_TTL_MS): CoreConfig {
-  return { leaseTtlMs, groupDefaults: { maxSize: 100, maxDelayMs: 60_000, graceMs: 10_000 }, groupSweepIntervalMs: 1_000 };
+  return { leaseTtlMs, groupDefaults: { maxSize: 100, maxDelayMs: 60_000, graceMs: 10_000 } };
 }
 
 export function makeCore(options: CoreOptions = {}): CoreHarness {

@@ -206,6 +206,36 @@ describe("GrainHost", () => {
   });
 });
 
+describe("Groups on the grain's timer", () => {
+  const batchCall = (overrides: Partial<LeaseCall> = {}) => call([["q", 1]], { caps: { batchTypes: new Set(["digest"]) }, max: 10, ...overrides });
+  const grouped = (n: number) => Array.from({ length: n }, () => task("q", { type: "digest", group: "g" }));
+
+  it("a parked batch Lease call gets a group in the turn its last member arrives, with no time passing", async () => {
+    rt.host.get("q").setGroupConfig("g", { maxSize: 3, maxDelayMs: 3_600_000, graceMs: 3_600_000 });
+    const parked = rt.broker.lease(batchCall({ waitMs: 60_000 }));
+    const members = grouped(3);
+    await enqueue("q", members);
+    const [delivery] = await parked;
+    expect(delivery).toMatchObject({ batch: true, group: "g" });
+    expect(delivery!.tasks.map((t) => t.id)).toEqual(members.map((m) => m.id));
+  });
+
+  it("fires at exactly the max delay, even from a passivated grain (its reminder is the deadline)", async () => {
+    rt.host.get("q").setGroupConfig("g", { maxSize: 100, maxDelayMs: 5_000, graceMs: 3_600_000 });
+    const [member] = grouped(1);
+    await enqueue("q", [member!]);
+    rt.clock.advance(IDLE_MS * 2);
+    expect(rt.host.peek("q")).toBeUndefined(); // nothing but the deadline wakes it
+    rt.clock.advance(5_000 - IDLE_MS * 2 - 1);
+    await rt.dataDir.db.committed();
+    expect(rt.store.getTask(member!.id)!.state).toBe("aggregating");
+    rt.clock.advance(1);
+    await rt.dataDir.db.committed();
+    expect(rt.store.getTask(member!.id)!.state).toBe("pending");
+    expect(rt.lifecycle).toEqual(["q:activated", "q:idle", "q:activated"]);
+  });
+});
+
 describe("LeaseBroker", () => {
   /** Leases one task at a time `calls` times from queues a and b and counts where each came from. */
   async function firstChoices(weights: { a: number; b: number }, calls: number): Promise<{ a: number; b: number }> {

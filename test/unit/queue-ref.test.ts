@@ -31,7 +31,7 @@ beforeEach(() => {
   store = new TaskStore(db, { deadRetentionMs: 60_000 });
   host = new GrainHost({
     store, clock: systemClock, random: seededRandom(1), newId: () => `lease-${++leaseIds}`,
-    core: { leaseTtlMs: 30_000, groupDefaults: { maxSize: 10, maxDelayMs: 1_000, graceMs: 100 }, groupSweepIntervalMs: 1_000 },
+    core: { leaseTtlMs: 30_000, groupDefaults: { maxSize: 10, maxDelayMs: 1_000, graceMs: 100 } },
     idleMs: 60_000, logger: pino({ level: "silent" }),
     hooks: { onEvents: () => {} },
     sharedSlots: new SharedSlotLedger(),

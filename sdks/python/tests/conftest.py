@@ -124,7 +124,7 @@ class NodeProcess:
 def node() -> Iterator[NodeProcess]:
     # A short lease (heartbeats every ~670 ms) makes redelivery after a crash and
     # cancellation quick; groups are swept often.
-    n = NodeProcess({"lease_ttl": LEASE_TTL, "group_sweep_interval": "50ms"})
+    n = NodeProcess({"lease_ttl": LEASE_TTL})
     try:
         yield n
     finally:

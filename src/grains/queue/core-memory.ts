@@ -30,8 +30,6 @@ export interface CoreConfig {
   defaultRateLimit?: RateLimitSpec;
   /** Group thresholds of groups without an override (server config). */
   groupDefaults: GroupConfig;
-  /** How often the grain checks its groups for a fire. */
-  groupSweepIntervalMs: number;
 }
 
 export interface CoreDeps {

@@ -1,18 +1,26 @@
 /**
  * A queue's groups from the first member to the last delivery: members aggregating
- * (`GroupAggregator`), the sweep that fires them, and the fired batches that wait in the
- * dispatch order for a worker with a batch handler.
+ * (`GroupAggregator`), the decisions that fire them, and the fired batches that wait in
+ * the dispatch order for a worker with a batch handler.
  *
  * Why a part of its own: a fired batch is one item in the dispatch order but many tasks
- * in the index. Keeping the batch's member set, its place in `ready` and the sweep
- * together is what lets a lease hand out exactly the members still pending, in arrival
- * order, and lets a member that leaves early (cancelled, archived) leave its batch.
+ * in the index. Keeping the batch's member set, its place in `ready` and the fire
+ * decisions together is what lets a lease hand out exactly the members still pending, in
+ * arrival order, and lets a member that leaves early (cancelled, archived) leave its batch.
+ *
+ * When a group fires is decided by events, never by a periodic sweep: a member's arrival
+ * fires a group that reaches its max size in the same turn; a group's time threshold
+ * (max delay or grace) is a deadline in `GroupDeadlines`, which the grain's one timer
+ * covers; a config change reviews the groups it governs at once (a group now over its
+ * max size fires, a moved deadline is re-armed, a passed one fires).
  *
  * Invariant: a batch's entry in `ready` is live only while its seq matches and it still
- * has a pending member; the sweep is armed exactly while some group aggregates.
+ * has a pending member; every aggregating group holds fewer than its max size members
+ * (after the turn that changed it) and has exactly one current deadline.
  */
 import type { CoreMemory } from "./core-memory.js";
-import { GroupAggregator, type GroupConfig } from "./group-aggregator.js";
+import { GroupAggregator, type Fire, type GroupConfig } from "./group-aggregator.js";
+import { GroupDeadlines } from "./group-deadlines.js";
 import type { ReadyItem } from "./key-slots.js";
 import type { TaskIndexEntry } from "./task.js";
 
@@ -25,7 +33,7 @@ export interface GroupStatus {
   state: "aggregating" | "ready";
   firstAtMs: number;
   lastAtMs: number;
-  /** When the sweep that fires it runs (aggregating groups only; 0 otherwise). */
+  /** When it fires by time, max delay or grace (aggregating groups only; 0 otherwise). */
   nextFireAtMs: number;
   config: GroupConfig;
 }
@@ -43,7 +51,8 @@ export class FiredGroups {
   private readonly batches = new Map<string, BatchState>();
   /** Per-group threshold overrides; the key "" is the queue-wide default. */
   private readonly configs = new Map<string, GroupConfig>();
-  private sweepAtMs: number | undefined;
+  /** Each aggregating group's time threshold, for the grain's timer. */
+  private readonly deadlines = new GroupDeadlines();
 
   constructor(private readonly memory: CoreMemory) {}
 
@@ -52,10 +61,13 @@ export class FiredGroups {
     return this.groups.typeOf(group);
   }
 
-  /** Adds an aggregating member to its group (its arrival time is `readyAtMs`). */
-  aggregate(e: TaskIndexEntry, nowMs: number): void {
+  /**
+   * Adds an aggregating member to its group (its arrival time is `readyAtMs`): the group
+   * fires in this turn if the member fills it; otherwise its deadline follows the member.
+   */
+  aggregate(e: TaskIndexEntry): void {
     this.groups.add(e.group, e.type, e.id, e.readyAtMs);
-    if (this.sweepAtMs === undefined) this.sweepAtMs = nowMs + this.memory.config.groupSweepIntervalMs;
+    this.review(e.group);
   }
 
   /** Puts a pending member of batch `e.batchId` in the dispatch order, with its batch. */
@@ -88,33 +100,55 @@ export class FiredGroups {
 
   /** Takes a waiting entry out of its group or batch (it is leaving memory or its state). */
   unlink(e: TaskIndexEntry): void {
-    if (e.state === "aggregating") this.groups.remove(e.group, e.id);
-    else if (e.state === "pending" && e.batchId !== "") this.batches.get(e.batchId)?.members.delete(e.id);
+    if (e.state === "aggregating") {
+      this.groups.remove(e.group, e.id);
+      // The group's arrivals, hence its deadline, stay; only an emptied group stops waiting.
+      if (this.groups.typeOf(e.group) === undefined) this.deadlines.disarm(e.group);
+    } else if (e.state === "pending" && e.batchId !== "") this.batches.get(e.batchId)?.members.delete(e.id);
   }
 
-  /** When the next sweep is due; undefined while no group aggregates. */
-  get nextSweepAtMs(): number | undefined {
-    return this.sweepAtMs;
+  /** The earliest deadline of a group; undefined while no group aggregates. */
+  get nextFireAtMs(): number | undefined {
+    return this.deadlines.nextAtMs();
   }
 
-  /** The periodic group sweep, if due: fires every group whose threshold tripped. */
-  sweepIfDue(nowMs: number): void {
-    if (this.sweepAtMs === undefined || this.sweepAtMs > nowMs) return;
-    const { entries } = this.memory;
-    const fires = this.groups.sweep(nowMs, (g) => this.configOf(g), (id) => entries.get(id)?.readyAtMs ?? nowMs);
-    for (const fire of fires) {
-      const batchId = this.memory.deps.newId();
-      for (const id of fire.memberIds) {
-        const e = entries.get(id)!;
-        e.state = "pending";
-        e.batchId = batchId;
-        this.memory.markReadyChanged();
-        this.addToBatch(e);
-        this.memory.persist({ kind: "fireGroup", entry: { ...e } });
-      }
-      this.memory.report({ kind: "group_fired", size: fire.memberIds.length });
+  /** Fires every group whose time threshold has come at `nowMs` (the grain's timer went off). */
+  fireDue(nowMs: number): void {
+    for (let group = this.deadlines.popDue(nowMs); group !== undefined; group = this.deadlines.popDue(nowMs)) {
+      const fire = this.groups.take(group, this.configOf(group).maxSize, this.arrivalOf);
+      if (fire) this.fire(fire);
+      this.review(group);
     }
-    this.sweepAtMs = this.groups.size > 0 ? nowMs + this.memory.config.groupSweepIntervalMs : undefined;
+  }
+
+  /**
+   * Applies a group's thresholds now: fires it while it holds its max size (oldest members
+   * first), then arms its deadline from what is left. A deadline already passed is armed
+   * too; `fireDue` in the same turn (a config change) or the grain's next tick fires it.
+   */
+  private review(group: string): void {
+    const config = this.configOf(group);
+    while (this.groups.isFull(group, config)) this.fire(this.groups.take(group, config.maxSize, this.arrivalOf)!);
+    const atMs = this.groups.fireAtMs(group, config);
+    if (atMs === undefined) this.deadlines.disarm(group);
+    else this.deadlines.arm(group, atMs);
+  }
+
+  /** An aggregating member's arrival (members are unfinished, so always in the index). */
+  private readonly arrivalOf = (id: string): number => this.memory.entries.get(id)!.readyAtMs;
+
+  /** The members of a fire turn pending as one batch, in the dispatch order. */
+  private fire(fire: Fire): void {
+    const batchId = this.memory.deps.newId();
+    for (const id of fire.memberIds) {
+      const e = this.memory.entries.get(id)!;
+      e.state = "pending";
+      e.batchId = batchId;
+      this.memory.markReadyChanged();
+      this.addToBatch(e);
+      this.memory.persist({ kind: "fireGroup", entry: { ...e } });
+    }
+    this.memory.report({ kind: "group_fired", size: fire.memberIds.length });
   }
 
   /** A group's thresholds: its override, else the queue default, else the server's. */
@@ -133,17 +167,23 @@ export class FiredGroups {
   }
 
   /**
-   * Sets or (undefined) clears a group override ("" = the queue default); applies at the
-   * next sweep. False when there was nothing to clear.
+   * Sets or (undefined) clears a group override ("" = the queue default). It applies from
+   * this decision on: the groups it governs are reviewed in this turn, so one now over its
+   * max size or past its deadline fires at once, and the others wait for their new
+   * deadline. False when there was nothing to clear.
    */
   setConfig(group: string, config: GroupConfig | undefined, nowMs: number): boolean {
     if (config) {
       this.configs.set(group, config);
       this.memory.persist({ kind: "setGroupConfig", group, config, atMs: nowMs });
-      return true;
+    } else {
+      if (!this.configs.delete(group)) return false;
+      this.memory.persist({ kind: "deleteGroupConfig", group });
     }
-    if (!this.configs.delete(group)) return false;
-    this.memory.persist({ kind: "deleteGroupConfig", group });
+    // The queue default governs every group without an override of its own.
+    const governed = group === "" ? [...this.groups.names()].filter((g) => !this.configs.has(g)) : [group];
+    for (const g of governed) this.review(g);
+    this.fireDue(nowMs);
     return true;
   }
 
@@ -151,8 +191,7 @@ export class FiredGroups {
   list(): GroupStatus[] {
     const out: GroupStatus[] = this.groups.list().map((v) => {
       const config = this.configOf(v.group);
-      const dueAt = v.size >= config.maxSize ? 0 : GroupAggregator.fireAtMs(v, config);
-      return { ...v, state: "aggregating" as const, nextFireAtMs: this.sweepAt(dueAt), config };
+      return { ...v, state: "aggregating" as const, nextFireAtMs: GroupAggregator.timeFireAtMs(v, config), config };
     });
     for (const batch of this.batches.values()) {
       const members = [...batch.members].map((id) => this.memory.entries.get(id)).filter((e): e is TaskIndexEntry => e?.state === "pending");
@@ -161,13 +200,5 @@ export class FiredGroups {
       out.push({ group, type: batch.type, size: members.length, state: "ready", firstAtMs: 0, lastAtMs: 0, nextFireAtMs: 0, config: this.configOf(group) });
     }
     return out;
-  }
-
-  /** The first sweep at or after `atMs`. */
-  private sweepAt(atMs: number): number {
-    const first = this.sweepAtMs ?? atMs;
-    if (atMs <= first) return first;
-    const interval = this.memory.config.groupSweepIntervalMs;
-    return first + Math.ceil((atMs - first) / interval) * interval;
   }
 }

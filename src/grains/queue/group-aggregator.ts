@@ -2,10 +2,11 @@
  * Group aggregation for one queue: the members of each group waiting to fire, and the
  * fire rule. Pure: time is passed in.
  *
- * A group fires at a sweep when any threshold trips: it holds at least `maxSize`
- * members, its first member is `maxDelayMs` old, or its last member is `graceMs` old
- * (the debounce, reset by every new member). A fire takes at most `maxSize` members,
- * oldest first; the rest wait for the next sweep.
+ * A group fires when any threshold trips: it holds `maxSize` members (checked the moment
+ * a member arrives or the thresholds change), its first member is `maxDelayMs` old, or
+ * its last member is `graceMs` old (the debounce, reset by every new member). The two
+ * time thresholds make one instant, `fireAtMs`, which the caller arms as a deadline. A
+ * fire takes at most `maxSize` members, oldest first; the rest stay and keep aggregating.
  */
 
 /** The thresholds of one group, after resolution (group → queue default → server). */
@@ -50,6 +51,11 @@ export class GroupAggregator {
     return this.groups.get(group)?.type;
   }
 
+  /** The groups that have members. */
+  names(): IterableIterator<string> {
+    return this.groups.keys();
+  }
+
   add(group: string, type: string, id: string, atMs: number): void {
     let state = this.groups.get(group);
     if (!state) {
@@ -62,7 +68,10 @@ export class GroupAggregator {
     state.firstAtMs = Math.min(state.firstAtMs, atMs);
   }
 
-  /** Removes a member (cancelled, archived, deleted before its group fired). */
+  /**
+   * Removes a member (cancelled, archived, deleted before its group fired). The group's
+   * first and last arrival stay as they were, so its deadline does not move.
+   */
   remove(group: string, id: string): void {
     const state = this.groups.get(group);
     if (!state || !state.memberSet.delete(id)) return;
@@ -70,30 +79,33 @@ export class GroupAggregator {
     if (state.members.length === 0) this.groups.delete(group);
   }
 
-  /**
-   * The groups that fire at `nowMs`, each with at most its max size of members (which
-   * leave the aggregator). `arrivalOf` gives a member's arrival time, so the first
-   * member's age is right after a partial fire.
-   */
-  sweep(nowMs: number, configOf: (group: string) => GroupConfig, arrivalOf: (id: string) => number): Fire[] {
-    const fires: Fire[] = [];
-    for (const [group, state] of this.groups) {
-      const config = configOf(group);
-      const trips = state.members.length >= config.maxSize
-        || nowMs - state.firstAtMs >= config.maxDelayMs
-        || nowMs - state.lastAtMs >= config.graceMs;
-      if (!trips) continue;
-      const taken = state.members.splice(0, config.maxSize);
-      for (const id of taken) state.memberSet.delete(id);
-      fires.push({ group, type: state.type, memberIds: taken });
-      if (state.members.length === 0) this.groups.delete(group);
-      else state.firstAtMs = arrivalOf(state.members[0]!);
-    }
-    return fires;
+  /** True when the group holds at least its max size: it fires now, whatever the time. */
+  isFull(group: string, config: GroupConfig): boolean {
+    return (this.groups.get(group)?.members.length ?? 0) >= config.maxSize;
   }
 
-  /** When a group fires by time alone (ignoring size), for display. */
-  static fireAtMs(view: GroupView, config: GroupConfig): number {
+  /** When the group fires by time alone (max delay or grace, the earlier); undefined when it has no members. */
+  fireAtMs(group: string, config: GroupConfig): number | undefined {
+    const state = this.groups.get(group);
+    return state && GroupAggregator.timeFireAtMs(state, config);
+  }
+
+  /**
+   * Takes the group's oldest `maxSize` members out as one fire. `arrivalOf` gives a
+   * member's arrival time, so the first member's age is right after a partial fire.
+   */
+  take(group: string, maxSize: number, arrivalOf: (id: string) => number): Fire | undefined {
+    const state = this.groups.get(group);
+    if (!state) return undefined;
+    const taken = state.members.splice(0, maxSize);
+    for (const id of taken) state.memberSet.delete(id);
+    if (state.members.length === 0) this.groups.delete(group);
+    else state.firstAtMs = arrivalOf(state.members[0]!);
+    return { group, type: state.type, memberIds: taken };
+  }
+
+  /** The time-threshold instant of a group's first and last arrival under `config`. */
+  static timeFireAtMs(view: { firstAtMs: number; lastAtMs: number }, config: GroupConfig): number {
     return Math.min(view.firstAtMs + config.maxDelayMs, view.lastAtMs + config.graceMs);
   }
 

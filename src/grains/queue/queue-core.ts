@@ -13,7 +13,7 @@
  * rule in `lease`. The parts share `CoreMemory` (the index, the dispatch order, the due
  * timers, the leases, the ranks and the turn's output) and each holds one invariant:
  * - `RuleMembership` (rule-membership.ts): which slots a task counts against; strategies;
- * - `FiredGroups` (fired-groups.ts): aggregating groups, the sweep, fired batches;
+ * - `FiredGroups` (fired-groups.ts): aggregating groups, when they fire, fired batches;
  * - `UniqueKeys` (unique-keys.ts): unique keys held by unfinished tasks;
  * - `WaitingTasks` (waiting-tasks.ts): where a waiting task sits (group, ready, timers);
  * - `TaskExits` (task-exits.ts): the one unlink path, failed attempts, finishing;
@@ -222,7 +222,7 @@ export class QueueCore {
     for (let top = memory.due.popDue(nowMs); top; top = memory.due.popDue(nowMs)) this.fireDue(top, nowMs);
     memory.compactTimers();
     this.leases.endDue(nowMs);
-    this.groups.sweepIfDue(nowMs);
+    this.groups.fireDue(nowMs);
   }
 
   /** A due timer fired: promote its task, or archive it if it expired while waiting. */
@@ -242,7 +242,7 @@ export class QueueCore {
     const candidates = [memory.due.nextAtMs(), memory.leases.nextAtMs()];
     // Rate-limited work wakes the grain when the next token arrives.
     if (settings.limited && memory.ready.size > 0) candidates.push(settings.nextTokenAtMs());
-    candidates.push(this.groups.nextSweepAtMs, this.schedules.nextAtMs);
+    candidates.push(this.groups.nextFireAtMs, this.schedules.nextAtMs);
     let next: number | undefined;
     for (const c of candidates) if (c !== undefined && (next === undefined || c < next)) next = c;
     return next;

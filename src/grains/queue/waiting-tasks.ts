@@ -23,7 +23,7 @@ export class WaitingTasks {
   /** Puts a waiting entry where it belongs: its group, the dispatch order or the due timers. */
   schedule(e: TaskIndexEntry, nowMs: number): void {
     if (e.state === "aggregating") {
-      this.groups.aggregate(e, nowMs);
+      this.groups.aggregate(e);
     } else if (e.state === "pending") {
       this.enqueueReady(e);
     } else if (e.state === "scheduled" || e.state === "retry") {

@@ -41,7 +41,7 @@ registerTab({
     const configBox = h("div");
     container.append(
       pageHeader("Groups",
-        "Tasks enqueued with a group wait aggregating and reach a batch handler together when their group fires: at max size members, max delay after the first or grace after the last. Thresholds come from the group's override, else its queue's default, else the server's; changes apply at the next sweep."),
+        "Tasks enqueued with a group wait aggregating and reach a batch handler together when their group fires: at max size members, max delay after the first or grace after the last. Thresholds come from the group's override, else its queue's default, else the server's; changes apply at once (a group over its new max size fires, the others wait for their new deadline)."),
       h("section", { class: "panel" }, h("h2", null, "Live groups"), liveMessages.el, warnings, liveBox),
       h("section", { class: "panel" }, h("h2", null, "Set thresholds"), form, messages.el),
       h("section", { class: "panel" }, configHeading, configBox));
@@ -87,7 +87,7 @@ registerTab({
       try {
         const res = await api.admin("SetGroupConfig", { config });
         const saved = res.config ?? config;
-        messages.info(`Queue ${queue}, ${groupName ? `group ${groupName}` : "queue default"}: ${describe(saved)} (from the next sweep).`);
+        messages.info(`Queue ${queue}, ${groupName ? `group ${groupName}` : "queue default"}: ${describe(saved)} (applies now).`);
         await Promise.all([loadConfigs(), loadLive()]);
       } catch (err) {
         messages.error(err, form);
@@ -107,7 +107,7 @@ registerTab({
           h("p", null, c.group
             ? `Group ${c.group} of ${c.queue} falls back to ${fallbackOf(c.queue, c.group)}.`
             : `Groups of ${c.queue} without their own thresholds fall back to ${fallbackOf(c.queue, "")}.`),
-          h("p", null, "Groups filling up now use the new thresholds from the next sweep."),
+          h("p", null, "Groups filling up now use the new thresholds at once."),
         ],
         confirmLabel: "Clear thresholds",
         danger: true,
@@ -230,7 +230,7 @@ registerTab({
       const fires = (g) => {
         if (g.state === READY) return "fired";
         const at = toNum(g.nextFireAtMs);
-        return at <= now ? "at the next sweep" : relative(at, now);
+        return at <= now ? "now" : relative(at, now);
       };
       const rows = groups.map((g) => {
         const ready = g.state === READY;

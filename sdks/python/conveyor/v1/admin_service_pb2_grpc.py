@@ -305,7 +305,7 @@ class AdminServiceServicer(object):
 
     def SetGroupConfig(self, request, context):
         """Group aggregation thresholds for one group of a queue, or (empty group) the queue's
-        default for groups without their own. Applies at the next sweep; stored durably.
+        default for groups without their own. Applies at once; stored durably.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -964,7 +964,7 @@ export type GroupInfo = Message<"conveyor.v1.GroupInfo"> & {
   lastMemberAtMs: bigint;
 
   /**
-   * When the sweep that fires it runs (aggregating groups).
+   * When it fires by time: first member + max delay or last member + grace, the earlier (aggregating groups).
    *
    * @generated from field: int64 next_fire_at_ms = 8;
    */
@@ -2380,7 +2380,7 @@ export const AdminService: GenService<{
   },
   /**
    * Group aggregation thresholds for one group of a queue, or (empty group) the queue's
-   * default for groups without their own. Applies at the next sweep; stored durably.
+   * default for groups without their own. Applies at once; stored durably.
    *
    * @generated from rpc conveyor.v1.AdminService.SetGroupConfig
    */
