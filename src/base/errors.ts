@@ -66,6 +66,8 @@ export type ErrorReason =
   | "FENCED"
   /** No cluster member is active, so no node may claim the queue's partition; retry. */
   | "NO_ACTIVE_MEMBER"
+  /** The queue's partition is moving to another node and the move took longer than the call may wait; retry. */
+  | "RELOCATING"
   /** The queue's grain was deactivated (idle, a storage failure, shutdown) during the call; retry. */
   | "GRAIN_DEACTIVATED"
   /** The node is stopping and takes no new work; retry (another node, or after its restart). */
@@ -168,6 +170,9 @@ export const ownerDown = (what: string, partition: number, owner: string) =>
 
 export const fenced = (nodeId: string) =>
   new ConveyorError("UNAVAILABLE", "FENCED", `node ${nodeId} cannot prove its cluster registration alive and acknowledges no write now; retry`);
+
+export const relocating = (p: number) =>
+  new ConveyorError("UNAVAILABLE", "RELOCATING", `partition ${p} is moving to another node; retry in a moment`, undefined, { details: { partition: String(p), retryAfterMs: "200" } });
 
 export const noActiveMember = (what: string) =>
   new ConveyorError("UNAVAILABLE", "NO_ACTIVE_MEMBER", `${what}: no cluster member is active to serve it; retry`);

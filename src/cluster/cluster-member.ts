@@ -157,6 +157,13 @@ export class ClusterMember implements MembershipStatusSource {
     });
   }
 
+  /** Marks this member draining (the ring stops giving it partitions); resolves once the state is written, or after 1 s. */
+  async beginDrain(): Promise<void> {
+    if (this.stopped) return;
+    this.input({ kind: "drain" });
+    await this.bounded(this.waitFor(() => this.core.phase !== "draining" || this.stateSettled()), 1_000);
+  }
+
   /** Leaves the cluster: draining, then the lease revoked (the key disappears at once). */
   async stop(): Promise<void> {
     if (this.stopped) return;

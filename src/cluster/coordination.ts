@@ -76,6 +76,8 @@ export interface PartitionRecord {
   /** The create revision of the owner's member key when it claimed. */
   memberRevision: number;
   state: "owned" | "released";
+  /** A released partition: the node its rows were handed to, which alone may claim it next. */
+  to?: string;
 }
 
 /** Who claims, identified down to its registration. */
@@ -159,8 +161,8 @@ export interface Coordination {
    * same registration already owns answers its current epoch without a write.
    */
   claimPartition(p: number, claimant: Claimant): Promise<ClaimResult>;
-  /** Marks `p` released if it is still at `epoch` (still this claim). */
-  releasePartition(p: number, claimant: Claimant, epoch: number): Promise<boolean>;
+  /** Marks `p` released (its rows handed to `to`) if it is still at `epoch` (still this claim). */
+  releasePartition(p: number, claimant: Claimant, epoch: number, to?: string): Promise<boolean>;
   /** Every partition record, with its mod revision (the epoch while owned), and the revision of the read. */
   partitions(): Promise<PartitionsRead>;
   /** As `watchMembers`, for the changes under `partitions/`. */
@@ -211,7 +213,10 @@ export function parseMemberRecord(text: string): MemberRecord {
 export function parsePartitionRecord(text: string): PartitionRecord {
   const v = JSON.parse(text) as Partial<PartitionRecord>;
   if (typeof v.owner !== "string" || (v.state !== "owned" && v.state !== "released")) throw new Error(`not a partition record: ${text.slice(0, 200)}`);
-  return { owner: v.owner, incarnation: String(v.incarnation ?? ""), memberRevision: Number(v.memberRevision ?? 0), state: v.state };
+  return {
+    owner: v.owner, incarnation: String(v.incarnation ?? ""), memberRevision: Number(v.memberRevision ?? 0), state: v.state,
+    ...(typeof v.to === "string" && v.to !== "" ? { to: v.to } : {}),
+  };
 }
 
 /**

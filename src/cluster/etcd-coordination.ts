@@ -193,9 +193,9 @@ export class EtcdCoordination implements Coordination {
       : { ok: false, holder: { owner: "", incarnation: "", memberRevision: 0, state: "released" }, epoch: 0 };
   }
 
-  async releasePartition(p: number, claimant: Claimant, epoch: number): Promise<boolean> {
+  async releasePartition(p: number, claimant: Claimant, epoch: number, to?: string): Promise<boolean> {
     const key = this.keys.partition(p);
-    const record: PartitionRecord = { owner: claimant.nodeId, incarnation: claimant.incarnation, memberRevision: claimant.memberRevision, state: "released" };
+    const record: PartitionRecord = { owner: claimant.nodeId, incarnation: claimant.incarnation, memberRevision: claimant.memberRevision, state: "released", ...(to ? { to } : {}) };
     const res = await this.client.if(key, "Mod", "==", epoch).then(this.client.put(key).value(JSON.stringify(record))).commit();
     return res.succeeded;
   }

@@ -327,11 +327,11 @@ export class MemoryCoordination implements Coordination {
     });
   }
 
-  releasePartition(p: number, claimant: Claimant, epoch: number): Promise<boolean> {
+  releasePartition(p: number, claimant: Claimant, epoch: number, to?: string): Promise<boolean> {
     return this.call(true, () => {
       const key = this.keys.partition(p);
       if ((this.store.get(key)?.mod ?? 0) !== epoch) return false;
-      const record: PartitionRecord = { owner: claimant.nodeId, incarnation: claimant.incarnation, memberRevision: claimant.memberRevision, state: "released" };
+      const record: PartitionRecord = { owner: claimant.nodeId, incarnation: claimant.incarnation, memberRevision: claimant.memberRevision, state: "released", ...(to ? { to } : {}) };
       this.store.write([{ key, value: JSON.stringify(record) }]);
       return true;
     });

@@ -27,6 +27,8 @@ export interface Ownership {
   refresh(): Promise<void>;
   /** The members that serve calls (active or draining), sorted; this node alone when single. */
   members(): string[];
+  /** Resolves when partition `p` is not being handed off by this node, or after `timeoutMs`: true if no move is in progress any more. */
+  whenMoved(p: number, timeoutMs: number): Promise<boolean>;
 }
 
 /** A single node: every partition is served here, always, at epoch 1 (ring version 1). */
@@ -54,6 +56,10 @@ export class SoloOwnership implements Ownership {
 
   members(): string[] {
     return [this.nodeId];
+  }
+
+  whenMoved(): Promise<boolean> {
+    return Promise.resolve(true);
   }
 }
 
@@ -97,5 +103,9 @@ export class OwnershipLink implements Ownership {
 
   members(): string[] {
     return this.target?.members() ?? [];
+  }
+
+  whenMoved(p: number, timeoutMs: number): Promise<boolean> {
+    return this.target ? this.target.whenMoved(p, timeoutMs) : Promise.resolve(true);
   }
 }

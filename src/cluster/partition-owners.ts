@@ -12,7 +12,7 @@
  * - `holds(p)` also requires the membership to be serving now (its keep-alive fresh), so
  *   a paused process that wakes up acknowledges nothing before it has proven itself.
  */
-import { fenced, noActiveMember, ownerDown } from "../base/errors.js";
+import { fenced, noActiveMember, ownerDown, relocating } from "../base/errors.js";
 import type { Clock } from "../base/clock.js";
 import type { ClusterLogger, PartitionStatus } from "./cluster-member.js";
 import type { Coordination, MemberEntry, PartitionChange, Watch } from "./coordination.js";
@@ -50,6 +50,9 @@ export class PartitionOwners implements Ownership {
   private watch: Watch | undefined;
   private stopped = false;
   private readonly listeners = new Set<() => void>();
+  private readonly claimedListeners = new Set<(p: number) => void>();
+  /** Partitions this node is handing off, and who waits for each move to end. */
+  private readonly moving = new Map<number, Array<() => void>>();
 
   constructor(private readonly options: PartitionOwnersOptions) {
     this.partitions = options.partitions;
@@ -85,8 +88,63 @@ export class PartitionOwners implements Ownership {
   }
 
   route(p: number): Route {
+    if (this.moving.has(p)) return { kind: "moving", p };
     const { membership } = this.options;
     return this.placement.route(p, membership.registration(), membership.members(), this.records);
+  }
+
+  /** Called after each claim this node wins (lazy, at start, or of a partition handed to it): its queues come back. */
+  onClaimed(listener: (p: number) => void): () => void {
+    this.claimedListeners.add(listener);
+    return () => this.claimedListeners.delete(listener);
+  }
+
+  /** The owner the ring over the active members gives `p` (undefined when none is active). */
+  desiredOwner(p: number): string | undefined {
+    return this.placement.desiredOwner(p, this.options.membership.members());
+  }
+
+  /** Partitions this node holds now (recorded as its current registration's). */
+  held(): number[] {
+    const out: number[] = [];
+    for (let p = 0; p < this.partitions; p++) if (this.route(p).kind === "local") out.push(p);
+    return out;
+  }
+
+  /** Starts handing `p` off: from now on calls for it wait (`whenMoved`) instead of being served. */
+  beginMove(p: number): void {
+    if (!this.moving.has(p)) this.moving.set(p, []);
+  }
+
+  /** The move of `p` ended (handed off, or given up): waiting calls route again. */
+  endMove(p: number): void {
+    const waiters = this.moving.get(p) ?? [];
+    this.moving.delete(p);
+    for (const wake of waiters) wake();
+  }
+
+  /** Resolves when `p` is not moving, or after `timeoutMs`: true if the move ended. */
+  whenMoved(p: number, timeoutMs: number): Promise<boolean> {
+    const waiters = this.moving.get(p);
+    if (!waiters) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const cancel = this.options.clock.setTimer(timeoutMs, () => resolve(false));
+      waiters.push(() => {
+        cancel();
+        resolve(true);
+      });
+    });
+  }
+
+  /** Marks `p` released to `to` in etcd (this node's claim at `epoch` ends); false if the claim was no longer current. */
+  async release(p: number, epoch: number, to: string): Promise<boolean> {
+    const self = this.options.membership.registration();
+    const ok = await this.options.coordination.releasePartition(p, { nodeId: self.nodeId, incarnation: self.incarnation, memberRevision: self.memberRevision }, epoch, to);
+    if (ok) {
+      this.records.set(p, { record: { owner: self.nodeId, incarnation: self.incarnation, memberRevision: self.memberRevision, state: "released", to }, epoch });
+      this.changed();
+    }
+    return ok;
   }
 
   holds(p: number): boolean {
@@ -96,6 +154,11 @@ export class PartitionOwners implements Ownership {
   members(): string[] {
     return [...this.options.membership.members().values()]
       .filter((m) => m.record.state === "active" || m.record.state === "draining").map((m) => m.record.nodeId).sort();
+  }
+
+  /** The active members (the ring's). */
+  activeMembers(): string[] {
+    return [...this.options.membership.members().values()].filter((m) => m.record.state === "active").map((m) => m.record.nodeId);
   }
 
   /** The other members that serve calls, with their advertised gRPC addresses. */
@@ -138,6 +201,8 @@ export class PartitionOwners implements Ownership {
         throw noActiveMember(`partition ${p}`);
       case "remote":
         return undefined;
+      case "moving":
+        throw relocating(p);
     }
   }
 
@@ -187,6 +252,7 @@ export class PartitionOwners implements Ownership {
       this.records.set(p, { record: { owner: self.nodeId, incarnation: self.incarnation, memberRevision: self.memberRevision, state: "owned" }, epoch: result.epoch });
       this.options.logger.info({ partition: p, epoch: result.epoch }, "claimed partition");
       this.changed();
+      for (const listener of this.claimedListeners) listener(p);
       return result.epoch;
     }
     // Someone holds it: remember who, and let the caller route there.
@@ -224,6 +290,10 @@ export class PartitionOwners implements Ownership {
     if (change.kind === "put") this.records.set(change.p, { record: change.record, epoch: change.epoch });
     else this.records.delete(change.p);
     this.changed();
+    // Handed to this node: claim it now, so its timers run without waiting for a call.
+    if (change.kind === "put" && change.record.state === "released" && change.record.to === this.nodeId) {
+      this.claim(change.p).catch((err: unknown) => this.options.logger.warn({ err, partition: change.p }, "could not claim a partition handed to this node; the next call for it retries"));
+    }
   }
 
   private changed(): void {

@@ -21,8 +21,12 @@
  * 5. Recorded owner's registration is gone → OWNER_DOWN: its rows are only on its disk,
  *    so nobody may claim p empty (cluster part 2 adds a replicated log, and with it
  *    takeover by the successor).
- * 6. No record, or released → the desired owner claims it: serve here if that is this
- *    node, else forward there.
+ * 6. Released by a handoff to node T → T claims it (it has the rows): serve here if T is
+ *    this node, else forward to T (OWNER_DOWN if T is gone: the rows are on its disk).
+ * 7. No record, or released without a receiver → the desired owner claims it: serve here
+ *    if that is this node, else forward there.
+ * A partition this node is handing off is `moving` (partition-owners.ts): calls for it
+ * wait for the move to end, then route again.
  */
 import type { MemberEntry, PartitionRecord } from "./coordination.js";
 import { PartitionMap } from "./partitions.js";
@@ -32,7 +36,8 @@ export type Route =
   | { kind: "claim"; p: number }
   | { kind: "remote"; p: number; nodeId: string; address: string; epoch: number }
   | { kind: "down"; p: number; nodeId: string }
-  | { kind: "none"; p: number };
+  | { kind: "none"; p: number }
+  | { kind: "moving"; p: number };
 
 /** This node's registration: the create revision of its member key (0 while not registered). */
 export interface SelfRegistration {
@@ -63,6 +68,13 @@ export class Placement {
       const owner = members.get(record.owner);
       if (!owner) return { kind: "down", p, nodeId: record.owner };
       return { kind: "remote", p, nodeId: record.owner, address: owner.record.grpc, epoch: owner.createRevision === record.memberRevision ? epoch : 0 };
+    }
+    // Released by a handoff: only the node that received the rows may claim it.
+    if (entry && entry.record.to) {
+      const to = entry.record.to;
+      if (to === self.nodeId) return { kind: "claim", p };
+      const receiver = members.get(to);
+      return receiver ? { kind: "remote", p, nodeId: to, address: receiver.record.grpc, epoch: 0 } : { kind: "down", p, nodeId: to };
     }
     const target = this.desiredOwner(p, members);
     if (target === undefined) return { kind: "none", p };

@@ -43,7 +43,16 @@ export class Router {
   ownerOf(queue: string): string {
     const { ownership } = this.deps;
     const route = ownership.route(ownership.partitionOf(queue));
-    return route.kind === "local" || route.kind === "claim" ? ownership.nodeId : route.kind === "none" ? "" : route.nodeId;
+    switch (route.kind) {
+      case "local":
+      case "claim":
+      case "moving":
+        return ownership.nodeId;
+      case "none":
+        return "";
+      default:
+        return route.nodeId;
+    }
   }
 
   /** The queue's ref; throws WRONG_OWNER (synchronously) when this node does not hold it now. */

@@ -34,6 +34,8 @@ export function parseEndpoints(value: string): string[] {
 export type StartedMembership = MembershipStatusSource & {
   /** The member's partitions (undefined for a single node, whose ownership is SoloOwnership). */
   owners: PartitionOwners | undefined;
+  /** The cluster member itself (undefined for a single node). */
+  member: ClusterMember | undefined;
   stop(): Promise<void>;
 };
 
@@ -42,7 +44,7 @@ export async function startMembership(settings: MembershipSettings): Promise<Sta
   const endpoints = parseEndpoints(settings.etcd);
   if (endpoints.length === 0) {
     const solo = new SoloMembership(settings.self, settings.partitions);
-    return Object.assign(solo, { owners: undefined, stop: async () => {} });
+    return Object.assign(solo, { owners: undefined, member: undefined, stop: async () => {} });
   }
   const clock = settings.clock ?? systemClock;
   const coordination = new EtcdCoordination({ endpoints, cluster: settings.cluster, callTimeoutMs: Math.max(1_000, Math.floor(settings.ttlMs / 2)) });
@@ -65,6 +67,7 @@ export async function startMembership(settings: MembershipSettings): Promise<Sta
   const memberStatus = member.status.bind(member);
   return Object.assign(member, {
     owners,
+    member,
     status: async (withLeases = false) => ({ ...(await memberStatus(withLeases)), partitionStates: owners.states() }),
     stop: async () => {
       await owners.stop();

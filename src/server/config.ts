@@ -72,7 +72,7 @@ export interface NodeConfig {
   clusterPartitions: number;
   /** TTL of this node's membership lease in etcd (whole seconds). */
   clusterMemberTtlMs: number;
-  /** How long a partition in handoff parks calls (parsed now; used by relocation, later). */
+  /** How long a call for a partition this node is handing off waits for the move before it answers RELOCATING. */
   clusterHandoffWaitMs: number;
   /** The gRPC address other nodes and clients reach this node at; default the listen address. */
   clusterAdvertise: string;

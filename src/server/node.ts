@@ -18,7 +18,12 @@ import { partitionOf } from "../cluster/partitions.js";
 import { mintTaskId } from "../cluster/task-ids.js";
 import { Peers } from "./forwarding/peers.js";
 import type { PartitionOwners } from "../cluster/partition-owners.js";
+import type { ClusterMember } from "../cluster/cluster-member.js";
 import { forwardingService, type ForwarderDeps } from "./forwarding/forwarder.js";
+import { runClusterMember } from "./cluster-node.js";
+import { clusterService } from "./handoff/cluster-service.js";
+import { ClusterService } from "../gen/conveyor/v1/cluster_service_pb.js";
+import { PartitionRows } from "../storage/partition-rows.js";
 import { clusterStatusHandler, MembershipLink } from "./cluster-status.js";
 import { packageInfo } from "../version.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
@@ -115,19 +120,23 @@ export class ConveyorNode {
     const security = new NodeSecurity(authn, tls, { registry: metrics.registry, logger, config });
     const peers = new Peers();
     let others: ForwarderDeps["others"] = () => [];
-    const forwarding: ForwarderDeps = { ownership, peers, others: () => others() };
-    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security, forwarding });
+    const forwarding: ForwarderDeps = { ownership, peers, others: () => others(), handoffWaitMs: config.clusterHandoffWaitMs };
+    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security, forwarding, rows: storage.rows });
     const joined = await joinCluster(config, transports, dataDir, logger, membership);
-    if (joined.owners && ownership instanceof OwnershipLink) {
+    let drain = async () => {};
+    if (joined.owners && joined.member && ownership instanceof OwnershipLink) {
       const owners = joined.owners;
       ownership.link(owners);
       others = () => owners.others();
-      // Claim back the partitions this node has rows of, then bring their queues back as a single node does.
-      const local = new Set([...storage.queries.listQueues().map((q) => q.name), ...startQueues].map(partitionOfQueue));
-      const held = new Set(await owners.claimAtStart(local));
-      await activate([...startQueues].filter((queue) => held.has(partitionOfQueue(queue))));
+      ({ drain } = await runClusterMember({
+        member: joined.member, owners, rows: storage.rows, peers, clock, logger,
+        queuesToActivate: () => new Set([...storage.queries.queuesWithUnfinishedTasks(), ...storage.store.schedules.queuesWithSchedules()]),
+        activate, releaseParked: (queues) => runtime.broker.releaseQueues(queues), retireGrain: (queue) => runtime.host.retire(queue),
+        committed: () => storage.db.committed(), drainTimeoutMs: config.shutdownGraceMs,
+      }));
     }
     const leaveCluster = async () => {
+      await drain();
       await joined.leave();
       peers.close();
     };
@@ -189,6 +198,8 @@ export class ConveyorNode {
 /** The node's storage: the data file and what reads and writes it. */
 interface Storage {
   db: Database;
+  /** A partition's rows, for handoffs. */
+  rows: PartitionRows;
   store: TaskStore;
   queries: AdminQueries;
   rules: RuleRegistry;
@@ -197,7 +208,7 @@ interface Storage {
 function openStorage(db: Database, config: NodeConfig, clock: Clock): Storage {
   const rules = new RuleRegistry(new SqliteRuleStore(db), () => clock.nowMs());
   rules.load();
-  return { db, store: new TaskStore(db, { deadRetentionMs: config.deadRetentionMs }), queries: new AdminQueries(db), rules };
+  return { db, rows: new PartitionRows(db), store: new TaskStore(db, { deadRetentionMs: config.deadRetentionMs }), queries: new AdminQueries(db), rules };
 }
 
 interface RuntimeEnv {
@@ -342,7 +353,7 @@ async function startTransports(
   bare: Services, runtime: GrainRuntime,
   env: {
     config: NodeConfig; metrics: NodeMetrics; logger: Logger; db: Database; queries: Pick<AdminQueries, "depth">; clock: Clock; security: NodeSecurity;
-    forwarding: ForwarderDeps;
+    forwarding: ForwarderDeps; rows: PartitionRows;
   },
 ): Promise<Transports> {
   const { config, metrics, logger, db, queries, clock, security, forwarding } = env;
@@ -365,6 +376,9 @@ async function startTransports(
   addUnaryService(grpcServer, TaskService, services.tasks, onInternal, observe);
   addUnaryService(grpcServer, WorkerService, services.workers, onInternal, observe);
   addUnaryService(grpcServer, AdminService, services.admin, onInternal, observe);
+  // Node-to-node (handoffs): served here, never forwarded.
+  addUnaryService(grpcServer, ClusterService,
+    security.guard(ClusterService, clusterService({ rows: env.rows, partitions: config.clusterPartitions, logger, nowMs: () => clock.nowMs() })), onInternal, observe);
   // grpcurl and `buf curl` discover the services and their messages from the node itself.
   // Open even with auth on: it tells the schema, which the package publishes (proto/), and no data.
   addReflection(grpcServer, [TaskService, WorkerService, AdminService]);
@@ -410,7 +424,7 @@ async function startTransports(
  */
 async function joinCluster(
   config: NodeConfig, transports: Transports, dataDir: DataDir, logger: Logger, link: MembershipLink,
-): Promise<{ owners: PartitionOwners | undefined; leave: () => Promise<void> }> {
+): Promise<{ owners: PartitionOwners | undefined; member: ClusterMember | undefined; leave: () => Promise<void> }> {
   try {
     const membership = await startMembership({
       etcd: config.clusterEtcd, cluster: config.clusterName, partitions: config.clusterPartitions, ttlMs: config.clusterMemberTtlMs, logger,
@@ -420,7 +434,7 @@ async function joinCluster(
       },
     });
     link.link(membership);
-    return { owners: membership.owners, leave: () => membership.stop() };
+    return { owners: membership.owners, member: membership.member, leave: () => membership.stop() };
   } catch (error) {
     transports.grpcServer.forceShutdown();
     transports.httpServer.closeAllConnections();

@@ -26,6 +26,7 @@ const ownership: Ownership = {
   holds: (p) => ring.ownerOfPartition(p) === "node-a",
   refresh: async () => {},
   members: () => ["node-a", "node-b"],
+  whenMoved: async () => true,
 };
 const router = new Router({
   ownership,

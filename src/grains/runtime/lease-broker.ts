@@ -160,6 +160,14 @@ export class LeaseBroker {
     return this.waiterCount;
   }
 
+  /**
+   * Ends, with no work, every parked call waiting on one of `queues` (their partition is
+   * moving to another node): the worker polls again at once and is routed to the new owner.
+   */
+  releaseQueues(queues: ReadonlySet<string>): void {
+    for (const queue of queues) for (const w of [...(this.waiters.get(queue) ?? [])]) this.finish(w, []);
+  }
+
   /** Ends every parked call with no work (node shutdown). */
   releaseAll(): void {
     for (const set of [...this.waiters.values()]) for (const w of [...set]) this.finish(w, []);

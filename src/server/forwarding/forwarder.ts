@@ -23,7 +23,7 @@
  */
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
-import { ConveyorError, noActiveMember, ownerDown, queueLabel, taskNotFound, wrongOwner } from "../../base/errors.js";
+import { ConveyorError, noActiveMember, ownerDown, queueLabel, relocating, taskNotFound, wrongOwner } from "../../base/errors.js";
 import { quote } from "../../base/limits.js";
 import type { UnaryImpl } from "../../rpc/service-definition.js";
 import type { Ownership } from "../../cluster/ownership.js";
@@ -49,6 +49,8 @@ export interface Member {
 export interface ForwarderDeps {
   ownership: Ownership;
   peers: Peers;
+  /** How long a call for a partition being handed off waits for the move (`cluster_handoff_wait`). */
+  handoffWaitMs: number;
   /** The other members that serve calls (active or draining), for reads of every member and lookups. */
   others(): Member[];
 }
@@ -127,6 +129,11 @@ class MethodForwarding {
   private async toOwner(call: CallLike, p: number, what: string, forwarded: boolean): Promise<unknown> {
     for (let attempt = 0; ; attempt++) {
       const route = this.deps.ownership.route(p);
+      if (route.kind === "moving") {
+        // Parked while this node hands the partition off; then routed to its new owner.
+        if (!(await this.deps.ownership.whenMoved(p, this.deps.handoffWaitMs))) throw relocating(p);
+        continue;
+      }
       if (route.kind === "local" || route.kind === "claim") {
         if ((await this.deps.ownership.acquire(p)) !== undefined) return this.local(call);
         if (attempt < 2) continue; // the claim found another holder: route again
@@ -228,6 +235,7 @@ class MethodForwarding {
     const { ownership } = this.deps;
     const request = call.request as Msg;
     const queues = route.queues(request);
+    await this.settleMoves(queues);
     const groups = new Map<string, { indexes: number[]; p: number }>();
     queues.forEach((queue, i) => {
       const p = ownership.partitionOf(queue);
@@ -266,6 +274,7 @@ class MethodForwarding {
     const { ownership } = this.deps;
     const request = call.request as Msg & { queues?: Msg[]; maxDeliveries?: number; waitMs?: number };
     const queues = request.queues ?? [];
+    await this.settleMoves(queues.map((q) => String(q["queue"] ?? "")));
     const here: Msg[] = [];
     const claims: number[] = [];
     const byNode = new Map<string, { target: { nodeId: string; address: string }; queues: Msg[]; route: Route }>();
@@ -312,6 +321,14 @@ class MethodForwarding {
     if (here.length > 0) return this.local(this.subCall(call, { ...request, queues: here }));
     const biggest = [...byNode.values()].sort((a, b) => b.queues.length - a.queues.length)[0]!;
     return this.forward(call, { ...request, queues: biggest.queues }, biggest.target, biggest.route, this.deadlineOf(call, LONG_POLL_MARGIN_MS));
+  }
+
+  /** Waits (bounded) for the moves of the partitions of `queues` this node is handing off, so they route to their new owner. */
+  private async settleMoves(queues: readonly string[]): Promise<void> {
+    const { ownership } = this.deps;
+    for (const p of new Set(queues.map((q) => ownership.partitionOf(q)))) {
+      if (ownership.route(p).kind === "moving" && !(await ownership.whenMoved(p, this.deps.handoffWaitMs))) throw relocating(p);
+    }
   }
 
   /** Reads of every member, each keeping what it holds, merged. */

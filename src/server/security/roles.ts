@@ -63,6 +63,8 @@ export const RPC_ROLES: Readonly<Record<string, readonly Role[]>> = {
   "AdminService/RunScheduleNow": ADMIN,
   "AdminService/DeleteQueue": ADMIN,
   "AdminService/BulkTaskAction": ADMIN,
+  // Node-to-node: a handoff's rows. Admin only until nodes have an identity of their own.
+  "ClusterService/AcceptPartition": ADMIN,
 };
 
 /** The roles that may call `rpc` (admin always among them); undefined for an RPC not in the table. */

@@ -1,0 +1,69 @@
+/**
+ * What a node does as a cluster member once it has joined: claim back the partitions it
+ * has rows of and bring their queues back, bring back the queues of every partition it
+ * claims later (a handoff to it, or a first call), move partitions to where the ring
+ * wants them (handoff/rebalancer.ts), and on stop drain: mark itself draining, hand
+ * every partition off, then leave. A single node does none of this.
+ */
+import type { Logger } from "pino";
+import type { Clock } from "../base/clock.js";
+import type { ClusterMember } from "../cluster/cluster-member.js";
+import type { PartitionOwners } from "../cluster/partition-owners.js";
+import type { PartitionRows } from "../storage/partition-rows.js";
+import type { Peers } from "./forwarding/peers.js";
+import { Rebalancer } from "./handoff/rebalancer.js";
+import type { HandoffResult } from "./handoff/partition-handoff.js";
+
+export interface ClusterNodeDeps {
+  member: ClusterMember;
+  owners: PartitionOwners;
+  rows: PartitionRows;
+  peers: Peers;
+  clock: Clock;
+  logger: Logger;
+  /** Queues whose grains must be in memory when their partition is held (unfinished tasks, unpaused schedules). */
+  queuesToActivate: () => Iterable<string>;
+  activate: (queues: string[]) => Promise<unknown>;
+  releaseParked: (queues: ReadonlySet<string>) => void;
+  retireGrain: (queue: string) => void;
+  committed: () => Promise<void>;
+  onHandedOff?: (result: HandoffResult) => void;
+  /** How long a stop may spend handing partitions off before it leaves anyway. */
+  drainTimeoutMs: number;
+}
+
+export async function runClusterMember(deps: ClusterNodeDeps): Promise<{ drain: () => Promise<void> }> {
+  const { owners, member, logger } = deps;
+  const activatePartition = (p: number) => {
+    const queues = [...deps.queuesToActivate()].filter((q) => owners.partitionOf(q) === p);
+    if (queues.length > 0) deps.activate(queues).catch((err: unknown) => logger.warn({ err, partition: p }, "could not bring a claimed partition's queues back"));
+  };
+  // Claim back what this node has rows of (before listening to claims: start-up activates them itself).
+  const local = new Set(deps.rows.queueNames().map((q) => owners.partitionOf(q)));
+  const held = new Set(await owners.claimAtStart(local));
+  await deps.activate([...deps.queuesToActivate()].filter((q) => held.has(owners.partitionOf(q))));
+  owners.onClaimed(activatePartition);
+
+  let draining = false;
+  const rebalancer = new Rebalancer({
+    owners, rows: deps.rows, peers: deps.peers, releaseParked: deps.releaseParked, retireGrain: deps.retireGrain,
+    committed: deps.committed, logger, clock: deps.clock, retryMs: 1_000, cause: () => (draining ? "drain" : "rebalance"),
+    ...(deps.onHandedOff ? { onHandedOff: deps.onHandedOff } : {}),
+  });
+  owners.onChange(() => rebalancer.poke());
+  member.onChange(() => rebalancer.poke());
+  rebalancer.poke();
+
+  return {
+    drain: async () => {
+      draining = true;
+      await member.beginDrain();
+      const started = deps.clock.nowMs();
+      const done = await rebalancer.settled(deps.drainTimeoutMs);
+      rebalancer.stop();
+      const left = owners.held();
+      if (done && left.length === 0) logger.info({ ms: deps.clock.nowMs() - started }, "drained: every partition handed off");
+      else logger.warn({ held: left.length }, "leaving with partitions still held (no active member to take them, or handoff timed out); they wait for this node");
+    },
+  };
+}

@@ -1,0 +1,53 @@
+/**
+ * The node-to-node service: the receiving side of a handoff. Chunks of one transfer are
+ * gathered in memory (a partition is tens of MB at most: its rows within retention) and
+ * the last one loads the rows in one write. The rows stay invisible here until this node
+ * claims the partition, which it does as soon as etcd shows it released to this node
+ * (partition-owners.ts); if the sender gives up before releasing, they are never shown,
+ * and a later handoff of the same partition replaces them.
+ */
+import { ConveyorError, invalidField } from "../../base/errors.js";
+import type { ClusterService } from "../../gen/conveyor/v1/cluster_service_pb.js";
+import type { UnaryImpl } from "../../rpc/service-definition.js";
+import type { PartitionRows } from "../../storage/partition-rows.js";
+import type { Logger } from "pino";
+
+/** Transfers not finished after this long are dropped (their sender gave up). */
+const TRANSFER_STALE_MS = 120_000;
+
+interface Transfer {
+  partition: number;
+  from: string;
+  chunks: Buffer[];
+  startedAtMs: number;
+}
+
+export function clusterService(deps: { rows: PartitionRows; partitions: number; logger: Logger; nowMs: () => number }): UnaryImpl<typeof ClusterService> {
+  const transfers = new Map<string, Transfer>();
+  return {
+    async acceptPartition(call) {
+      const r = call.request;
+      if (r.partition >= deps.partitions) throw invalidField("partition", `is ${r.partition}; this cluster has ${deps.partitions}`);
+      if (r.transferId === "") throw invalidField("transfer_id", "is required");
+      const now = deps.nowMs();
+      for (const [id, t] of transfers) if (now - t.startedAtMs > TRANSFER_STALE_MS) transfers.delete(id);
+      let transfer = transfers.get(r.transferId);
+      if (!transfer) {
+        if (r.chunk !== 0) throw new ConveyorError("FAILED_PRECONDITION", "INVALID_FIELD", `transfer ${r.transferId}: chunk ${r.chunk} before chunk 0`);
+        transfer = { partition: r.partition, from: r.fromNode, chunks: [], startedAtMs: now };
+        transfers.set(r.transferId, transfer);
+      }
+      if (r.chunk !== transfer.chunks.length) {
+        transfers.delete(r.transferId);
+        throw new ConveyorError("FAILED_PRECONDITION", "INVALID_FIELD", `transfer ${r.transferId}: chunk ${r.chunk} out of order (expected ${transfer.chunks.length})`);
+      }
+      transfer.chunks.push(Buffer.from(r.data));
+      if (!r.last) return {};
+      transfers.delete(r.transferId);
+      const loaded = deps.rows.load(Buffer.concat(transfer.chunks));
+      deps.logger.info({ partition: r.partition, from: r.fromNode, epoch: String(r.epoch), tasks: loaded.tasks, queues: loaded.queues.length },
+        "received a partition's rows");
+      return { tasks: BigInt(loaded.tasks) };
+    },
+  };
+}

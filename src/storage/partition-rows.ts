@@ -1,0 +1,125 @@
+/**
+ * A partition's rows, as a handoff moves them: every row of every table that belongs to
+ * the queues of one partition (their tasks and attempts, settings, group configs,
+ * schedules and per-queue slot limits), copied into a SQLite file of their own, loaded
+ * on the new owner, then dropped on the old one.
+ *
+ * The snapshot is a serialized SQLite database (better-sqlite3's `serialize`), not a
+ * format of ours: its tables have this node's schema, so loading it is one INSERT per row
+ * through the same columns, and an operator can open a snapshot with the sqlite3 shell.
+ * Node-wide rows (task-type rules, node-wide slot limits) are not a partition's and stay.
+ */
+import BetterSqlite3 from "better-sqlite3";
+import type { Database } from "./database.js";
+
+/** A table and how its rows belong to a set of queues (`$queues`: the JSON array of names). */
+interface PartitionTable {
+  name: string;
+  where: string;
+}
+
+const IN_QUEUES = "(SELECT value FROM json_each($queues))";
+
+/** Every table with rows of a queue. Order matters for loading: none (no foreign keys), but tasks first reads best. */
+const TABLES: readonly PartitionTable[] = [
+  { name: "tasks", where: `queue IN ${IN_QUEUES}` },
+  { name: "attempts", where: `task_id IN (SELECT id FROM tasks WHERE queue IN ${IN_QUEUES})` },
+  { name: "queues", where: `name IN ${IN_QUEUES}` },
+  { name: "group_configs", where: `queue IN ${IN_QUEUES}` },
+  { name: "schedules", where: `queue IN ${IN_QUEUES}` },
+  { name: "slot_limits", where: `scope IN ${IN_QUEUES}` },
+];
+
+export interface SnapshotInfo {
+  bytes: Buffer;
+  queues: string[];
+  tasks: number;
+}
+
+export class PartitionRows {
+  constructor(private readonly db: Database) {}
+
+  /** Every queue with a row of any kind on this node. */
+  queueNames(): string[] {
+    return this.db.sqlite.prepare(`SELECT DISTINCT queue AS q FROM tasks UNION SELECT name FROM queues UNION SELECT queue FROM schedules
+      UNION SELECT queue FROM group_configs`).pluck().all() as string[];
+  }
+
+  /**
+   * The rows of `queues` as a SQLite file. Reads through the node's connection, so it
+   * sees what the node wrote; callers stop writes to these queues and await the commit
+   * first, so what it copies is exactly what was acknowledged.
+   */
+  snapshot(queues: readonly string[]): SnapshotInfo {
+    const snap = new BetterSqlite3(":memory:");
+    try {
+      const list = JSON.stringify(queues);
+      let tasks = 0;
+      for (const table of TABLES) {
+        const ddl = this.db.sqlite.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").pluck().get(table.name) as string | undefined;
+        if (!ddl) continue;
+        snap.exec(ddl);
+        const rows = this.db.sqlite.prepare(`SELECT * FROM ${table.name} WHERE ${table.where}`).all({ queues: list }) as Array<Record<string, unknown>>;
+        if (rows.length === 0) continue;
+        const columns = Object.keys(rows[0]!);
+        const insert = snap.prepare(`INSERT INTO ${table.name} (${columns.join(", ")}) VALUES (${columns.map((c) => `@${c}`).join(", ")})`);
+        snap.transaction(() => {
+          for (const row of rows) insert.run(row);
+        })();
+        if (table.name === "tasks") tasks = rows.length;
+      }
+      return { bytes: snap.serialize(), queues: [...queues], tasks };
+    } finally {
+      snap.close();
+    }
+  }
+
+  /**
+   * Loads a snapshot's rows in one write (one transaction with the node's other writes
+   * of the turn). A row already here is replaced: a partition moved away and back brings
+   * its newer rows with it. Resolves the queues and task count it held.
+   */
+  load(bytes: Buffer): { queues: string[]; tasks: number } {
+    const snap = new BetterSqlite3(bytes);
+    try {
+      const queues = new Set<string>();
+      let tasks = 0;
+      this.db.write(() => {
+        for (const table of TABLES) {
+          const present = snap.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table.name);
+          if (!present) continue;
+          let insert: BetterSqlite3.Statement | undefined;
+          for (const row of snap.prepare(`SELECT * FROM ${table.name}`).iterate() as Iterable<Record<string, unknown>>) {
+            insert ??= this.db.sqlite.prepare(`INSERT OR REPLACE INTO ${table.name} (${Object.keys(row).join(", ")}) VALUES (${Object.keys(row).map((c) => `@${c}`).join(", ")})`);
+            insert.run(row);
+            if (table.name === "tasks") {
+              tasks++;
+              queues.add(String(row["queue"]));
+            } else if (table.name === "queues") {
+              queues.add(String(row["name"]));
+            } else if (typeof row["queue"] === "string") {
+              queues.add(row["queue"]);
+            }
+          }
+        }
+      });
+      return { queues: [...queues], tasks };
+    } finally {
+      snap.close();
+    }
+  }
+
+  /** Deletes every row of `queues` in one write; returns the tasks deleted. */
+  drop(queues: readonly string[]): number {
+    const list = JSON.stringify(queues);
+    return this.db.write(() => {
+      let tasks = 0;
+      // Attempts first: their rows are found through the tasks.
+      for (const table of [TABLES[1]!, TABLES[0]!, ...TABLES.slice(2)]) {
+        const changes = this.db.sqlite.prepare(`DELETE FROM ${table.name} WHERE ${table.where}`).run({ queues: list }).changes;
+        if (table.name === "tasks") tasks = changes;
+      }
+      return tasks;
+    });
+  }
+}
