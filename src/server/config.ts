@@ -51,11 +51,11 @@ export interface NodeConfig {
   groupMaxDelayMs: number;
   groupGracePeriodMs: number;
   groupSweepIntervalMs: number;
-  /** Tokens and their roles (security/auth-file.ts); "" = no authentication (loopback only). */
+  /** Tokens, their roles and queue scopes (security/auth-file.ts); "" = no authentication (loopback only). Reloaded on SIGHUP and when it changes. */
   authFile: string;
   /** Host header names the HTTP port serves besides loopback names and its own address, comma-separated. */
   httpAllowedHosts: string;
-  /** PEM files of the certificate (chain) and key both ports serve; "" = no TLS. Reloaded on SIGHUP. */
+  /** PEM files of the certificate (chain) and key both ports serve; "" = no TLS. Reloaded on SIGHUP and when they change. */
   tlsCert: string;
   tlsKey: string;
   /** PEM CA bundle client certificates must chain to; set = mTLS (every connection needs one). */
