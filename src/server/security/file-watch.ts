@@ -15,6 +15,8 @@ import { dirname, resolve } from "node:path";
 
 /** Quiet time after the last event before `onChange` runs. */
 export const FILE_WATCH_SETTLE_MS = 150;
+/** A folder that never goes quiet (a log file beside the certificates) still gets a check this often. */
+const FILE_WATCH_MAX_WAIT_MS = 2_000;
 
 export interface FileWatch {
   close(): void;
@@ -25,9 +27,18 @@ export function watchFiles(
 ): FileWatch {
   const folders = [...new Set(files.map((f) => dirname(resolve(f))))];
   let timer: NodeJS.Timeout | undefined;
+  let pendingSince: number | undefined;
+  const run = () => {
+    timer = undefined;
+    pendingSince = undefined;
+    onChange();
+  };
   const changed = () => {
+    const now = Date.now();
+    if (timer && pendingSince !== undefined && now - pendingSince >= FILE_WATCH_MAX_WAIT_MS) return;
+    pendingSince ??= now;
     clearTimeout(timer);
-    timer = setTimeout(onChange, settleMs);
+    timer = setTimeout(run, settleMs);
     // A pending reload never keeps a stopping process alive.
     timer.unref();
   };
