@@ -198,12 +198,13 @@ describe("tokens scoped to queue patterns", () => {
       Number(new RegExp(`conveyor_auth_failures_total\\{transport="${transport}",reason="QUEUE_NOT_IN_SCOPE"\\} (\\d+)`).exec(metrics.body)?.[1] ?? 0);
     expect(count("grpc")).toBeGreaterThan(30);
     expect(count("http")).toBeGreaterThan(10);
-    const refusals = () => node.logs.map((l) => JSON.parse(l) as { refused?: { reason: string; identity?: string; what: string } }).filter((l) => l.refused?.reason === "QUEUE_NOT_IN_SCOPE");
+    const refusals = () => node.logs.map((l) => JSON.parse(l) as { refused?: { reason: string; identity?: string; what: string; queue?: string } }).filter((l) => l.refused?.reason === "QUEUE_NOT_IN_SCOPE");
     // The node's log lines reach this process after its answers: wait for the last one.
     await eventually("the /metrics refusal in the log", async () => (refusals().some((r) => r.refused!.what === "/metrics") ? true : undefined), 5_000);
     // Task ids in another queue answer NOT_FOUND, but the node logs them as what they were.
     expect(refusals().map((r) => r.refused!.what)).toEqual(expect.arrayContaining(["TaskService/GetTask", "AdminService/PauseQueue", "/metrics"]));
     expect(refusals().every((r) => r.refused!.identity?.endsWith("-scoped"))).toBe(true);
+    expect(refusals().find((r) => r.refused!.what === "AdminService/PauseQueue")!.refused).toMatchObject({ queue: OUT });
     const logs = node.logs.join("\n");
     for (const t of [...Object.values(tokens), ...Object.values(scopedTokens)]) expect(logs).not.toContain(t);
   });

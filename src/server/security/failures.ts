@@ -14,6 +14,8 @@ export interface Refusal {
   /** The ErrorReason (CREDENTIALS_REQUIRED, CREDENTIALS_UNKNOWN, ROLE_REQUIRED, QUEUE_NOT_IN_SCOPE) or HOST_NOT_ALLOWED. */
   reason: string;
   identity?: string;
+  /** For QUEUE_NOT_IN_SCOPE: the queue outside the identity's scope (cut short: it came from the request). */
+  queue?: string;
   peer?: string;
 }
 

@@ -76,7 +76,10 @@ export function guardService<S extends GenService<GenServiceMethods>>(service: S
       }
       const verdict = scopeVerdict(rpc, access, identity, call.request, deps.queueOfTask);
       if (!verdict.ok) {
-        deps.failures.record({ transport: credentials.transport, what: rpc, reason: SCOPE_REFUSAL, identity: identity.name, peer: call.getPeer() });
+        deps.failures.record({
+          transport: credentials.transport, what: rpc, reason: SCOPE_REFUSAL, identity: identity.name, peer: call.getPeer(),
+          ...(verdict.queue !== undefined ? { queue: verdict.queue } : {}),
+        });
         throw verdict.error;
       }
       setIdentity(call, identity);

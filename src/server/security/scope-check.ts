@@ -12,7 +12,7 @@
  *   otherwise PERMISSION_DENIED (it needs an unscoped identity).
  */
 import { ConveyorError, taskNotFound } from "../../base/errors.js";
-import { quote } from "../../base/limits.js";
+import { QUEUE_NAME_MAX_CHARS, quote, truncateText } from "../../base/limits.js";
 import type { Identity } from "./identity.js";
 import type { QueueAccess } from "./queue-access.js";
 
@@ -21,7 +21,8 @@ export const SCOPE_REFUSAL = "QUEUE_NOT_IN_SCOPE";
 
 export type ScopeVerdict =
   | { ok: true; narrow?: (response: unknown) => unknown }
-  | { ok: false; error: ConveyorError };
+  /** `queue`: the queue outside the scope, for the node's log (a task's, too: the log is not the caller's). */
+  | { ok: false; error: ConveyorError; queue?: string };
 
 export function scopeVerdict(
   rpc: string, access: QueueAccess, identity: Identity, request: unknown, queueOfTask: (id: string) => string | undefined,
@@ -37,7 +38,8 @@ export function scopeVerdict(
       const outside = touch.queues.find((q) => !scope.allows(q));
       if (outside === undefined) return { ok: true };
       return {
-        ok: false,
+        // Cut short for the log: the name came from the request, unvalidated.
+        ok: false, queue: truncateText(outside, QUEUE_NAME_MAX_CHARS),
         error: new ConveyorError("PERMISSION_DENIED", SCOPE_REFUSAL, `${who} may not touch queue ${quote(outside)} (${rpc})`,
           undefined, { details: { queue: outside } }),
       };
@@ -45,7 +47,7 @@ export function scopeVerdict(
     case "task": {
       // An unknown id goes on to the handler, which answers NOT_FOUND as it always has.
       const queue = queueOfTask(touch.id);
-      return queue === undefined || scope.allows(queue) ? { ok: true } : { ok: false, error: taskNotFound(touch.id) };
+      return queue === undefined || scope.allows(queue) ? { ok: true } : { ok: false, queue, error: taskNotFound(touch.id) };
     }
     case "every": {
       const narrow = access.narrow;
