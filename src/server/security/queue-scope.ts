@@ -8,9 +8,9 @@
  * refuses it instead of quietly matching nothing. One wildcard keeps a scope readable at
  * a glance, which is what a reviewer of an auth file needs.
  *
- * Matching is linear (no regular expression, so no pattern can make it backtrack), and a
- * name longer than any queue name is never in scope: the guard checks request fields
- * before the handler has validated them.
+ * Matching walks the name and the pattern (no regular expression: at most name × pattern
+ * steps, whatever the pattern), and a name longer than any queue name is never in scope
+ * and never walked: the guard checks request fields before the handler has validated them.
  */
 import { QUEUE_NAME_MAX_CHARS } from "../../base/limits.js";
 
