@@ -28,6 +28,9 @@ const OUT_REMOVABLE = "other-removable";
 /** Operator rules apply in every queue: only an unscoped admin changes them. */
 const EVERY_QUEUE_WRITES = new Set(["AdminService/SetStrategies", "AdminService/DeleteStrategies"]);
 
+/** Each walk makes a few hundred calls (a snapshot around every refusal): on a loaded 2-core machine that takes a while. */
+const WALK_TIMEOUT_MS = 90_000;
+
 const stringify = (v: unknown) => JSON.stringify(v, (_k, x: unknown) => (typeof x === "bigint" ? x.toString() : x));
 
 /**
@@ -137,7 +140,7 @@ describe("tokens scoped to queue patterns", () => {
     expect((await a.listRateLimits({})).limits.map((l) => l.queue).sort()).toEqual([IN, IN_REMOVABLE]);
     expect((await a.listGroupConfigs({})).configs.map((c) => c.queue)).toEqual([IN]);
     expect((await a.listSchedules({})).schedules.map((s) => s.task!.queue)).toEqual([IN]);
-  });
+  }, WALK_TIMEOUT_MS);
 
   it("over the JSON API, the same refusals answer 403 or 404 and change nothing", async () => {
     for (const { method, rpc } of rpcs().filter((r) => JSON_SERVICES.has(r.service.name))) {
@@ -153,7 +156,7 @@ describe("tokens scoped to queue patterns", () => {
     const list = await jsonApi(node.httpAddress, "AdminService/ListQueues", {}, scopedTokens.reader);
     expect(list.status).toBe(200);
     expect((JSON.parse(list.body) as { queues: Array<{ name: string }> }).queues.map((q) => q.name)).not.toContain(OUT);
-  });
+  }, WALK_TIMEOUT_MS);
 
   it("every RPC aimed inside the scope passes it", async () => {
     for (const { service, method, rpc } of rpcs().filter((r) => !EVERY_QUEUE_WRITES.has(r.rpc))) {
@@ -168,7 +171,7 @@ describe("tokens scoped to queue patterns", () => {
     expect((await a.listGroupConfigs({ queue: IN })).configs.map((g) => g.group)).toContain("g2");
     expect((await a.listQueues({})).queues.map((q) => q.name)).not.toContain(IN_REMOVABLE);
     expect((await a.listQueues({})).queues.map((q) => q.name)).toContain(OUT_REMOVABLE);
-  });
+  }, WALK_TIMEOUT_MS);
 
   it("a scoped producer and reader: their role and their scope both hold", async () => {
     const producer = new RpcChannel({ address: node.grpcAddress, token: scopedTokens.producer });
