@@ -17,7 +17,7 @@ export const EXIT = {
   UNREACHABLE: 4,
   /** A conflict with the current state: FAILED_PRECONDITION or ALREADY_EXISTS (e.g. cancelling a finished task). */
   CONFLICT: 5,
-  /** Not allowed: no or an unknown token (UNAUTHENTICATED), or a token whose roles do not cover the call (PERMISSION_DENIED). */
+  /** Not allowed: no or an unknown token (UNAUTHENTICATED), or a token whose roles or queue scope do not cover the call (PERMISSION_DENIED). */
   NOT_ALLOWED: 6,
 } as const;
 

@@ -53,10 +53,19 @@ program
 const token = program.command("token").description("Make bearer tokens for the auth file (see README \"Security\").");
 token
   .command("new")
-  .description("Print a new random token (give it to the client) and its sha256 (put it in the auth file).")
-  .action(() => {
+  .description("Print a new random token (give it to the client) and its sha256 (put it in the auth file); " +
+    "with --name, also the auth file entry to paste under tokens:.")
+  .option("--name <name>", "print the auth file entry for this name")
+  .option("--roles <roles>", "with --name: comma-separated roles (admin, producer, worker, reader)", "reader")
+  .option("--queues <patterns>", "with --name: comma-separated queue name patterns (* = any run of characters) the token is limited to; default every queue")
+  .action(async (opts: { name?: string; roles: string; queues?: string }) => {
+    if (opts.name === undefined && opts.queues !== undefined) throw new Error("token new: --queues goes with --name (it shapes the printed auth file entry)");
     const { token: value, sha256 } = newToken();
+    const { authFileEntry } = await import("./server/security/auth-entry.js");
+    // Checked before anything is printed: a refused entry prints no token either.
+    const entry = opts.name !== undefined ? authFileEntry({ name: opts.name, sha256, roles: opts.roles, queues: opts.queues }) : undefined;
     process.stdout.write(`token:  ${value}\nsha256: ${sha256}\n`);
+    if (entry) process.stdout.write(`# auth file entry (under tokens:)\n${entry}`);
   });
 token
   .command("hash")
@@ -113,7 +122,7 @@ async function runNode(): Promise<void> {
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
-  process.on("SIGHUP", () => node.reloadTls());
+  process.on("SIGHUP", () => node.reloadSecurity());
 }
 
 function withoutUndefined<T extends object>(o: T): Partial<T> {

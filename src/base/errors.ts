@@ -92,8 +92,10 @@ export type ErrorReason =
   | "CREDENTIALS_REQUIRED"
   /** The call's token or client certificate is not one the node knows. */
   | "CREDENTIALS_UNKNOWN"
-  /** The caller's roles (or queue scope) do not allow this call; `details` name what it needs. */
+  /** The caller's roles do not allow this call; `details` name what it needs. */
   | "ROLE_REQUIRED"
+  /** The caller's identity is scoped to queue patterns that leave out a queue this call touches (`details.queue`), or the call is about every queue. */
+  | "QUEUE_NOT_IN_SCOPE"
   /** A bug on the server (logged there, never detailed to the caller), or a non-conveyor status. */
   | "INTERNAL";
 

@@ -55,11 +55,11 @@ export interface NodeConfig {
    * sweep. Still accepted so that a conveyor.yaml written for an older node starts.
    */
   groupSweepIntervalMs: number;
-  /** Tokens and their roles (security/auth-file.ts); "" = no authentication (loopback only). */
+  /** Tokens, their roles and queue scopes (security/auth-file.ts); "" = no authentication (loopback only). Reloaded on SIGHUP and when it changes. */
   authFile: string;
   /** Host header names the HTTP port serves besides loopback names and its own address, comma-separated. */
   httpAllowedHosts: string;
-  /** PEM files of the certificate (chain) and key both ports serve; "" = no TLS. Reloaded on SIGHUP. */
+  /** PEM files of the certificate (chain) and key both ports serve; "" = no TLS. Reloaded on SIGHUP and when they change. */
   tlsCert: string;
   tlsKey: string;
   /** PEM CA bundle client certificates must chain to; set = mTLS (every connection needs one). */

@@ -60,7 +60,6 @@ import { findWebRoot, staticRoute } from "./static-files.js";
 import { checkPortFree, listenFailure } from "./port-check.js";
 import { logTaskFailures } from "./task-failure-log.js";
 import { loadSecurity, NodeSecurity, type LoadedSecurity, type SecurityOptions } from "./security/node-security.js";
-import type { TlsMaterial } from "./security/tls.js";
 import { whoamiRoute } from "./security/whoami-route.js";
 
 export interface NodeDeps {
@@ -77,7 +76,7 @@ export class ConveyorNode {
     readonly httpAddress: string,
     private readonly parts: {
       grpcServer: grpc.Server; httpServer: HttpServer; dataDir: DataDir; host: GrainHost; broker: LeaseBroker; waiters: TaskWaiters;
-      stopJanitor: () => void; logger: Logger; config: NodeConfig; tls: TlsMaterial | undefined; leaveCluster: () => Promise<void>;
+      stopJanitor: () => void; logger: Logger; config: NodeConfig; security: NodeSecurity; leaveCluster: () => Promise<void>;
     },
   ) {}
 
@@ -117,7 +116,7 @@ export class ConveyorNode {
     const membership = new MembershipLink(config.nodeId, clustered);
     const services = buildServices(storage, runtime, { config, clock, metrics, logger, membership });
     const { authn, tls } = loaded;
-    const security = new NodeSecurity(authn, tls, { registry: metrics.registry, logger, config });
+    const security = new NodeSecurity(loaded, { registry: metrics.registry, logger, config, queueOfTask: queueOfTaskIn(storage.store) });
     const peers = new Peers();
     let others: ForwarderDeps["others"] = () => [];
     const forwarding: ForwarderDeps = { ownership, peers, others: () => others(), handoffWaitMs: config.clusterHandoffWaitMs };
@@ -140,29 +139,21 @@ export class ConveyorNode {
       await joined.leave();
       peers.close();
     };
+    // Started: from here on a changed TLS or auth file is reloaded (node.stop ends the watch).
+    security.watchFiles();
     logger.info({
       grpc: transports.grpcAddress, http: transports.httpAddress, dataDir: dataDir.dir, identity: dataDir.identity.id, opened: dataDir.opened,
       auth: authn.enabled ? "on" : "off", tls: tls ? (tls.mutual ? "mutual" : "on") : "off",
     }, "conveyord listening");
     return new ConveyorNode(transports.grpcAddress, transports.httpAddress, {
       grpcServer: transports.grpcServer, httpServer: transports.httpServer, dataDir, host: runtime.host, broker: runtime.broker, waiters: runtime.waiters,
-      stopJanitor, logger, config, tls, leaveCluster,
+      stopJanitor, logger, config, security, leaveCluster,
     });
   }
 
-  /** SIGHUP: read the TLS certificate and key again; on failure the old ones stay (and the error is logged). */
-  reloadTls(): void {
-    const { tls, logger } = this.parts;
-    if (!tls) {
-      logger.info("SIGHUP: TLS is off; nothing to reload");
-      return;
-    }
-    try {
-      tls.reload();
-      logger.info("TLS certificate reloaded");
-    } catch (err) {
-      logger.error({ err }, "TLS reload failed; still serving the previous certificate");
-    }
+  /** SIGHUP: read the TLS files and the auth file again; what fails to load keeps what is in force (and the error is logged). */
+  reloadSecurity(): void {
+    this.parts.security.reload("SIGHUP");
   }
 
   /**
@@ -171,7 +162,8 @@ export class ConveyorNode {
    * finish (up to the shutdown grace), commit, and close the data file.
    */
   async stop(): Promise<void> {
-    const { grpcServer, httpServer, dataDir, host, broker, waiters, stopJanitor, logger, config, leaveCluster } = this.parts;
+    const { grpcServer, httpServer, dataDir, host, broker, waiters, stopJanitor, logger, config, security, leaveCluster } = this.parts;
+    security.close();
     // First leave the cluster: the lease is revoked, so peers see this node gone at once.
     await leaveCluster();
     stopJanitor();
@@ -266,7 +258,7 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv, ownership: Ownersh
   const router = new Router({
     ownership,
     localRef: (q) => new LocalQueueRef(q, host, store), localGrain: (q) => host.get(q),
-    queueOfTask: (id) => store.findIds([id]).get(id)?.queue,
+    queueOfTask: queueOfTaskIn(store),
   });
   // A worker between heartbeats is not gone, however long its heartbeat interval.
   const workers = new WorkerRegistry(clock, () => Math.max(WORKER_GONE_AFTER_MS, 2 * config.heartbeatIntervalMs));
@@ -296,6 +288,9 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv, ownership: Ownersh
   host.start();
   return { host, router, broker, waiters, workers };
 }
+
+/** The queue holding task `id` (undefined: no such task), from the task store's index. */
+const queueOfTaskIn = (store: Pick<TaskStore, "findIds">) => (id: string): string | undefined => store.findIds([id]).get(id)?.queue;
 
 interface Services {
   tasks: UnaryImpl<typeof TaskService>;

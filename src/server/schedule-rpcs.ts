@@ -22,7 +22,7 @@ import type { StoredSchedule } from "../storage/schedule-store.js";
 import { stateToWire } from "./convert.js";
 import { checkCron, checkTimeZone, cronCalendar } from "./cron-calendar.js";
 import type { RuleRegistry } from "./rules/rule-registry.js";
-import { checkDurationMs, checkLength, checkQueueName, validateSpec, type TaskDefaults } from "./validate.js";
+import { checkDurationMs, checkLength, checkQueueName, DEFAULT_QUEUE, validateSpec, type TaskDefaults } from "./validate.js";
 
 /** The AdminService methods this file implements (admin-service.ts implements the rest). */
 export type ScheduleMethods = "setSchedule" | "listSchedules" | "deleteSchedule" | "pauseSchedule" | "resumeSchedule" | "runScheduleNow";
@@ -63,7 +63,7 @@ export function scheduleRpcs(ctx: ScheduleRpcDeps): Pick<UnaryImpl<typeof AdminS
   };
 
   const target = (req: { queue: string; name: string }) => ({
-    queue: checkQueueName(req.queue === "" ? "default" : req.queue, "queue"),
+    queue: checkQueueName(req.queue === "" ? DEFAULT_QUEUE : req.queue, "queue"),
     name: checkName(req.name, "name"),
   });
 

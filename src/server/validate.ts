@@ -15,6 +15,8 @@ import type { TaskSpec } from "../gen/conveyor/v1/task_pb.js";
 export { BATCH_MAX } from "../base/limits.js";
 
 const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]*$/;
+/** The queue of a task spec (or a schedule) that names none. */
+export const DEFAULT_QUEUE = "default";
 const TASK_ID = /^[A-Za-z0-9._:@/-]+$/;
 
 export interface TaskDefaults {
@@ -108,7 +110,7 @@ export function validateSpec(spec: TaskSpec | undefined, prefix: string, d: Task
   const f = (name: string) => `${prefix}.${name}`;
   checkLength(spec.type, f("type"), KEY_MAX_CHARS);
   if (spec.type.trim() === "") throw invalidField(f("type"), "must not be empty");
-  const queue = checkQueueName(spec.queue === "" ? "default" : spec.queue, f("queue"));
+  const queue = checkQueueName(spec.queue === "" ? DEFAULT_QUEUE : spec.queue, f("queue"));
   checkLength(spec.taskId, f("task_id"), TASK_ID_MAX_CHARS);
   if (spec.taskId !== "" && !TASK_ID.test(spec.taskId)) {
     throw invalidField(f("task_id"), `use 1-${TASK_ID_MAX_CHARS} letters, digits or . _ : @ / -`);

@@ -7,14 +7,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create, toJson, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { ConveyorError } from "../../src/base/errors.js";
-import { AdminService, BulkAction } from "../../src/gen/conveyor/v1/admin_service_pb.js";
-import { LimitStrategy, TaskState } from "../../src/gen/conveyor/v1/task_pb.js";
+import { AdminService } from "../../src/gen/conveyor/v1/admin_service_pb.js";
+import { LimitStrategy } from "../../src/gen/conveyor/v1/task_pb.js";
 import { TaskService } from "../../src/gen/conveyor/v1/task_service_pb.js";
 import { WorkerService } from "../../src/gen/conveyor/v1/worker_service_pb.js";
 import { RpcChannel } from "../../src/rpc/client.js";
 import { newToken } from "../../src/server/security/tokens.js";
 import { NodeProcess } from "../support/node-process.js";
-import { authFileWithRoles, jsonApi, rawHttp, ROLE_NAMES, type RoleName } from "../support/security.js";
+import { authFileWithRoles, jsonApi, matrixRequest, rawHttp, ROLE_NAMES, taskSpecIn, type RoleName } from "../support/security.js";
 
 const SERVICES: DescService[] = [TaskService, WorkerService, AdminService];
 const JSON_SERVICES = new Set(["TaskService", "AdminService"]); // WorkerService is gRPC only
@@ -32,31 +32,7 @@ function expectedRoles(service: string, method: string): RoleName[] {
 const QUEUE = "authq";
 /** A queue DeleteQueue removes when allowed (it has a setting, so a refused removal would show). */
 const REMOVABLE_QUEUE = "authq-removable";
-const taskSpec = { queue: QUEUE, type: "t", payload: new TextEncoder().encode("{}"), contentType: "application/json" };
-
-/** A request each RPC acts on if allowed (so a refusal that let it through would change the snapshot). */
-function requestFor(rpc: string, taskId: string): Record<string, unknown> {
-  const requests: Record<string, Record<string, unknown>> = {
-    "TaskService/Enqueue": { task: taskSpec },
-    "TaskService/EnqueueBatch": { tasks: [taskSpec] },
-    "TaskService/EnqueueTx": { tasks: [taskSpec] },
-    "TaskService/GetTask": { id: taskId },
-    "TaskService/CancelTask": { id: taskId },
-    "TaskService/WaitTask": { id: taskId, timeoutMs: 1 },
-    "WorkerService/Lease": { workerId: "w", queues: [{ queue: QUEUE, weight: 1 }], maxDeliveries: 1, waitMs: 0 },
-    "WorkerService/RegisterTaskTypes": { workerId: "w", types: [{ type: "t2", concurrency: [{ expression: "input.k", maxRuns: 1, strategy: LimitStrategy.GROUP_ROUND_ROBIN }] }] },
-    "AdminService/SetQueueConcurrencyLimit": { queue: QUEUE, max: 9 },
-    "AdminService/SetQueueRateLimit": { queue: QUEUE, ratePerSec: 9 },
-    "AdminService/SetGroupConfig": { config: { queue: QUEUE, group: "g2", maxSize: 9, maxDelayMs: 1000n, graceMs: 1000n } },
-    "AdminService/DeleteGroupConfig": { queue: QUEUE, group: "g" },
-    "AdminService/SetStrategies": { type: "t3", rules: [{ expression: "input.k", maxRuns: 2, strategy: LimitStrategy.GROUP_ROUND_ROBIN }] },
-    "AdminService/DeleteStrategies": { type: "t" },
-    "AdminService/DeleteQueue": { queue: REMOVABLE_QUEUE },
-    "AdminService/BulkTaskAction": { queue: QUEUE, action: BulkAction.DELETE, state: TaskState.CANCELLED },
-  };
-  const method = rpc.split("/")[1]!;
-  return requests[rpc] ?? (/Task$/.test(method) ? { id: taskId } : /Queue|Limit|Group/.test(method) ? { queue: QUEUE } : {});
-}
+const taskSpec = taskSpecIn(QUEUE);
 
 type Caller = { label: string; token?: string; roles: RoleName[] };
 
@@ -76,6 +52,8 @@ describe("auth matrix", () => {
     ]);
     return JSON.stringify(parts, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v));
   }
+
+  const requestFor = (rpc: string) => matrixRequest(rpc, { queue: QUEUE, removableQueue: REMOVABLE_QUEUE, taskId });
 
   beforeAll(async () => {
     const auth = authFileWithRoles();
@@ -124,7 +102,7 @@ describe("auth matrix", () => {
         const allowed = expectedRoles(service.name, method.name).some((r) => caller.roles.includes(r));
         if (allowed) continue;
         const before = await snapshot();
-        const code = await grpcCode(service, method, caller.token, requestFor(rpc, taskId));
+        const code = await grpcCode(service, method, caller.token, requestFor(rpc));
         expect(code, `${caller.label} → ${rpc}`).toBe(caller.roles.length === 0 ? "UNAUTHENTICATED" : "PERMISSION_DENIED");
         expect(await snapshot(), `${caller.label} → ${rpc} changed state`).toBe(before);
         refusals++;
@@ -135,7 +113,7 @@ describe("auth matrix", () => {
 
   it("refuses over the JSON API with 401 or 403, changing nothing", async () => {
     for (const { service, method, rpc } of rpcs().filter((r) => JSON_SERVICES.has(r.service.name))) {
-      const body = toJson(method.input, create(method.input, requestFor(rpc, taskId) as never));
+      const body = toJson(method.input, create(method.input, requestFor(rpc) as never));
       for (const caller of callers) {
         const allowed = expectedRoles(service.name, method.name).some((r) => caller.roles.includes(r));
         if (allowed) continue;
@@ -152,7 +130,7 @@ describe("auth matrix", () => {
     for (const { service, method, rpc } of rpcs()) {
       for (const caller of callers) {
         if (!expectedRoles(service.name, method.name).some((r) => caller.roles.includes(r))) continue;
-        const request = requestFor(rpc, taskId);
+        const request = requestFor(rpc);
         const code = await grpcCode(service, method, caller.token, request);
         expect(["UNAUTHENTICATED", "PERMISSION_DENIED"], `${caller.label} → ${rpc} over gRPC`).not.toContain(code);
         if (!JSON_SERVICES.has(service.name)) continue;

@@ -5,26 +5,76 @@ import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { BulkAction } from "../../src/gen/conveyor/v1/admin_service_pb.js";
+import { LimitStrategy, TaskState } from "../../src/gen/conveyor/v1/task_pb.js";
+import { Outcome } from "../../src/gen/conveyor/v1/worker_service_pb.js";
 import { newToken } from "../../src/server/security/tokens.js";
 import { REPO_ROOT } from "./node-process.js";
 
 export const ROLE_NAMES = ["admin", "producer", "worker", "reader"] as const;
 export type RoleName = (typeof ROLE_NAMES)[number];
 
-/** An auth file in a temp dir with one fresh token per role (named `<role>-token`), and the tokens themselves. */
-export function authFileWithRoles(extra: { metricsPublic?: boolean } = {}): { file: string; tokens: Record<RoleName, string> } {
+/**
+ * An auth file in a temp dir with one fresh token per role (named `<role>-token`), and the
+ * tokens themselves; `scoped` adds one token per role named `<role>-scoped` holding those
+ * queue patterns (`scopedTokens`).
+ */
+export function authFileWithRoles(extra: { metricsPublic?: boolean; scoped?: string[] } = {}): {
+  file: string; tokens: Record<RoleName, string>; scopedTokens: Record<RoleName, string>;
+} {
   const dir = mkdtempSync(join(tmpdir(), "conveyor-auth-"));
   const tokens = {} as Record<RoleName, string>;
+  const scopedTokens = {} as Record<RoleName, string>;
   const lines = ["tokens:"];
   for (const role of ROLE_NAMES) {
     const { token, sha256 } = newToken();
     tokens[role] = token;
     lines.push(`  - name: ${role}-token`, `    sha256: ${sha256}`, `    roles: [${role}]`);
+    if (!extra.scoped) continue;
+    const scoped = newToken();
+    scopedTokens[role] = scoped.token;
+    lines.push(`  - name: ${role}-scoped`, `    sha256: ${scoped.sha256}`, `    roles: [${role}]`, `    queues: ${JSON.stringify(extra.scoped)}`);
   }
   if (extra.metricsPublic) lines.push("metrics_public: true");
   const file = join(dir, "auth.yaml");
   writeFileSync(file, lines.join("\n") + "\n");
-  return { file, tokens };
+  return { file, tokens, scopedTokens };
+}
+
+/** A small task for `queue`. */
+export const taskSpecIn = (queue: string) => ({ queue, type: "t", payload: new TextEncoder().encode("{}"), contentType: "application/json" });
+
+/**
+ * A request each RPC acts on if allowed, aimed at `queue` (or the task `taskId`), so a
+ * refusal that let it through would change the state a test snapshots. `removableQueue`
+ * is what DeleteQueue removes.
+ */
+export function matrixRequest(rpc: string, target: { queue: string; removableQueue: string; taskId: string }): Record<string, unknown> {
+  const { queue, taskId } = target;
+  const taskSpec = taskSpecIn(queue);
+  const requests: Record<string, Record<string, unknown>> = {
+    "TaskService/Enqueue": { task: taskSpec },
+    "TaskService/EnqueueBatch": { tasks: [taskSpec] },
+    "TaskService/EnqueueTx": { tasks: [taskSpec] },
+    "TaskService/GetTask": { id: taskId },
+    "TaskService/CancelTask": { id: taskId },
+    "TaskService/WaitTask": { id: taskId, timeoutMs: 1 },
+    "WorkerService/Lease": { workerId: "w", queues: [{ queue, weight: 1 }], maxDeliveries: 1, waitMs: 0 },
+    "WorkerService/Heartbeat": { workerId: "w", leases: [{ queue, leaseId: "no-such-lease" }] },
+    "WorkerService/Settle": { workerId: "w", settlements: [{ queue, leaseId: "no-such-lease", taskId, outcome: Outcome.SUCCESS }] },
+    "WorkerService/RegisterTaskTypes": { workerId: "w", types: [{ type: "t2", concurrency: [{ expression: "input.k", maxRuns: 1, strategy: LimitStrategy.GROUP_ROUND_ROBIN }] }] },
+    "AdminService/SetQueueConcurrencyLimit": { queue, max: 9 },
+    "AdminService/SetQueueRateLimit": { queue, ratePerSec: 9 },
+    "AdminService/SetGroupConfig": { config: { queue, group: "g2", maxSize: 9, maxDelayMs: 1000n, graceMs: 1000n } },
+    "AdminService/DeleteGroupConfig": { queue, group: "g" },
+    "AdminService/SetStrategies": { type: "t3", rules: [{ expression: "input.k", maxRuns: 2, strategy: LimitStrategy.GROUP_ROUND_ROBIN }] },
+    "AdminService/DeleteStrategies": { type: "t" },
+    "AdminService/SetSchedule": { schedule: { name: "s2", task: { queue, type: "t" }, cadence: { case: "intervalMs", value: 3_600_000n } } },
+    "AdminService/DeleteQueue": { queue: target.removableQueue },
+    "AdminService/BulkTaskAction": { queue, action: BulkAction.DELETE, state: TaskState.CANCELLED },
+  };
+  const method = rpc.split("/")[1]!;
+  return requests[rpc] ?? (/Task$/.test(method) ? { id: taskId } : /Schedule/.test(method) ? { queue, name: "s" } : /Queue|Limit|Group|Activity|Tasks/.test(method) ? { queue } : {});
 }
 
 export interface RawResponse {

@@ -22,7 +22,9 @@ export async function applyRole() {
     const me = await res.json();
     if (!me.roles.includes("admin")) document.body.dataset.readOnly = "";
     const el = document.getElementById("identity");
-    if (el && me.auth) el.textContent = `${me.name} (${me.roles.join(", ")})`;
+    // A token scoped to queue patterns sees only those queues: say so, or empty lists would puzzle.
+    const scope = Array.isArray(me.queues) ? `; queues ${me.queues.join(", ")}` : "";
+    if (el && me.auth) el.textContent = `${me.name} (${me.roles.join(", ")}${scope})`;
   } catch {
     // unreachable: the banner says so; roles are read again on the next load
   }

@@ -6,10 +6,11 @@
  *     - name: deploy-bot              # the identity logs and audit lines show
  *       sha256: 9f86d08…              # `conveyord token new` prints a token and this
  *       roles: [producer]             # admin | producer | worker | reader
+ *       queues: [billing-*, emails]   # optional: only these queues (`*` = any run); none = all
  *   certificates:                     # with tls_client_ca: a client certificate's subject CN
  *     - name: worker-fleet
  *       common_name: worker-1.internal
- *       roles: [worker]
+ *       roles: [worker]               # queues: as for tokens
  *   metrics_public: false             # true: GET /metrics needs no token
  *
  * Every mistake is refused at start with the file and the entry named: a typo in a role
@@ -17,12 +18,15 @@
  */
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
+import { queueScopeOf, type QueueScope } from "./queue-scope.js";
 import { isRole, ROLES, type Role } from "./roles.js";
 
 /** Someone the node knows: a token's or a client certificate's holder. */
 export interface Principal {
   name: string;
   roles: ReadonlySet<Role>;
+  /** The queues it may touch; undefined: every queue. */
+  scope: QueueScope | undefined;
 }
 
 export interface AuthPolicy {
@@ -34,17 +38,24 @@ export interface AuthPolicy {
 }
 
 const FILE_KEYS = ["tokens", "certificates", "metrics_public"];
-const TOKEN_KEYS = ["name", "sha256", "roles"];
-const CERTIFICATE_KEYS = ["name", "common_name", "roles"];
+const TOKEN_KEYS = ["name", "sha256", "roles", "queues"];
+const CERTIFICATE_KEYS = ["name", "common_name", "roles", "queues"];
 
 export function loadAuthFile(file: string): AuthPolicy {
+  return readAuthFile(file).policy;
+}
+
+/** The file's text too: a reload on a change event compares it with the text in force. */
+export function readAuthFile(file: string): { text: string; policy: AuthPolicy } {
+  let text: string;
   let doc: unknown;
   try {
-    doc = parseYaml(readFileSync(file, "utf8")) ?? {};
+    text = readFileSync(file, "utf8");
+    doc = parseYaml(text) ?? {};
   } catch (e) {
     throw new Error(`auth_file ${file}: ${(e as Error).message}`);
   }
-  return parseAuthPolicy(doc, `auth_file ${file}`);
+  return { text, policy: parseAuthPolicy(doc, `auth_file ${file}`) };
 }
 
 export function parseAuthPolicy(doc: unknown, where: string): AuthPolicy {
@@ -72,7 +83,7 @@ export function parseAuthPolicy(doc: unknown, where: string): AuthPolicy {
     const hash = e.sha256.toLowerCase();
     if (tokens.has(hash)) throw new Error(`${at} (${e.name}): the same token hash as ${tokens.get(hash)!.name}`);
     names.add(e.name);
-    tokens.set(hash, { name: e.name, roles: rolesOf(e.roles, `${at} (${e.name})`) });
+    tokens.set(hash, principalOf(e, e.name, `${at} (${e.name})`));
   });
   const certList = record.certificates ?? [];
   if (!Array.isArray(certList)) throw new Error(`${where}: certificates must be a list`);
@@ -87,9 +98,13 @@ export function parseAuthPolicy(doc: unknown, where: string): AuthPolicy {
     if (typeof e.common_name !== "string" || e.common_name === "") throw new Error(`${at} (${e.name}): common_name must be the certificate subject's CN`);
     if (certificates.has(e.common_name)) throw new Error(`${at} (${e.name}): common_name ${JSON.stringify(e.common_name)} is listed twice`);
     names.add(e.name);
-    certificates.set(e.common_name, { name: e.name, roles: rolesOf(e.roles, `${at} (${e.name})`) });
+    certificates.set(e.common_name, principalOf(e, e.name, `${at} (${e.name})`));
   });
   return { tokens, certificates, metricsPublic };
+}
+
+function principalOf(entry: Record<string, unknown>, name: string, at: string): Principal {
+  return { name, roles: rolesOf(entry.roles, at), scope: queueScopeOf(entry.queues, at) };
 }
 
 function rolesOf(roles: unknown, at: string): ReadonlySet<Role> {

@@ -11,9 +11,11 @@ export interface Refusal {
   transport: Transport;
   /** The RPC (`AdminService/PauseQueue`) or HTTP path refused. */
   what: string;
-  /** The ErrorReason (CREDENTIALS_REQUIRED, CREDENTIALS_UNKNOWN, ROLE_REQUIRED) or HOST_NOT_ALLOWED. */
+  /** The ErrorReason (CREDENTIALS_REQUIRED, CREDENTIALS_UNKNOWN, ROLE_REQUIRED, QUEUE_NOT_IN_SCOPE) or HOST_NOT_ALLOWED. */
   reason: string;
   identity?: string;
+  /** For QUEUE_NOT_IN_SCOPE: the queue outside the identity's scope (cut short: it came from the request). */
+  queue?: string;
   peer?: string;
 }
 
@@ -23,7 +25,7 @@ export class AuthFailures {
   constructor(registry: Registry, private readonly logger: Logger) {
     this.counter = new Counter({
       name: "conveyor_auth_failures_total",
-      help: "Calls refused for missing or unknown credentials, a missing role, or a Host not allowed, by transport and reason.",
+      help: "Calls refused for missing or unknown credentials, a missing role, a queue outside the caller's scope, or a Host not allowed, by transport and reason.",
       labelNames: ["transport", "reason"] as const, registers: [registry],
     });
   }

@@ -1,6 +1,7 @@
 /**
- * Wraps a service implementation so every call is authenticated and authorised before
- * its handler runs, and every admin action is audited with the identity that did it.
+ * Wraps a service implementation so every call is authenticated and authorised (its role,
+ * then its identity's queue scope: scope-check.ts) before its handler runs, and every
+ * admin action is audited with the identity that did it.
  * The gRPC server and the JSON API both serve the wrapped implementation, so the two
  * transports cannot disagree about who may do what.
  */
@@ -12,13 +13,16 @@ import { AUDIT_REQUEST_MAX_BYTES, truncateText } from "../../base/limits.js";
 import type { UnaryImpl } from "../../rpc/service-definition.js";
 import { setIdentity, type Authenticator, type Credentials, type Identity, type Transport } from "./identity.js";
 import type { AuthFailures } from "./failures.js";
-import { isAdminOnly, rolesFor } from "./roles.js";
+import { isAdminOnly, queueAccessOf, rolesFor } from "./roles.js";
+import { SCOPE_REFUSAL, scopeVerdict } from "./scope-check.js";
 
 export interface GuardDeps {
   authn: Authenticator;
   failures: AuthFailures;
   /** Audit lines go here (one per admin action, `audit: true`). */
   logger: Logger;
+  /** The queue holding task `id`, undefined for an unknown id: scoped calls that address a task by id. */
+  queueOfTask: (id: string) => string | undefined;
 }
 
 /** What a call object offers: grpc-js ServerUnaryCall, or the JSON API's stand-in (which marks itself `transport: "http"`). */
@@ -50,8 +54,9 @@ export function guardService<S extends GenService<GenServiceMethods>>(service: S
   for (const method of service.methods as DescMethod[]) {
     const rpc = `${service.name}/${method.name}`;
     const roles = rolesFor(rpc);
+    const access = queueAccessOf(rpc);
     // Fail closed: an RPC without a decision in the table is not served at all.
-    if (!roles) throw new Error(`${rpc} is not in the RPC→role table (src/server/security/roles.ts)`);
+    if (!roles || !access) throw new Error(`${rpc} is not in the RPC table (src/server/security/roles.ts)`);
     const handler = handlers[method.localName]!.bind(impl);
     const audited = isAdminOnly(rpc);
     guarded[method.localName] = async (call) => {
@@ -69,11 +74,20 @@ export function guardService<S extends GenService<GenServiceMethods>>(service: S
           `${identity.name} (roles: ${[...identity.roles].join(", ")}) may not call ${rpc}; it needs one of: ${roles.join(", ")}`,
           undefined, { details: { needs: roles.join(",") } });
       }
+      const verdict = scopeVerdict(rpc, access, identity, call.request, deps.queueOfTask);
+      if (!verdict.ok) {
+        deps.failures.record({
+          transport: credentials.transport, what: rpc, reason: SCOPE_REFUSAL, identity: identity.name, peer: call.getPeer(),
+          ...(verdict.queue !== undefined ? { queue: verdict.queue } : {}),
+        });
+        throw verdict.error;
+      }
       setIdentity(call, identity);
-      if (!audited) return handler(call);
+      const answer = verdict.narrow ?? ((response: unknown) => response);
+      if (!audited) return answer(await handler(call));
       const audit = { audit: true, identity: identity.name, via: identity.via, transport: credentials.transport, rpc, request: requestText(method, call.request) };
       try {
-        const response = await handler(call);
+        const response = answer(await handler(call));
         deps.logger.info({ ...audit, outcome: "OK" }, "admin action");
         return response;
       } catch (error) {

@@ -1,6 +1,8 @@
 /**
  * What the HTTP port checks before any route: the Host header against an allow-list, and
- * for /metrics a reader's token (unless metrics are public). The JSON API authenticates
+ * for /metrics a reader's token (unless metrics are public) without queue scopes: the
+ * series span every queue, and cutting Prometheus text by label is a filter nobody would
+ * trust to stay complete as metrics are added. The JSON API authenticates
  * in the guard, like gRPC; the dashboard's static files hold no data and stay open, so
  * the page can load and ask for a token.
  *
@@ -19,6 +21,7 @@ import type { AuthFailures } from "./failures.js";
 import { commonNameOf } from "./guard.js";
 import type { Authenticator } from "./identity.js";
 import { METRICS_ROLES } from "./roles.js";
+import { SCOPE_REFUSAL } from "./scope-check.js";
 
 export interface HttpGateOptions {
   authn: Authenticator;
@@ -57,6 +60,12 @@ export function httpGate(options: HttpGateOptions): (req: IncomingMessage, res: 
         if (!METRICS_ROLES.some((r) => identity.roles.has(r))) {
           options.failures.record({ transport: "http", what: path, reason: "ROLE_REQUIRED", identity: identity.name, peer: req.socket.remoteAddress ?? "" });
           refuse(res, 403, "PERMISSION_DENIED", "ROLE_REQUIRED", `${identity.name} may not read /metrics; it needs one of: ${METRICS_ROLES.join(", ")}`);
+          return true;
+        }
+        if (identity.scope) {
+          options.failures.record({ transport: "http", what: path, reason: SCOPE_REFUSAL, identity: identity.name, peer: req.socket.remoteAddress ?? "" });
+          refuse(res, 403, "PERMISSION_DENIED", SCOPE_REFUSAL,
+            `${identity.name} (queues: ${identity.scope}) may not read /metrics: its series span every queue; use an identity without queue scopes`);
           return true;
         }
       } catch (error) {

@@ -9,6 +9,7 @@
 import { ConveyorError } from "../../base/errors.js";
 import { AUTHORIZATION_MAX_CHARS } from "../../base/limits.js";
 import type { AuthPolicy } from "./auth-file.js";
+import type { QueueScope } from "./queue-scope.js";
 import { ROLES, type Role } from "./roles.js";
 import { hashToken } from "./tokens.js";
 
@@ -20,6 +21,8 @@ export interface Identity {
   roles: ReadonlySet<Role>;
   /** How it was established: a bearer token, a client certificate, or nothing because auth is off. */
   via: "token" | "certificate" | "open";
+  /** The queues it may touch (the guard holds it to them); undefined: every queue. */
+  scope: QueueScope | undefined;
 }
 
 /** What a call presented, taken from the transport. */
@@ -32,10 +35,19 @@ export interface Credentials {
 }
 
 /** With auth off every caller may do everything (the node only listens on loopback then, unless told otherwise). */
-export const OPEN_IDENTITY: Identity = { name: "anonymous", roles: new Set(ROLES), via: "open" };
+export const OPEN_IDENTITY: Identity = { name: "anonymous", roles: new Set(ROLES), via: "open", scope: undefined };
 
 export class Authenticator {
-  constructor(private readonly policy: AuthPolicy | undefined) {}
+  constructor(private policy: AuthPolicy | undefined) {}
+
+  /**
+   * A reloaded auth file takes effect for the next call. Only while auth is on: whether it
+   * is on was decided at start, with the fail-closed check, and a reload never turns it off.
+   */
+  replace(policy: AuthPolicy): void {
+    if (!this.policy) throw new Error("authentication is off (no auth_file at start): nothing to reload");
+    this.policy = policy;
+  }
 
   get enabled(): boolean {
     return this.policy !== undefined;
@@ -56,7 +68,7 @@ export class Authenticator {
         throw new ConveyorError("UNAUTHENTICATED", "CREDENTIALS_UNKNOWN",
           `the client certificate's subject CN ${JSON.stringify(credentials.peerCommonName)} is not in the node's auth file`);
       }
-      return { name: holder.name, roles: holder.roles, via: "certificate" };
+      return { name: holder.name, roles: holder.roles, via: "certificate", scope: holder.scope };
     }
     if (!header) {
       throw new ConveyorError("UNAUTHENTICATED", "CREDENTIALS_REQUIRED",
@@ -66,7 +78,7 @@ export class Authenticator {
     if (!match) throw new ConveyorError("UNAUTHENTICATED", "CREDENTIALS_UNKNOWN", `the authorization value is not "Bearer <token>"`);
     const principal = this.policy.tokens.get(hashToken(match[1]!));
     if (!principal) throw new ConveyorError("UNAUTHENTICATED", "CREDENTIALS_UNKNOWN", "the token is not one this node knows");
-    return { name: principal.name, roles: principal.roles, via: "token" };
+    return { name: principal.name, roles: principal.roles, via: "token", scope: principal.scope };
   }
 }
 

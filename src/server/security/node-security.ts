@@ -1,7 +1,8 @@
 /**
  * The node's security, assembled for the composition root: `loadSecurity` reads the auth
  * file and applies the fail-closed rule before anything else starts (a refusal leaves the
- * data directory untouched); `NodeSecurity` then guards the services and gates the HTTP port.
+ * data directory untouched); `NodeSecurity` then guards the services, gates the HTTP port,
+ * and reloads the TLS and auth files on SIGHUP or when they change (reload.ts).
  */
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
@@ -9,12 +10,14 @@ import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2
 import type { UnaryImpl } from "../../rpc/service-definition.js";
 import type { NodeConfig } from "../config.js";
 import type { HttpRoute } from "../http.js";
-import { loadAuthFile } from "./auth-file.js";
+import { readAuthFile } from "./auth-file.js";
 import { exposureRefusal, INSECURE_FLAG } from "./exposure.js";
 import { AuthFailures } from "./failures.js";
 import { guardService } from "./guard.js";
 import { httpGate } from "./http-gate.js";
+import type { FileWatch } from "./file-watch.js";
 import { Authenticator } from "./identity.js";
+import { SecurityReloader, type ReloadTrigger } from "./reload.js";
 import { tlsFilesOf, TlsMaterial, type TlsSettings } from "./tls.js";
 
 export interface SecurityOptions {
@@ -29,6 +32,8 @@ export class SecurityConfigError extends Error {}
 export interface LoadedSecurity {
   authn: Authenticator;
   tls: TlsMaterial | undefined;
+  /** The auth file and the text loaded from it (undefined: auth is off). */
+  authFile: { path: string; text: string } | undefined;
 }
 
 export function loadSecurity(
@@ -36,8 +41,11 @@ export function loadSecurity(
 ): LoadedSecurity {
   let authn: Authenticator;
   let tls: TlsMaterial | undefined;
+  let authFile: LoadedSecurity["authFile"];
   try {
-    authn = new Authenticator(config.authFile ? loadAuthFile(config.authFile) : undefined);
+    const auth = config.authFile ? readAuthFile(config.authFile) : undefined;
+    authn = new Authenticator(auth?.policy);
+    authFile = auth && { path: config.authFile, text: auth.text };
     const files = tlsFilesOf(config);
     tls = files ? new TlsMaterial(files) : undefined;
   } catch (e) {
@@ -49,22 +57,47 @@ export function loadSecurity(
     logger.warn({ grpc: config.listen, http: config.http },
       `${INSECURE_FLAG}: NO AUTHENTICATION. Anyone who can reach these ports can read every task and change anything`);
   }
-  return { authn, tls };
+  return { authn, tls, authFile };
 }
 
 export class NodeSecurity {
+  readonly authn: Authenticator;
+  readonly tls: TlsMaterial | undefined;
   private readonly failures: AuthFailures;
+  private readonly reloader: SecurityReloader;
+  private fileWatch: FileWatch | undefined;
 
   constructor(
-    readonly authn: Authenticator,
-    readonly tls: TlsMaterial | undefined,
-    private readonly env: { registry: Registry; logger: Logger; config: Pick<NodeConfig, "http" | "httpAllowedHosts"> },
+    loaded: LoadedSecurity,
+    private readonly env: {
+      registry: Registry; logger: Logger; config: Pick<NodeConfig, "http" | "httpAllowedHosts">;
+      /** The queue holding a task (the task store's index): scoped calls that name a task by id. */
+      queueOfTask: (id: string) => string | undefined;
+    },
   ) {
+    this.authn = loaded.authn;
+    this.tls = loaded.tls;
     this.failures = new AuthFailures(env.registry, env.logger);
+    this.reloader = new SecurityReloader({ ...loaded, logger: env.logger });
   }
 
   guard<S extends GenService<GenServiceMethods>>(service: S, impl: UnaryImpl<S>): UnaryImpl<S> {
-    return guardService(service, impl, { authn: this.authn, failures: this.failures, logger: this.env.logger });
+    return guardService(service, impl, { authn: this.authn, failures: this.failures, logger: this.env.logger, queueOfTask: this.env.queueOfTask });
+  }
+
+  /** Reads the TLS and auth files again (SIGHUP, or a change the watch saw); what fails to load keeps what is in force. */
+  reload(trigger: ReloadTrigger): void {
+    this.reloader.reload(trigger);
+  }
+
+  /** Starts reloading the files when they change on disk, until close(). */
+  watchFiles(): void {
+    this.fileWatch ??= this.reloader.watch();
+  }
+
+  close(): void {
+    this.fileWatch?.close();
+    this.fileWatch = undefined;
   }
 
   httpGate(httpAddress: string): HttpRoute {

@@ -1,80 +1,122 @@
 /**
- * Roles and THE table of which role each RPC needs. Every RPC of every conveyor service
- * is listed here once (test/unit/rpc-roles.test.ts walks the generated descriptors and
- * fails on a missing or unknown entry), so a new RPC cannot ship without a decision.
- * `admin` may call everything; the table names the other roles that may.
+ * Roles and THE table of what each RPC needs: the roles that may call it, and the queues
+ * its request touches (queue-access.ts), which a scoped identity must have in its scope.
+ * Every RPC of every conveyor service is listed here once (test/unit/rpc-roles.test.ts
+ * walks the generated descriptors and fails on a missing or unknown entry, and on a row
+ * whose request names a queue the `queues` column does not read), so a new RPC cannot
+ * ship without both decisions. `admin` may call everything; `roles` names the others.
  */
+import type { GetClusterInfoResponse, ListConcurrencyLimitsResponse, ListGroupConfigsRequest, ListGroupConfigsResponse, ListGroupsRequest,
+  ListGroupsResponse, ListQueuesResponse, ListRateLimitsResponse, ListSchedulesRequest, ListSchedulesResponse, ListWorkersResponse,
+  SetGroupConfigRequest, SetScheduleRequest, GetActivityRequest } from "../../gen/conveyor/v1/admin_service_pb.js";
+import type { EnqueueBatchRequest, EnqueueRequest } from "../../gen/conveyor/v1/task_service_pb.js";
+import type { HeartbeatRequest, LeaseRequest, SettleRequest } from "../../gen/conveyor/v1/worker_service_pb.js";
+import { DEFAULT_QUEUE } from "../validate.js";
+import { byTaskId, everyQueue, named, namedOrEvery, nodeWide, specQueue, within, type QueueAccess } from "./queue-access.js";
+
 export const ROLES = ["admin", "producer", "worker", "reader"] as const;
 export type Role = (typeof ROLES)[number];
 
 export const isRole = (value: unknown): value is Role => (ROLES as readonly unknown[]).includes(value);
 
+export interface RpcRule {
+  /** The roles besides `admin` that may call it (none: admin only, and audited). */
+  roles: readonly Role[];
+  queues: QueueAccess;
+}
+
 const READ: readonly Role[] = ["reader"];
 const ADMIN: readonly Role[] = [];
 
-/** `Service/Method` (the service's short name) → the roles besides `admin` that may call it. */
-export const RPC_ROLES: Readonly<Record<string, readonly Role[]>> = {
-  "TaskService/Enqueue": ["producer"],
-  "TaskService/EnqueueBatch": ["producer"],
-  "TaskService/EnqueueTx": ["producer"],
+/** `{ queue }` requests: the one queue field, as given (an empty name is no queue in scope). */
+const QUEUE_FIELD = named<{ queue: string }>("queue", (r) => [r.queue]);
+/** Schedule commands: `queue`, empty meaning the default queue (as schedule-rpcs.ts reads it). */
+const SCHEDULE_QUEUE = named<{ queue: string }>("queue (empty: default)", (r) => specQueue(r, DEFAULT_QUEUE));
+const BY_TASK_ID = byTaskId();
+const TASK_SPECS = named<EnqueueBatchRequest>("tasks[].queue (empty: default)", (r) => r.tasks.flatMap((t) => specQueue(t, DEFAULT_QUEUE)));
+
+/** `Service/Method` (the service's short name) → what it needs. */
+export const RPC_TABLE: Readonly<Record<string, RpcRule>> = {
+  "TaskService/Enqueue": { roles: ["producer"], queues: named<EnqueueRequest>("task.queue (empty: default)", (r) => specQueue(r.task, DEFAULT_QUEUE)) },
+  "TaskService/EnqueueBatch": { roles: ["producer"], queues: TASK_SPECS },
+  "TaskService/EnqueueTx": { roles: ["producer"], queues: TASK_SPECS },
   // A producer reads back what it enqueued; a reader reads everything.
-  "TaskService/GetTask": ["producer", "reader"],
-  "TaskService/CancelTask": ["producer"],
+  "TaskService/GetTask": { roles: ["producer", "reader"], queues: BY_TASK_ID },
+  "TaskService/CancelTask": { roles: ["producer"], queues: BY_TASK_ID },
   // Waiting for a task's end is reading it, later.
-  "TaskService/WaitTask": ["producer", "reader"],
+  "TaskService/WaitTask": { roles: ["producer", "reader"], queues: BY_TASK_ID },
 
-  "WorkerService/Lease": ["worker"],
-  "WorkerService/Heartbeat": ["worker"],
-  "WorkerService/Settle": ["worker"],
-  "WorkerService/RegisterTaskTypes": ["worker"],
+  "WorkerService/Lease": { roles: ["worker"], queues: named<LeaseRequest>("queues[].queue", (r) => r.queues.map((q) => q.queue)) },
+  "WorkerService/Heartbeat": { roles: ["worker"], queues: named<HeartbeatRequest>("leases[].queue", (r) => r.leases.map((l) => l.queue)) },
+  "WorkerService/Settle": { roles: ["worker"], queues: named<SettleRequest>("settlements[].queue", (r) => r.settlements.map((s) => s.queue)) },
+  // Every worker registers its types at start, scoped or not. Known gap: the rules it
+  // registers belong to the task type, which every queue shares.
+  "WorkerService/RegisterTaskTypes": { roles: ["worker"], queues: nodeWide("task types and their rules are node-wide, not per queue") },
 
-  "AdminService/ListQueues": READ,
-  "AdminService/ListTasks": READ,
-  "AdminService/GetTask": READ,
-  "AdminService/ListConcurrencyLimits": READ,
-  "AdminService/ListRateLimits": READ,
-  "AdminService/ListGroupConfigs": READ,
-  "AdminService/ListGroups": READ,
-  "AdminService/ListStrategies": READ,
-  "AdminService/GetClusterInfo": READ,
-  "AdminService/ListWorkers": READ,
-  "AdminService/GetActivity": READ,
-  "AdminService/ListSchedules": READ,
-  "AdminService/GetClusterStatus": READ,
-  "AdminService/PauseQueue": ADMIN,
-  "AdminService/ResumeQueue": ADMIN,
-  "AdminService/CancelTask": ADMIN,
-  "AdminService/DeleteTask": ADMIN,
-  "AdminService/RunTask": ADMIN,
-  "AdminService/ArchiveTask": ADMIN,
-  "AdminService/RetryTask": ADMIN,
-  "AdminService/SetQueueConcurrencyLimit": ADMIN,
-  "AdminService/DeleteQueueConcurrencyLimit": ADMIN,
-  "AdminService/SetQueueRateLimit": ADMIN,
-  "AdminService/DeleteQueueRateLimit": ADMIN,
-  "AdminService/SetGroupConfig": ADMIN,
-  "AdminService/DeleteGroupConfig": ADMIN,
-  "AdminService/SetStrategies": ADMIN,
-  "AdminService/DeleteStrategies": ADMIN,
-  "AdminService/SetSchedule": ADMIN,
-  "AdminService/DeleteSchedule": ADMIN,
-  "AdminService/PauseSchedule": ADMIN,
-  "AdminService/ResumeSchedule": ADMIN,
-  "AdminService/RunScheduleNow": ADMIN,
-  "AdminService/DeleteQueue": ADMIN,
-  "AdminService/BulkTaskAction": ADMIN,
-  // Node-to-node: a handoff's rows. Admin only until nodes have an identity of their own.
-  "ClusterService/AcceptPartition": ADMIN,
+  "AdminService/ListQueues": { roles: READ, queues: everyQueue<ListQueuesResponse>((res, allows) => ({ ...res, queues: within(res.queues, (q) => q.name, allows) })) },
+  "AdminService/ListTasks": { roles: READ, queues: QUEUE_FIELD },
+  "AdminService/GetTask": { roles: READ, queues: BY_TASK_ID },
+  "AdminService/ListConcurrencyLimits": { roles: READ, queues: everyQueue<ListConcurrencyLimitsResponse>((res, allows) => ({ ...res, limits: within(res.limits, (l) => l.queue, allows) })) },
+  "AdminService/ListRateLimits": { roles: READ, queues: everyQueue<ListRateLimitsResponse>((res, allows) => ({ ...res, limits: within(res.limits, (l) => l.queue, allows) })) },
+  "AdminService/ListGroupConfigs": { roles: READ, queues: namedOrEvery<ListGroupConfigsRequest, ListGroupConfigsResponse>("queue", (r) => r.queue, (res, allows) => ({ ...res, configs: within(res.configs, (c) => c.queue, allows) })) },
+  "AdminService/ListGroups": { roles: READ, queues: namedOrEvery<ListGroupsRequest, ListGroupsResponse>("queue", (r) => r.queue, (res, allows) => ({ ...res, groups: within(res.groups, (g) => g.queue, allows) })) },
+  // Task types' rules apply in every queue and hold no queue's data: a scoped reader sees why its tasks wait.
+  "AdminService/ListStrategies": { roles: READ, queues: nodeWide("task types' concurrency rules are node-wide, not per queue") },
+  "AdminService/GetClusterInfo": {
+    roles: READ, queues: everyQueue<GetClusterInfoResponse>((res, allows) => {
+      const activeQueues = res.activeQueues.filter(allows);
+      return { ...res, activeQueues, activeGrains: activeQueues.length };
+    }),
+  },
+  // A worker is shown when it serves a queue in scope, with only those queues listed.
+  "AdminService/ListWorkers": {
+    roles: READ, queues: everyQueue<ListWorkersResponse>((res, allows) => ({
+      ...res, workers: res.workers.filter((w) => w.queues.some(allows)).map((w) => ({ ...w, queues: w.queues.filter(allows) })),
+    })),
+  },
+  // Every queue's counts are summed in one series: they cannot be cut to a scope.
+  "AdminService/GetActivity": { roles: READ, queues: namedOrEvery<GetActivityRequest, never>("queue", (r) => r.queue) },
+  "AdminService/ListSchedules": { roles: READ, queues: namedOrEvery<ListSchedulesRequest, ListSchedulesResponse>("queue", (r) => r.queue, (res, allows) => ({ ...res, schedules: within(res.schedules, (s) => s.task?.queue ?? "", allows) })) },
+  "AdminService/GetClusterStatus": { roles: READ, queues: nodeWide("cluster membership and partitions hold no queue's data") },
+  "AdminService/PauseQueue": { roles: ADMIN, queues: QUEUE_FIELD },
+  "AdminService/ResumeQueue": { roles: ADMIN, queues: QUEUE_FIELD },
+  "AdminService/CancelTask": { roles: ADMIN, queues: BY_TASK_ID },
+  "AdminService/DeleteTask": { roles: ADMIN, queues: BY_TASK_ID },
+  "AdminService/RunTask": { roles: ADMIN, queues: BY_TASK_ID },
+  "AdminService/ArchiveTask": { roles: ADMIN, queues: BY_TASK_ID },
+  "AdminService/RetryTask": { roles: ADMIN, queues: BY_TASK_ID },
+  "AdminService/SetQueueConcurrencyLimit": { roles: ADMIN, queues: QUEUE_FIELD },
+  "AdminService/DeleteQueueConcurrencyLimit": { roles: ADMIN, queues: QUEUE_FIELD },
+  "AdminService/SetQueueRateLimit": { roles: ADMIN, queues: QUEUE_FIELD },
+  "AdminService/DeleteQueueRateLimit": { roles: ADMIN, queues: QUEUE_FIELD },
+  "AdminService/SetGroupConfig": { roles: ADMIN, queues: named<SetGroupConfigRequest>("config.queue", (r) => (r.config ? [r.config.queue] : [])) },
+  "AdminService/DeleteGroupConfig": { roles: ADMIN, queues: QUEUE_FIELD },
+  // Rules set by an operator apply in every queue: only an unscoped admin changes them.
+  "AdminService/SetStrategies": { roles: ADMIN, queues: everyQueue() },
+  "AdminService/DeleteStrategies": { roles: ADMIN, queues: everyQueue() },
+  "AdminService/SetSchedule": { roles: ADMIN, queues: named<SetScheduleRequest>("schedule.task.queue (empty: default)", (r) => specQueue(r.schedule?.task, DEFAULT_QUEUE)) },
+  "AdminService/DeleteSchedule": { roles: ADMIN, queues: SCHEDULE_QUEUE },
+  "AdminService/PauseSchedule": { roles: ADMIN, queues: SCHEDULE_QUEUE },
+  "AdminService/ResumeSchedule": { roles: ADMIN, queues: SCHEDULE_QUEUE },
+  "AdminService/RunScheduleNow": { roles: ADMIN, queues: SCHEDULE_QUEUE },
+  "AdminService/DeleteQueue": { roles: ADMIN, queues: QUEUE_FIELD },
+  "AdminService/BulkTaskAction": { roles: ADMIN, queues: QUEUE_FIELD },
+  // Node-to-node: a handoff's rows, of every queue of a partition. An unscoped admin only,
+  // until nodes have an identity of their own.
+  "ClusterService/AcceptPartition": { roles: ADMIN, queues: everyQueue() },
 };
 
 /** The roles that may call `rpc` (admin always among them); undefined for an RPC not in the table. */
 export function rolesFor(rpc: string): readonly Role[] | undefined {
-  const roles = RPC_ROLES[rpc];
-  return roles === undefined ? undefined : ["admin", ...roles];
+  const rule = RPC_TABLE[rpc];
+  return rule === undefined ? undefined : ["admin", ...rule.roles];
 }
 
-/** Whether `rpc` changes state only an operator may change: these calls are audited. */
-export const isAdminOnly = (rpc: string): boolean => RPC_ROLES[rpc]?.length === 0;
+/** Which queues a call of `rpc` touches; undefined for an RPC not in the table. */
+export const queueAccessOf = (rpc: string): QueueAccess | undefined => RPC_TABLE[rpc]?.queues;
 
-/** GET /metrics (unless the auth file makes it public): the same as every other read. */
+/** Whether `rpc` changes state only an operator may change: these calls are audited. */
+export const isAdminOnly = (rpc: string): boolean => RPC_TABLE[rpc]?.roles.length === 0;
+
+/** GET /metrics (unless the auth file makes it public): the same as every other read, by an unscoped identity (its series span every queue). */
 export const METRICS_ROLES: readonly Role[] = ["admin", "reader"];

@@ -4,6 +4,8 @@
  * `reload()` (SIGHUP) reads the files again and hands the new context to the running
  * servers: connections made after it use the new certificate, open ones keep theirs. A
  * reload that fails (a missing file, a key that does not match) keeps the old one.
+ * `reloadIfChanged()` is the file watcher's: it reloads only when the bytes on disk differ
+ * from the ones served, so an event for another file in the folder costs a read.
  */
 import * as grpc from "@grpc/grpc-js";
 import { readFileSync } from "node:fs";
@@ -68,16 +70,42 @@ export class TlsMaterial {
     this.listeners.push(listener);
   }
 
+  /** The files to watch for a change. */
+  get paths(): string[] {
+    return [this.files.cert, this.files.key, ...(this.mutual ? [this.files.clientCa] : [])];
+  }
+
   /** Reads the files again; throws (keeping the current context) when they are not usable. */
   reload(): void {
-    this.context = this.read();
-    this.grpcCredentials.replace(this.context);
-    for (const listener of this.listeners) listener(this.context);
+    this.apply(this.read());
+  }
+
+  /** Reloads when the files' bytes differ from the served ones; returns whether it did. Throws (keeping the current context) as reload does. */
+  reloadIfChanged(): boolean {
+    const next = this.readFiles();
+    const same = (a: unknown, b: unknown) => Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b;
+    if (same(next.cert, this.context.cert) && same(next.key, this.context.key) && same(next.ca, this.context.ca)) return false;
+    this.apply(this.checked(next));
+    return true;
+  }
+
+  private apply(context: SecureContextOptions): void {
+    this.context = context;
+    this.grpcCredentials.replace(context);
+    for (const listener of this.listeners) listener(context);
   }
 
   private read(): SecureContextOptions {
+    return this.checked(this.readFiles());
+  }
+
+  private readFiles(): SecureContextOptions {
     const context: SecureContextOptions = { cert: readPem("tls_cert", this.files.cert), key: readPem("tls_key", this.files.key) };
     if (this.mutual) context.ca = readPem("tls_client_ca", this.files.clientCa);
+    return context;
+  }
+
+  private checked(context: SecureContextOptions): SecureContextOptions {
     try {
       createSecureContext(context); // a key that does not match the certificate fails here, not at the first handshake
     } catch (e) {

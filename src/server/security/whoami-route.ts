@@ -1,7 +1,7 @@
 /**
- * `GET /auth/whoami`: the caller's own name and roles, so the dashboard can hide the
- * actions its token cannot do (the node still refuses them: hiding is a courtesy, the
- * guard is the check). 401 with the node's reason when auth is on and the credentials fail.
+ * `GET /auth/whoami`: the caller's own name, roles and queue patterns (null: every
+ * queue), so the dashboard can hide the actions its token cannot do (the node still
+ * refuses them: hiding is a courtesy, the guard is the check). 401 with the node's reason when auth is on and the credentials fail.
  */
 import type { TLSSocket } from "node:tls";
 import { ConveyorError } from "../../base/errors.js";
@@ -21,7 +21,7 @@ export function whoamiRoute(authn: Authenticator): HttpRoute {
       const identity = authn.identify({
         transport: "http", authorization: req.headers.authorization, peerCommonName: commonNameOf(socket.getPeerCertificate?.()),
       });
-      body = { auth: authn.enabled, name: identity.name, roles: [...identity.roles] };
+      body = { auth: authn.enabled, name: identity.name, roles: [...identity.roles], queues: identity.scope ? identity.scope.patterns : null };
     } catch (error) {
       if (!(error instanceof ConveyorError)) throw error;
       status = 401;
