@@ -68,6 +68,36 @@ describe("cluster tab, single node", () => {
   });
 });
 
+describe("cluster tab, 4096 partitions", () => {
+  it("shows them 64 at a time, pages through them by the hash, and fits 390 px", async () => {
+    const big = await NodeProcess.start({ settings: { cluster_partitions: "4096" } });
+    try {
+      const page = await d.open("#/cluster", undefined, big);
+      await hasText(page.locator('[data-fact="partitions"]'), "4,096");
+      await page.getByText("Partitions 1–64 of 4,096 shown, page 1 of 64.").waitFor();
+      expect(await page.locator("tr[data-partition]").count()).toBe(64);
+      await page.getByRole("button", { name: "Next page" }).click();
+      await page.waitForURL(/#\/cluster\?page=2$/);
+      await page.locator('tr[data-partition="64"]').waitFor();
+      await page.locator('tr[data-partition="127"]').waitFor();
+      expect(await page.locator("tr[data-partition]").count()).toBe(64);
+      // Focus stays on the button across the redraw, for the next keyboard step.
+      expect(await page.evaluate<string | null>("document.activeElement?.textContent ?? null")).toBe("Next page");
+
+      const last = await d.open("#/cluster?page=64", undefined, big);
+      await last.locator('tr[data-partition="4095"]').waitFor();
+      expect(await last.getByRole("button", { name: "Next page" }).isDisabled()).toBe(true);
+
+      const narrow = await d.open("#/cluster?page=3", NARROW, big);
+      await narrow.locator('tr[data-partition="128"]').waitFor();
+      expect(await pageOverflow(narrow), "no horizontal scrolling with 4096 partitions at 390 px").toBeLessThanOrEqual(0);
+    } finally {
+      await big.stop();
+      big.cleanup();
+    }
+  }, 60_000);
+});
+
 describe("cluster tab, two nodes on etcd", () => {
   let etcd: EtcdCluster;
   const nodes = new Map<string, NodeProcess>();
