@@ -1,7 +1,8 @@
 /**
  * The dashboard through TLS with a token, in headless Chromium: the page asks for a token
  * (a refused call → the form), keeps it for the tab, sends it as a header (never in a
- * URL), and then shows the node's queues; a reader's token cannot pause (403, nothing changes).
+ * URL), and then shows the node's queues; a reader's token cannot pause (403, nothing changes)
+ * and sees the Cluster tab.
  */
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -82,6 +83,11 @@ describe("dashboard with auth and TLS", () => {
     }, tokens.reader);
     expect(status).toBe(403);
     expect((await admin.service(AdminService).listQueues({})).queues.find((q) => q.name === "dash-q")?.paused).toBe(false);
+    // The Cluster tab is reads only (GetClusterStatus, GetClusterInfo): a reader sees all of it.
+    await page.locator('nav[aria-label="Sections"] a', { hasText: "Cluster" }).click();
+    await page.locator('[data-fact="cluster"]', { hasText: "single node" }).waitFor();
+    await page.locator("tr[data-partition]").nth(63).waitFor();
+    expect(await page.locator(".messages .alert").count()).toBe(0);
     await context.close();
   }, 60_000);
 

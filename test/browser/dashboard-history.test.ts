@@ -111,7 +111,7 @@ describe("dashboard history and state columns", () => {
   it("the main views need no sideways scrolling at 390 px", async () => {
     const { id } = await d.sdk.client.enqueue(newTask("narrow:check", json({ a: 1 })), { queue: "narrow", processIn: "1h", concurrencyKey: "k" });
     for (const view of ["#/overview", "#/queues", "#/tasks?queue=narrow", "#/tasks?queue=narrow&state=scheduled",
-      `#/tasks/task?id=${encodeURIComponent(id)}`, "#/workers", "#/concurrency", "#/rate-limits", "#/groups", "#/strategies"]) {
+      `#/tasks/task?id=${encodeURIComponent(id)}`, "#/workers", "#/concurrency", "#/rate-limits", "#/groups", "#/strategies", "#/cluster"]) {
       const page = await d.open(view, NARROW);
       await page.waitForLoadState("networkidle"); // the view's first answers are drawn
       expect(await pageOverflow(page), `no horizontal scrolling of ${view} at 390 px`).toBeLessThanOrEqual(0);

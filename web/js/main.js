@@ -92,10 +92,21 @@ async function loadNodeName() {
 
 async function tick() {
   try {
-    await store.refresh();
-    lastOkAt = new Date();
-    liveStatus.textContent = `Live · updated ${clock(lastOkAt)}`;
-    liveStatus.classList.remove("stale");
+    try {
+      await store.refresh();
+      lastOkAt = new Date();
+      liveStatus.textContent = `Live · updated ${clock(lastOkAt)}`;
+      liveStatus.removeAttribute("title");
+      liveStatus.classList.remove("stale");
+    } catch (err) {
+      if (!(err instanceof api.ApiError)) throw err;
+      // The node answered but could not list every queue: in a cluster, a member that just
+      // died fails the merged ListQueues until its lease ends. The view still refreshes, so
+      // the Cluster tab shows what is wrong while it is wrong.
+      liveStatus.textContent = lastOkAt ? `Queues not listed · last update ${clock(lastOkAt)}` : "Queues not listed";
+      liveStatus.title = err.message;
+      liveStatus.classList.add("stale");
+    }
     await current?.controller?.refresh?.();
   } catch (err) {
     if (!(err instanceof api.UnreachableError)) console.error(err);

@@ -9,3 +9,4 @@ import "./rate-limits.js";
 import "./groups.js";
 import "./strategies.js";
 import "./schedules.js";
+import "./cluster.js";

@@ -53,7 +53,7 @@ registerTab({
     const tableBox = h("div", { class: "queue-table" });
 
     container.append(
-      pageHeader("Overview", "Every queue on this node, live. Counts come from the node's durable state."),
+      pageHeader("Overview", "Every queue, live, with the node that owns it (in a cluster, every member's queues). Counts come from the nodes' durable state."),
       cards,
       h("section", { class: "panel", "aria-labelledby": `${selectId}-h` },
         h("div", { class: "panel-head" },
@@ -135,7 +135,7 @@ registerTab({
             ? h("a", { href: href(["tasks"], { queue: q.name, state }), "data-focus-key": `q:${q.name}:${state}`, "aria-label": `${count(q.counts[state])} ${state} in ${q.name}` }, count(q.counts[state]))
             : h("span", { class: "zero" }, "0"))),
         h("td", { class: "num" }, q.concurrencyLimit ? String(q.concurrencyLimit) : "—"),
-        h("td", null, q.owner)));
+        h("td", { class: "mono", dataset: { col: "owner" } }, q.owner || "—")));
       replaceKeepingFocus(tableBox, table({
         caption: "Queues with their task counts per state",
         className: "data counts",

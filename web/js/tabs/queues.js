@@ -78,7 +78,7 @@ registerTab({
           h("td", null, pausedBadge(q.paused)),
           h("td", { class: "num" }, count(unfinished)),
           h("td", { class: "num" }, q.concurrencyLimit ? String(q.concurrencyLimit) : "—"),
-          h("td", null, q.owner),
+          h("td", { class: "mono", dataset: { col: "owner" } }, q.owner || "—"),
           h("td", { class: "actions" },
             h("button", {
               type: "button", class: ["button", q.paused ? "primary" : "", "admin-only"], "data-focus-key": `pause:${q.name}`,

@@ -11,7 +11,8 @@
 //       // Build the view into `container`. ctx: { route, store, api, navigate, href,
 //       // confirm, notify }. Return a controller:
 //       return {
-//         refresh() {},        // every 2 s after the shared ListQueues snapshot (may return a promise)
+//         refresh() {},        // every 2 s after the shared ListQueues snapshot, also when the node
+//                              // answered that with an error (may return a promise)
 //         update(route) {},    // the hash changed within this tab (omit to be re-mounted)
 //         unmount() {},        // leaving the tab
 //       };
