@@ -28,6 +28,8 @@ export interface ClusterNodeDeps {
   retireGrain: (queue: string) => void;
   committed: () => Promise<void>;
   onHandedOff?: (result: HandoffResult) => void;
+  onHandoffFailed?: (cause: string) => void;
+  onClaimed?: (p: number) => void;
   /** How long a stop may spend handing partitions off before it leaves anyway. */
   drainTimeoutMs: number;
 }
@@ -49,7 +51,9 @@ export async function runClusterMember(deps: ClusterNodeDeps): Promise<{ drain: 
     owners, rows: deps.rows, peers: deps.peers, releaseParked: deps.releaseParked, retireGrain: deps.retireGrain,
     committed: deps.committed, logger, clock: deps.clock, retryMs: 1_000, cause: () => (draining ? "drain" : "rebalance"),
     ...(deps.onHandedOff ? { onHandedOff: deps.onHandedOff } : {}),
+    ...(deps.onHandoffFailed ? { onHandoffFailed: deps.onHandoffFailed } : {}),
   });
+  if (deps.onClaimed) owners.onClaimed(deps.onClaimed);
   owners.onChange(() => rebalancer.poke());
   member.onChange(() => rebalancer.poke());
   rebalancer.poke();

@@ -21,6 +21,7 @@ import type { PartitionOwners } from "../cluster/partition-owners.js";
 import type { ClusterMember } from "../cluster/cluster-member.js";
 import { forwardingService, type ForwarderDeps } from "./forwarding/forwarder.js";
 import { runClusterMember } from "./cluster-node.js";
+import { ClusterMetrics, type ClusterMetricSources } from "./cluster-metrics.js";
 import { clusterService } from "./handoff/cluster-service.js";
 import { ClusterService } from "../gen/conveyor/v1/cluster_service_pb.js";
 import { PartitionRows } from "../storage/partition-rows.js";
@@ -119,7 +120,14 @@ export class ConveyorNode {
     const security = new NodeSecurity(loaded, { registry: metrics.registry, logger, config, queueOfTask: queueOfTaskIn(storage.store) });
     const peers = new Peers();
     let others: ForwarderDeps["others"] = () => [];
-    const forwarding: ForwarderDeps = { ownership, peers, others: () => others(), handoffWaitMs: config.clusterHandoffWaitMs };
+    let clusterSources: ClusterMetricSources = {
+      members: () => ({ joining: 0, active: 1, draining: 0 }), ringVersion: () => 1, partitionsHeld: () => config.clusterPartitions,
+    };
+    const clusterMetrics = new ClusterMetrics(metrics.registry, () => clusterSources);
+    const forwarding: ForwarderDeps = {
+      ownership, peers, others: () => others(), handoffWaitMs: config.clusterHandoffWaitMs,
+      observe: { forwarded: (method) => clusterMetrics.forwarded.inc({ method }), wrongOwner: (method) => clusterMetrics.wrongOwner.inc({ method }) },
+    };
     const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security, forwarding, rows: storage.rows });
     const joined = await joinCluster(config, transports, dataDir, logger, membership);
     let drain = async () => {};
@@ -127,7 +135,22 @@ export class ConveyorNode {
       const owners = joined.owners;
       ownership.link(owners);
       others = () => owners.others();
+      const member = joined.member;
+      clusterSources = {
+        members: () => {
+          const counts = { joining: 0, active: 0, draining: 0 };
+          for (const m of member.members().values()) counts[m.record.state] += 1;
+          return counts;
+        },
+        ringVersion: () => member.ringVersion, partitionsHeld: () => owners.held().length,
+      };
       ({ drain } = await runClusterMember({
+        onClaimed: () => clusterMetrics.claims.inc(),
+        onHandedOff: (r) => {
+          clusterMetrics.handoffs.inc({ cause: r.cause, outcome: "ok" });
+          clusterMetrics.handoffSeconds.observe({ cause: r.cause }, r.ms / 1000);
+        },
+        onHandoffFailed: (cause) => clusterMetrics.handoffs.inc({ cause, outcome: "failed" }),
         member: joined.member, owners, rows: storage.rows, peers, clock, logger,
         queuesToActivate: () => new Set([...storage.queries.queuesWithUnfinishedTasks(), ...storage.store.schedules.queuesWithSchedules()]),
         activate, releaseParked: (queues) => runtime.broker.releaseQueues(queues), retireGrain: (queue) => runtime.host.retire(queue),

@@ -51,6 +51,8 @@ export interface ForwarderDeps {
   peers: Peers;
   /** How long a call for a partition being handed off waits for the move (`cluster_handoff_wait`). */
   handoffWaitMs: number;
+  /** Counts for the metrics: calls forwarded, and forwarded calls refused WRONG_OWNER here; by method name. */
+  observe?: { forwarded(method: string): void; wrongOwner(method: string): void };
   /** The other members that serve calls (active or draining), for reads of every member and lookups. */
   others(): Member[];
 }
@@ -139,7 +141,10 @@ class MethodForwarding {
         if (attempt < 2) continue; // the claim found another holder: route again
       }
       const target = this.remoteOrThrow(route, what);
-      if (forwarded) throw this.wrongOwner(what, route);
+      if (forwarded) {
+        this.deps.observe?.wrongOwner(this.method.name);
+        throw this.wrongOwner(what, route);
+      }
       try {
         return await this.forward(call, call.request, target, route);
       } catch (error) {
@@ -173,6 +178,7 @@ class MethodForwarding {
   private forward(call: CallLike, request: unknown, target: { nodeId: string; address: string }, route: Route | undefined, deadlineMs?: number): Promise<unknown> {
     const authorization = call.metadata.get("authorization")[0];
     const epoch = route && (route.kind === "remote" || route.kind === "local") ? route.epoch : 0;
+    this.deps.observe?.forwarded(this.method.name);
     return this.deps.peers.call(target.address, this.service, this.method, request, {
       authorization: typeof authorization === "string" ? authorization : undefined,
       from: this.deps.ownership.nodeId,

@@ -20,7 +20,10 @@ export class Rebalancer {
   private cancelRetry = () => {};
   private idleWaiters: Array<() => void> = [];
 
-  constructor(private readonly deps: HandoffDeps & { owners: PartitionOwners; clock: Clock; logger: Logger; retryMs: number; cause: () => string }) {}
+  constructor(private readonly deps: HandoffDeps & {
+    owners: PartitionOwners; clock: Clock; logger: Logger; retryMs: number; cause: () => string;
+    onHandoffFailed?: (cause: string) => void;
+  }) {}
 
   /** Something changed: look again (coalesced; runs after the current handoff). */
   poke(): void {
@@ -85,6 +88,7 @@ export class Rebalancer {
         await handOffPartition(p, { nodeId: to, address }, this.deps.cause(), this.deps);
       } catch (err) {
         this.deps.logger.warn({ err, partition: p, to }, "handoff failed; retrying later");
+        this.deps.onHandoffFailed?.(this.deps.cause());
         this.cancelRetry();
         this.cancelRetry = this.deps.clock.setTimer(this.deps.retryMs, () => this.poke());
         return;
