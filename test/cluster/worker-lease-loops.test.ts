@@ -91,6 +91,34 @@ describe("the SDK worker polls each owner of its queues (real processes)", { tim
     await eventually("every node to forget the worker", async () => ((await entriesOf(byId.get("n2")!, worker.workerId)).length === 0 ? true : undefined), 3_000);
   });
 
+  it("an owner killed: its queue goes back to the main loop; restarted, the worker polls it again and runs its tasks", async () => {
+    const { byId } = await startCluster(etcd, IDS, nodes, TTL_S, closers);
+    const placed = queuesOn(IDS, 1);
+    const [onN1, onN3] = [placed.get("n1")![0]!, placed.get("n3")![0]!];
+    const ran = new Set<string>();
+    const warnings: string[] = [];
+    const worker = new Worker({
+      address: byId.get("n1")!.grpcAddress, queues: [onN1, onN3], concurrency: 4, handleSignals: false, leaseWaitMs: 2_000,
+      logger: { info: () => {}, warn: (m) => warnings.push(m) },
+      mux: new Mux().handle("job", (task) => void ran.add(task.id)),
+    });
+    closers.push(() => worker.stop());
+    worker.start();
+    const n1 = byId.get("n1")!;
+    await eventually("the worker to park on n3", async () => (parkedOn(await entriesOf(n1, worker.workerId), onN3) ? true : undefined), 15_000);
+
+    await byId.get("n3")!.kill();
+    await eventually("the loop on n3 to give its queue back", async () => (warnings.some((w) => w.includes(`cannot serve queues ${onN3}`)) ? true : undefined), 10_000);
+
+    nodes.push(await byId.get("n3")!.restart());
+    const { id } = await client(byId.get("n2")!).enqueue(newTask("job", json({})), { queue: onN3 });
+    await eventually("the task on n3's queue to run", async () => (ran.has(id) ? true : undefined), 20_000);
+    await eventually("the worker to park on n3 again, for its queue alone", async () => {
+      const entries = await entriesOf(n1, worker.workerId);
+      return entries.some((e) => e.polling && e.queues.length === 1 && e.queues[0] === onN3) ? true : undefined;
+    }, 15_000);
+  });
+
   it("loops on two nodes never run more handlers at once than the worker's concurrency", async () => {
     const { byId } = await startCluster(etcd, IDS, nodes, TTL_S, closers);
     const placed = queuesOn(IDS, 1);
