@@ -3,8 +3,9 @@
  * processes: one etcd and three conveyord nodes. A worker told only of n1, with queues
  * held by all three nodes, parks a long poll on each owner, so a task enqueued (through
  * n2) on a queue n3 holds is picked up at once, not at the next poll of n1 (which would
- * be `leaseWaitMs` later: 20 s here, to make the difference unmistakable). Its loops share
- * one budget of `concurrency` slots, and its stop fences every node it polled.
+ * be `leaseWaitMs` later: 20 s here, to make the difference unmistakable). Its stop fences
+ * every node it polled; a loop whose node dies gives its queue back and the worker polls
+ * the node again once it is back; its loops share one budget of `concurrency` slots.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AdminService, type WorkerInfo } from "../../src/gen/conveyor/v1/admin_service_pb.js";
