@@ -3,8 +3,9 @@
  * concurrency bound, heartbeats its leases at the server's interval, and settles
  * outcomes in batches.
  *
- * - One Lease call is in flight at a time, asking for as many deliveries as there are
- *   free slots; it parks on the server until work exists, so pickup needs no polling.
+ * - One Lease call is in flight at a time per node polled, asking for free slots out of
+ *   one shared budget; it parks on the node until work exists, so pickup needs no
+ *   polling. In a cluster the worker polls each owner of its queues (lease-loops.ts).
  * - Outcomes finished in the same event-loop turn go out in one Settle call.
  * - A lost lease, a cancel request, the attempt's end or `stop()` abort the handler's
  *   AbortSignal. A lost, cancelled or timed-out attempt is not settled (the server has
@@ -24,13 +25,10 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { ConveyorError } from "../base/errors.js";
-import {
-  BATCH_MAX, HEARTBEAT_LEASES_MAX, LEASE_QUEUES_MAX, RECONNECT_BACKOFF_INITIAL_MS, SHUTDOWN_TIMEOUT_MS_DEFAULT, STOP_SETTLE_WAIT_MS,
-  WAITING_LOG_INTERVAL_MS,
-} from "../base/limits.js";
+import { HEARTBEAT_LEASES_MAX, LEASE_QUEUES_MAX, SHUTDOWN_TIMEOUT_MS_DEFAULT, STOP_SETTLE_WAIT_MS, WAITING_LOG_INTERVAL_MS } from "../base/limits.js";
 import { setLongTimeout } from "../base/long-timer.js";
-import { Outcome as WireOutcome, WorkerService, type Delivery, type Settlement } from "../gen/conveyor/v1/worker_service_pb.js";
-import { jitter, retryPauseMs } from "./retry-pause.js";
+import { Outcome as WireOutcome, WorkerService, type Delivery, type LeaseResponse, type Settlement } from "../gen/conveyor/v1/worker_service_pb.js";
+import { retryPauseMs } from "./retry-pause.js";
 import { SettleOutbox, settlement } from "./settle-outbox.js";
 import type { RpcChannel } from "../rpc/client.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
@@ -38,21 +36,11 @@ import { connectTo, type ConnectionOptions } from "./connection.js";
 import { stopOnSignals } from "./signals.js";
 import { BatchError, isSkipRetry } from "./errors.js";
 import { encodeResult, ruleToWire, type HandlerContext, type Mux } from "./mux.js";
-import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
 import { toTaskView } from "./task.js";
+import { LeaseLoops } from "./lease-loops.js";
+import { messageOf, secondsSince, silentLogger, stderrLogger, type WorkerLogger } from "./worker-log.js";
 
-/** Where a Worker writes what it does on its own (pino and console fit). */
-export interface WorkerLogger {
-  info(message: string): void;
-  warn(message: string): void;
-}
-
-/** The default logger: one line per event on stderr. */
-const stderrLogger: WorkerLogger = {
-  info: (message) => process.stderr.write(`conveyor worker: ${message}\n`),
-  warn: (message) => process.stderr.write(`conveyor worker: ${message}\n`),
-};
-const silentLogger: WorkerLogger = { info: () => {}, warn: () => {} };
+export type { WorkerLogger } from "./worker-log.js";
 
 export interface WorkerOptions extends Pick<ConnectionOptions, "address" | "token" | "tls"> {
   mux: Mux;
@@ -91,8 +79,6 @@ export class Worker {
   private readonly log: WorkerLogger;
   private readonly shutdownTimeoutMs: number;
   private leaveSignals: (() => void) | undefined;
-  /** Whether any Lease call was made (a worker that never reached its node has nothing to fence). */
-  private everLeased = false;
   private stopped: Promise<void> | undefined;
   private readonly rpc: UnaryClient<typeof WorkerService>;
   private readonly queues: Array<{ queue: string; weight: number }>;
@@ -102,7 +88,7 @@ export class Worker {
   private readonly outbox: SettleOutbox;
   private stopping = false;
   private leaseAbort = new AbortController();
-  private slotFreed: (() => void) | undefined;
+  private readonly loops: LeaseLoops;
   private heartbeatMs = 10_000;
   private cancelHeartbeat: (() => void) | undefined;
   private loop: Promise<void> | undefined;
@@ -132,6 +118,16 @@ export class Worker {
     this.concurrency = options.concurrency ?? 10;
     if (!Number.isInteger(this.concurrency) || this.concurrency < 1) throw new Error("Worker: concurrency must be a positive integer");
     this.leaseWaitMs = options.leaseWaitMs ?? 30_000;
+    const mux = options.mux;
+    this.loops = new LeaseLoops({
+      workerId: this.workerId, queues: this.queues, concurrency: this.concurrency, leaseWaitMs: this.leaseWaitMs,
+      base: { workerId: this.workerId, batchTypes: mux.batchTypes, types: mux.types, host: hostname(), concurrency: this.concurrency },
+      main: { address: this.address, rpc: this.rpc },
+      connect: (address) => connectTo({ ...options, address }, "Worker").channel,
+      running: () => this.running.size,
+      signal: this.leaseAbort.signal, log: this.log, report: (error, context) => this.report(error, context), pause: (ms) => this.pause(ms),
+      deliver: (res) => this.deliver(res),
+    });
   }
 
   /**
@@ -146,7 +142,7 @@ export class Worker {
     if (this.options.handleSignals ?? true) this.leaveSignals = stopOnSignals(this);
     this.registered = this.register();
     this.registered.catch(() => {}); // reported through onError; awaiting it is optional
-    this.loop = this.registered.then(() => this.leaseLoop(), (error: unknown) => {
+    this.loop = this.registered.then(() => this.loops.run(), (error: unknown) => {
       if (this.stopping) return;
       this.report(error, "register");
       this.log.warn(`registration refused by the node at ${this.address}: ${messageOf(error)}; stopping`);
@@ -255,7 +251,6 @@ export class Worker {
     this.stopping = true;
     this.leaveSignals?.();
     this.leaseAbort.abort();
-    this.slotFreed?.();
     await this.loop;
     if (this.running.size > 0) {
       await new Promise<void>((resolve) => {
@@ -274,11 +269,11 @@ export class Worker {
     }
     // Always sent once the worker has leased, even with nothing to release: it also
     // fences off a Lease call of ours that may still reach the server after this point.
-    if (this.everLeased || this.outbox.hasQueued) {
-      const settled = (async () => {
+    if (this.loops.everLeased || this.outbox.hasQueued) {
+      const settled = Promise.all([(async () => {
         await this.outbox.flush(true);
         await this.outbox.settled();
-      })();
+      })(), this.loops.fence()]);
       let cancelWait: (() => void) | undefined;
       await Promise.race([settled, new Promise<void>((resolve) => (cancelWait = setLongTimeout(resolve, STOP_SETTLE_WAIT_MS)))]);
       cancelWait?.();
@@ -288,53 +283,15 @@ export class Worker {
     this.cancelHeartbeat?.();
     this.cancelHeartbeat = undefined;
     this.outbox.close();
+    this.loops.close();
     this.channel.close();
   }
 
-  private async leaseLoop(): Promise<void> {
-    let failures = 0;
-    let lostAt = 0;
-    while (!this.stopping) {
-      const free = this.concurrency - this.running.size;
-      if (free <= 0) {
-        await new Promise<void>((resolve) => (this.slotFreed = resolve));
-        this.slotFreed = undefined;
-        continue;
-      }
-      try {
-        const calledAt = Date.now();
-        this.everLeased = true;
-        const res = await this.rpc.lease(
-          { workerId: this.workerId, queues: this.queues, maxDeliveries: Math.min(free, BATCH_MAX), waitMs: this.leaseWaitMs, batchTypes: this.options.mux.batchTypes, types: this.options.mux.types, host: hostname(), concurrency: this.concurrency },
-          { timeoutMs: this.leaseWaitMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS, signal: this.leaseAbort.signal, waitForReady: true },
-        );
-        if (failures > 0) this.log.info(`reconnected to the node at ${this.address} after ${secondsSince(lostAt)} s`);
-        failures = 0;
-        if (res.heartbeatIntervalMs > 0) this.heartbeatMs = res.heartbeatIntervalMs;
-        // An empty answer at once means no wait was possible (a zero leaseWaitMs, or the
-        // server still fences a previous run of this worker id): back off, do not spin.
-        if (res.deliveries.length === 0 && Date.now() - calledAt < 50) {
-          await this.pause(jitter(RECONNECT_BACKOFF_INITIAL_MS));
-        }
-        const receivedAtMs = Date.now();
-        for (const d of res.deliveries) this.run(d, attemptEndMs(d, res.leaseTtlMs, receivedAtMs));
-        // Let handlers that finish at once free their slots first, so the next Lease
-        // asks for every free slot (fewer, fuller round trips).
-        if (res.deliveries.length > 0) await new Promise((resolve) => setImmediate(resolve));
-      } catch (error) {
-        if (this.stopping) break;
-        this.report(error, "lease");
-        if (failures === 0) {
-          lostAt = Date.now();
-          const lost = error instanceof ConveyorError && error.reason === "UNREACHABLE";
-          this.log.warn(lost ? `lost the node at ${this.address} (${messageOf(error)}); retrying` : `lease failed: ${messageOf(error)}; retrying`);
-        }
-        failures += 1;
-        // The next Lease waits for the connection (waitForReady); this pause only keeps a
-        // node that refuses every call from being called in a tight loop.
-        await this.pause(retryPauseMs(failures));
-      }
-    }
+  /** A Lease answer of any loop: its heartbeat interval, and its deliveries run. */
+  private deliver(res: LeaseResponse): void {
+    if (res.heartbeatIntervalMs > 0) this.heartbeatMs = res.heartbeatIntervalMs;
+    const receivedAtMs = Date.now();
+    for (const d of res.deliveries) this.run(d, attemptEndMs(d, res.leaseTtlMs, receivedAtMs));
   }
 
   /** Runs a delivery whose attempt ends at `endsAtMs` on this process's clock (0: no end). */
@@ -351,7 +308,7 @@ export class Worker {
         this.running.delete(delivery.leaseId);
         this.outbox.add(outcome);
       }
-      this.slotFreed?.();
+      this.loops.slots.freed();
       if (this.running.size === 0) this.drained?.();
     });
   }
@@ -365,7 +322,7 @@ export class Worker {
     entry.abandoned = true;
     this.running.delete(entry.delivery.leaseId);
     entry.controller.abort(new Error("attempt timed out: its deadline passed, the node has failed this attempt"));
-    this.slotFreed?.();
+    this.loops.slots.freed();
     if (this.running.size === 0) this.drained?.();
   }
 
@@ -430,7 +387,7 @@ export class Worker {
         r.abandoned = true;
         this.running.delete(status.leaseId);
         r.controller.abort(new Error(status.cancelRequested ? `task cancelled (${status.cancelReason})` : "lease lost"));
-        this.slotFreed?.();
+        this.loops.slots.freed();
       }
     } catch (error) {
       this.report(error, "heartbeat");
@@ -458,5 +415,3 @@ export function attemptEndMs(d: Pick<Delivery, "deadlineAtMs" | "leaseExpiresAtM
   return receivedAtMs + Math.max(0, deadlineMs - leasedAtMs);
 }
 
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
-const secondsSince = (ms: number) => ((Date.now() - ms) / 1000).toFixed(1);

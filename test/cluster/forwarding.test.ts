@@ -11,11 +11,10 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Ring } from "../../src/cluster/ring.js";
-import { AdminService, type GetClusterStatusResponse } from "../../src/gen/conveyor/v1/admin_service_pb.js";
-import { RpcChannel } from "../../src/rpc/client.js";
 import { Client, ConveyorError, Mux, Worker, json, newTask } from "../../src/index.js";
+import { queuesOn, startCluster as startClusterOf, statusOf as statusOfNode } from "../support/cluster.js";
 import { startEtcd, type EtcdCluster } from "../support/etcd.js";
-import { eventually, NodeProcess } from "../support/node-process.js";
+import { eventually, type NodeProcess } from "../support/node-process.js";
 
 const TTL_S = 3;
 let etcd: EtcdCluster;
@@ -36,43 +35,13 @@ afterAll(async () => {
   await etcd?.stop();
 });
 
-async function startCluster(ids: string[]): Promise<{ cluster: string; byId: Map<string, NodeProcess> }> {
-  const cluster = `f-${randomUUID().slice(0, 8)}`;
-  const started = await Promise.all(ids.map((id) => NodeProcess.start({
-    settings: { cluster_etcd: etcd.endpoints, cluster_name: cluster, node_id: id, cluster_member_ttl: `${TTL_S}s` },
-  })));
-  nodes.push(...started);
-  const byId = new Map(ids.map((id, i) => [id, started[i]!]));
-  // Every node sees every other one active before any partition is claimed, so the ring spreads them.
-  await eventually("every node to see all members active", async () => {
-    const views = await Promise.all(started.map(statusOf));
-    return views.every((v) => v.members.length === ids.length && v.members.every((m) => m.state === 2)) ? true : undefined;
-  }, 15_000);
-  return { cluster, byId };
-}
-
-function statusOf(node: NodeProcess): Promise<GetClusterStatusResponse> {
-  const channel = new RpcChannel({ address: node.grpcAddress });
-  closers.push(() => channel.close());
-  return channel.service(AdminService).getClusterStatus({ withLeases: false }, { timeoutMs: 2_000 });
-}
+const startCluster = (ids: string[]) => startClusterOf(etcd, ids, nodes, TTL_S, closers);
+const statusOf = (node: NodeProcess) => statusOfNode(node, closers);
 
 function client(node: NodeProcess): Client {
   const c = new Client({ address: node.grpcAddress });
   closers.push(() => c.close());
   return c;
-}
-
-/** `perNode` queues whose partitions the ring over `ids` gives each node. */
-function queuesOn(ids: string[], perNode: number): Map<string, string[]> {
-  const ring = new Ring(ids, 1);
-  const out = new Map(ids.map((id) => [id, [] as string[]]));
-  for (let i = 0; [...out.values()].some((l) => l.length < perNode); i++) {
-    const q = `q${i}`;
-    const list = out.get(ring.ownerOf(q))!;
-    if (list.length < perNode) list.push(q);
-  }
-  return out;
 }
 
 describe("forwarding: any node serves any call (real processes)", { timeout: 90_000 }, () => {

@@ -15,16 +15,18 @@
  *   served concurrently, and the answers are put back in request order.
  * - Lease: a long poll naming queues on several nodes first takes what is ready on each
  *   (no waiting), local queues first; if nothing is, it parks on this node's queues (or,
- *   with none here, on the node holding most of them). The SDK worker avoids the
- *   compromise by polling each owner for its own queues.
+ *   with none here, on the node holding most of them). Every answer names the owner of
+ *   each queue held elsewhere (`routes`), and a caller that polls each owner itself
+ *   (`poll_owners`, the SDK worker) gets its answer at once instead of the compromise.
  *
  * With a ring of one every route is local, so a single node runs this same code and pays
  * one route lookup per call.
  */
-import type { DescMethod, DescService } from "@bufbuild/protobuf";
+import { create, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import { ConveyorError, noActiveMember, ownerDown, queueLabel, relocating, taskNotFound, wrongOwner } from "../../base/errors.js";
 import { quote } from "../../base/limits.js";
+import { QueueRouteSchema, type QueueRoute } from "../../gen/conveyor/v1/worker_service_pb.js";
 import type { UnaryImpl } from "../../rpc/service-definition.js";
 import type { Ownership } from "../../cluster/ownership.js";
 import type { Route } from "../../cluster/placement.js";
@@ -278,7 +280,7 @@ class MethodForwarding {
   /** The Lease long poll across owners (see the header). */
   private async lease(call: CallLike): Promise<unknown> {
     const { ownership } = this.deps;
-    const request = call.request as Msg & { queues?: Msg[]; maxDeliveries?: number; waitMs?: number };
+    let request = call.request as Msg & { queues?: Msg[]; maxDeliveries?: number; waitMs?: number; pollOwners?: boolean };
     const queues = request.queues ?? [];
     await this.settleMoves(queues.map((q) => String(q["queue"] ?? "")));
     const here: Msg[] = [];
@@ -304,6 +306,17 @@ class MethodForwarding {
       return this.local(call);
     }
     if (byNode.size === 0) this.remoteOrThrow(down!, "every queue of this Lease"); // throws: only down queues
+    // Queues held elsewhere: every answer below names their owners (LeaseResponse.routes),
+    // and a caller that polls the owners itself is answered without waiting here.
+    const routes = leaseRoutes(byNode.values());
+    if (request.pollOwners) request = { ...request, waitMs: 0 };
+    return withRoutes(await this.leaseAcross(call, request, here, claims, byNode), routes);
+  }
+
+  /** The Lease of queues on several nodes, or all on one other node (see the header). */
+  private async leaseAcross(call: CallLike, request: Msg & { maxDeliveries?: number }, here: Msg[], claims: number[],
+    byNode: Map<string, { target: { nodeId: string; address: string }; queues: Msg[]; route: Route }>): Promise<unknown> {
+    const { ownership } = this.deps;
     if (here.length === 0 && byNode.size === 1) {
       const [g] = byNode.values();
       return this.forward(call, { ...request, queues: g!.queues }, g!.target, g!.route, this.deadlineOf(call, LONG_POLL_MARGIN_MS));
@@ -365,6 +378,20 @@ class MethodForwarding {
   private subCall(call: CallLike, request: unknown): CallLike {
     return Object.assign(Object.create(call) as CallLike, { request });
   }
+}
+
+/** The owner of every queue of a Lease that another node holds, for LeaseResponse.routes. */
+function leaseRoutes(groups: Iterable<{ target: { nodeId: string; address: string }; queues: Msg[] }>): QueueRoute[] {
+  const routes: QueueRoute[] = [];
+  for (const { target, queues } of groups) {
+    for (const q of queues) routes.push(create(QueueRouteSchema, { queue: String(q["queue"] ?? ""), nodeId: target.nodeId, address: target.address }));
+  }
+  return routes;
+}
+
+/** A Lease answer (the owner's or this node's) with the routes this node knows. */
+function withRoutes(answer: unknown, routes: QueueRoute[]): unknown {
+  return { ...(answer as Msg), routes };
 }
 
 function sortNumbers(list: number[]): void {

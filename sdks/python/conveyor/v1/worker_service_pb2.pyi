@@ -53,11 +53,12 @@ class LeaseRef(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., lease_id: _Optional[str] = ...) -> None: ...
 
 class LeaseRequest(_message.Message):
-    __slots__ = ["batch_types", "concurrency", "host", "max_deliveries", "queues", "types", "wait_ms", "worker_id"]
+    __slots__ = ["batch_types", "concurrency", "host", "max_deliveries", "poll_owners", "queues", "types", "wait_ms", "worker_id"]
     BATCH_TYPES_FIELD_NUMBER: _ClassVar[int]
     CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    POLL_OWNERS_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -66,21 +67,24 @@ class LeaseRequest(_message.Message):
     concurrency: int
     host: str
     max_deliveries: int
+    poll_owners: bool
     queues: _containers.RepeatedCompositeFieldContainer[QueueWeight]
     types: _containers.RepeatedScalarFieldContainer[str]
     wait_ms: int
     worker_id: str
-    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[QueueWeight, _Mapping]]] = ..., max_deliveries: _Optional[int] = ..., wait_ms: _Optional[int] = ..., batch_types: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., host: _Optional[str] = ..., concurrency: _Optional[int] = ...) -> None: ...
+    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[QueueWeight, _Mapping]]] = ..., max_deliveries: _Optional[int] = ..., wait_ms: _Optional[int] = ..., batch_types: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., host: _Optional[str] = ..., concurrency: _Optional[int] = ..., poll_owners: bool = ...) -> None: ...
 
 class LeaseResponse(_message.Message):
-    __slots__ = ["deliveries", "heartbeat_interval_ms", "lease_ttl_ms"]
+    __slots__ = ["deliveries", "heartbeat_interval_ms", "lease_ttl_ms", "routes"]
     DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     LEASE_TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    ROUTES_FIELD_NUMBER: _ClassVar[int]
     deliveries: _containers.RepeatedCompositeFieldContainer[Delivery]
     heartbeat_interval_ms: int
     lease_ttl_ms: int
-    def __init__(self, deliveries: _Optional[_Iterable[_Union[Delivery, _Mapping]]] = ..., lease_ttl_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
+    routes: _containers.RepeatedCompositeFieldContainer[QueueRoute]
+    def __init__(self, deliveries: _Optional[_Iterable[_Union[Delivery, _Mapping]]] = ..., lease_ttl_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., routes: _Optional[_Iterable[_Union[QueueRoute, _Mapping]]] = ...) -> None: ...
 
 class LeaseStatus(_message.Message):
     __slots__ = ["cancel_reason", "cancel_requested", "held", "lease_expires_at_ms", "lease_id", "queue"]
@@ -97,6 +101,16 @@ class LeaseStatus(_message.Message):
     lease_id: str
     queue: str
     def __init__(self, queue: _Optional[str] = ..., lease_id: _Optional[str] = ..., held: bool = ..., cancel_requested: bool = ..., cancel_reason: _Optional[str] = ..., lease_expires_at_ms: _Optional[int] = ...) -> None: ...
+
+class QueueRoute(_message.Message):
+    __slots__ = ["address", "node_id", "queue"]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    node_id: str
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., node_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
 
 class QueueWeight(_message.Message):
     __slots__ = ["queue", "weight"]

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file conveyor/v1/worker_service.proto.
  */
 export const file_conveyor_v1_worker_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBjb252ZXlvci92MS93b3JrZXJfc2VydmljZS5wcm90bxILY29udmV5b3IudjEiVwoUVGFza1R5cGVSZWdpc3RyYXRpb24SDAoEdHlwZRgBIAEoCRIxCgtjb25jdXJyZW5jeRgCIAMoCzIcLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5UnVsZSJfChhSZWdpc3RlclRhc2tUeXBlc1JlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEjAKBXR5cGVzGAIgAygLMiEuY29udmV5b3IudjEuVGFza1R5cGVSZWdpc3RyYXRpb24iGwoZUmVnaXN0ZXJUYXNrVHlwZXNSZXNwb25zZSIsCgtRdWV1ZVdlaWdodBINCgVxdWV1ZRgBIAEoCRIOCgZ3ZWlnaHQYAiABKA0iuwEKDExlYXNlUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkSKAoGcXVldWVzGAIgAygLMhguY29udmV5b3IudjEuUXVldWVXZWlnaHQSFgoObWF4X2RlbGl2ZXJpZXMYAyABKA0SDwoHd2FpdF9tcxgEIAEoDRITCgtiYXRjaF90eXBlcxgFIAMoCRINCgV0eXBlcxgGIAMoCRIMCgRob3N0GAcgASgJEhMKC2NvbmN1cnJlbmN5GAggASgNIqABCghEZWxpdmVyeRIQCghsZWFzZV9pZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIbChNsZWFzZV9leHBpcmVzX2F0X21zGAMgASgDEhYKDmRlYWRsaW5lX2F0X21zGAQgASgDEiAKBXRhc2tzGAUgAygLMhEuY29udmV5b3IudjEuVGFzaxINCgViYXRjaBgGIAEoCBINCgVncm91cBgHIAEoCSJvCg1MZWFzZVJlc3BvbnNlEikKCmRlbGl2ZXJpZXMYASADKAsyFS5jb252ZXlvci52MS5EZWxpdmVyeRIUCgxsZWFzZV90dGxfbXMYAiABKA0SHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAMgASgNIisKCExlYXNlUmVmEg0KBXF1ZXVlGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJIkwKEEhlYXJ0YmVhdFJlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEiUKBmxlYXNlcxgCIAMoCzIVLmNvbnZleW9yLnYxLkxlYXNlUmVmIooBCgtMZWFzZVN0YXR1cxINCgVxdWV1ZRgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIMCgRoZWxkGAMgASgIEhgKEGNhbmNlbF9yZXF1ZXN0ZWQYBCABKAgSFQoNY2FuY2VsX3JlYXNvbhgFIAEoCRIbChNsZWFzZV9leHBpcmVzX2F0X21zGAYgASgDIj0KEUhlYXJ0YmVhdFJlc3BvbnNlEigKBmxlYXNlcxgBIAMoCzIYLmNvbnZleW9yLnYxLkxlYXNlU3RhdHVzIoQBCgpTZXR0bGVtZW50Eg0KBXF1ZXVlGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEg8KB3Rhc2tfaWQYAyABKAkSJQoHb3V0Y29tZRgEIAEoDjIULmNvbnZleW9yLnYxLk91dGNvbWUSDgoGcmVzdWx0GAUgASgMEg0KBWVycm9yGAYgASgJImkKDVNldHRsZVJlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEiwKC3NldHRsZW1lbnRzGAIgAygLMhcuY29udmV5b3IudjEuU2V0dGxlbWVudBIXCg93b3JrZXJfZHJhaW5pbmcYAyABKAgiRgoMU2V0dGxlUmVzdWx0Eg8KB3Rhc2tfaWQYASABKAkSJQoFZXJyb3IYAiABKAsyFi5jb252ZXlvci52MS5JdGVtRXJyb3IiPAoOU2V0dGxlUmVzcG9uc2USKgoHcmVzdWx0cxgBIAMoCzIZLmNvbnZleW9yLnYxLlNldHRsZVJlc3VsdCp4CgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABITCg9PVVRDT01FX1NVQ0NFU1MQARIRCg1PVVRDT01FX1JFVFJZEAISFgoST1VUQ09NRV9TS0lQX1JFVFJZEAMSFAoQT1VUQ09NRV9SRUxFQVNFRBAEMsICCg1Xb3JrZXJTZXJ2aWNlEj4KBUxlYXNlEhkuY29udmV5b3IudjEuTGVhc2VSZXF1ZXN0GhouY29udmV5b3IudjEuTGVhc2VSZXNwb25zZRJKCglIZWFydGJlYXQSHS5jb252ZXlvci52MS5IZWFydGJlYXRSZXF1ZXN0Gh4uY29udmV5b3IudjEuSGVhcnRiZWF0UmVzcG9uc2USQQoGU2V0dGxlEhouY29udmV5b3IudjEuU2V0dGxlUmVxdWVzdBobLmNvbnZleW9yLnYxLlNldHRsZVJlc3BvbnNlEmIKEVJlZ2lzdGVyVGFza1R5cGVzEiUuY29udmV5b3IudjEuUmVnaXN0ZXJUYXNrVHlwZXNSZXF1ZXN0GiYuY29udmV5b3IudjEuUmVnaXN0ZXJUYXNrVHlwZXNSZXNwb25zZWIGcHJvdG8z", [file_conveyor_v1_task]);
+  fileDesc("CiBjb252ZXlvci92MS93b3JrZXJfc2VydmljZS5wcm90bxILY29udmV5b3IudjEiVwoUVGFza1R5cGVSZWdpc3RyYXRpb24SDAoEdHlwZRgBIAEoCRIxCgtjb25jdXJyZW5jeRgCIAMoCzIcLmNvbnZleW9yLnYxLkNvbmN1cnJlbmN5UnVsZSJfChhSZWdpc3RlclRhc2tUeXBlc1JlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEjAKBXR5cGVzGAIgAygLMiEuY29udmV5b3IudjEuVGFza1R5cGVSZWdpc3RyYXRpb24iGwoZUmVnaXN0ZXJUYXNrVHlwZXNSZXNwb25zZSIsCgtRdWV1ZVdlaWdodBINCgVxdWV1ZRgBIAEoCRIOCgZ3ZWlnaHQYAiABKA0i0AEKDExlYXNlUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkSKAoGcXVldWVzGAIgAygLMhguY29udmV5b3IudjEuUXVldWVXZWlnaHQSFgoObWF4X2RlbGl2ZXJpZXMYAyABKA0SDwoHd2FpdF9tcxgEIAEoDRITCgtiYXRjaF90eXBlcxgFIAMoCRINCgV0eXBlcxgGIAMoCRIMCgRob3N0GAcgASgJEhMKC2NvbmN1cnJlbmN5GAggASgNEhMKC3BvbGxfb3duZXJzGAkgASgIIqABCghEZWxpdmVyeRIQCghsZWFzZV9pZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIbChNsZWFzZV9leHBpcmVzX2F0X21zGAMgASgDEhYKDmRlYWRsaW5lX2F0X21zGAQgASgDEiAKBXRhc2tzGAUgAygLMhEuY29udmV5b3IudjEuVGFzaxINCgViYXRjaBgGIAEoCBINCgVncm91cBgHIAEoCSKYAQoNTGVhc2VSZXNwb25zZRIpCgpkZWxpdmVyaWVzGAEgAygLMhUuY29udmV5b3IudjEuRGVsaXZlcnkSFAoMbGVhc2VfdHRsX21zGAIgASgNEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgDIAEoDRInCgZyb3V0ZXMYBCADKAsyFy5jb252ZXlvci52MS5RdWV1ZVJvdXRlIj0KClF1ZXVlUm91dGUSDQoFcXVldWUYASABKAkSDwoHbm9kZV9pZBgCIAEoCRIPCgdhZGRyZXNzGAMgASgJIisKCExlYXNlUmVmEg0KBXF1ZXVlGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJIkwKEEhlYXJ0YmVhdFJlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEiUKBmxlYXNlcxgCIAMoCzIVLmNvbnZleW9yLnYxLkxlYXNlUmVmIooBCgtMZWFzZVN0YXR1cxINCgVxdWV1ZRgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIMCgRoZWxkGAMgASgIEhgKEGNhbmNlbF9yZXF1ZXN0ZWQYBCABKAgSFQoNY2FuY2VsX3JlYXNvbhgFIAEoCRIbChNsZWFzZV9leHBpcmVzX2F0X21zGAYgASgDIj0KEUhlYXJ0YmVhdFJlc3BvbnNlEigKBmxlYXNlcxgBIAMoCzIYLmNvbnZleW9yLnYxLkxlYXNlU3RhdHVzIoQBCgpTZXR0bGVtZW50Eg0KBXF1ZXVlGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEg8KB3Rhc2tfaWQYAyABKAkSJQoHb3V0Y29tZRgEIAEoDjIULmNvbnZleW9yLnYxLk91dGNvbWUSDgoGcmVzdWx0GAUgASgMEg0KBWVycm9yGAYgASgJImkKDVNldHRsZVJlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEiwKC3NldHRsZW1lbnRzGAIgAygLMhcuY29udmV5b3IudjEuU2V0dGxlbWVudBIXCg93b3JrZXJfZHJhaW5pbmcYAyABKAgiRgoMU2V0dGxlUmVzdWx0Eg8KB3Rhc2tfaWQYASABKAkSJQoFZXJyb3IYAiABKAsyFi5jb252ZXlvci52MS5JdGVtRXJyb3IiPAoOU2V0dGxlUmVzcG9uc2USKgoHcmVzdWx0cxgBIAMoCzIZLmNvbnZleW9yLnYxLlNldHRsZVJlc3VsdCp4CgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABITCg9PVVRDT01FX1NVQ0NFU1MQARIRCg1PVVRDT01FX1JFVFJZEAISFgoST1VUQ09NRV9TS0lQX1JFVFJZEAMSFAoQT1VUQ09NRV9SRUxFQVNFRBAEMsICCg1Xb3JrZXJTZXJ2aWNlEj4KBUxlYXNlEhkuY29udmV5b3IudjEuTGVhc2VSZXF1ZXN0GhouY29udmV5b3IudjEuTGVhc2VSZXNwb25zZRJKCglIZWFydGJlYXQSHS5jb252ZXlvci52MS5IZWFydGJlYXRSZXF1ZXN0Gh4uY29udmV5b3IudjEuSGVhcnRiZWF0UmVzcG9uc2USQQoGU2V0dGxlEhouY29udmV5b3IudjEuU2V0dGxlUmVxdWVzdBobLmNvbnZleW9yLnYxLlNldHRsZVJlc3BvbnNlEmIKEVJlZ2lzdGVyVGFza1R5cGVzEiUuY29udmV5b3IudjEuUmVnaXN0ZXJUYXNrVHlwZXNSZXF1ZXN0GiYuY29udmV5b3IudjEuUmVnaXN0ZXJUYXNrVHlwZXNSZXNwb25zZWIGcHJvdG8z", [file_conveyor_v1_task]);
 
 /**
  * @generated from message conveyor.v1.TaskTypeRegistration
@@ -153,6 +153,16 @@ export type LeaseRequest = Message<"conveyor.v1.LeaseRequest"> & {
    * @generated from field: uint32 concurrency = 8;
    */
   concurrency: number;
+
+  /**
+   * The caller polls each owner node itself (the SDK worker does): when some of the
+   * queues are held by other nodes, the answer comes at once, with what is ready and
+   * `routes`, instead of parking here, so the caller can move those queues to their
+   * owners' own long polls. Unset: the node parks as it sees fit (older workers).
+   *
+   * @generated from field: bool poll_owners = 9;
+   */
+  pollOwners: boolean;
 };
 
 /**
@@ -240,6 +250,15 @@ export type LeaseResponse = Message<"conveyor.v1.LeaseResponse"> & {
    * @generated from field: uint32 heartbeat_interval_ms = 3;
    */
   heartbeatIntervalMs: number;
+
+  /**
+   * In a cluster: where the queues of the request that this node does not hold are
+   * served, so that a worker can poll each owner for its own queues. Empty when this
+   * node holds every queue named (always, on a single node), or when an owner is down.
+   *
+   * @generated from field: repeated conveyor.v1.QueueRoute routes = 4;
+   */
+  routes: QueueRoute[];
 };
 
 /**
@@ -248,6 +267,37 @@ export type LeaseResponse = Message<"conveyor.v1.LeaseResponse"> & {
  */
 export const LeaseResponseSchema: GenMessage<LeaseResponse> = /*@__PURE__*/
   messageDesc(file_conveyor_v1_worker_service, 6);
+
+/**
+ * The node holding a queue's partition, as the answering node sees it.
+ *
+ * @generated from message conveyor.v1.QueueRoute
+ */
+export type QueueRoute = Message<"conveyor.v1.QueueRoute"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * @generated from field: string node_id = 2;
+   */
+  nodeId: string;
+
+  /**
+   * The owner's advertised gRPC address (host:port).
+   *
+   * @generated from field: string address = 3;
+   */
+  address: string;
+};
+
+/**
+ * Describes the message conveyor.v1.QueueRoute.
+ * Use `create(QueueRouteSchema)` to create a new message.
+ */
+export const QueueRouteSchema: GenMessage<QueueRoute> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_worker_service, 7);
 
 /**
  * @generated from message conveyor.v1.LeaseRef
@@ -269,7 +319,7 @@ export type LeaseRef = Message<"conveyor.v1.LeaseRef"> & {
  * Use `create(LeaseRefSchema)` to create a new message.
  */
 export const LeaseRefSchema: GenMessage<LeaseRef> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 7);
+  messageDesc(file_conveyor_v1_worker_service, 8);
 
 /**
  * @generated from message conveyor.v1.HeartbeatRequest
@@ -291,7 +341,7 @@ export type HeartbeatRequest = Message<"conveyor.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 8);
+  messageDesc(file_conveyor_v1_worker_service, 9);
 
 /**
  * @generated from message conveyor.v1.LeaseStatus
@@ -337,7 +387,7 @@ export type LeaseStatus = Message<"conveyor.v1.LeaseStatus"> & {
  * Use `create(LeaseStatusSchema)` to create a new message.
  */
 export const LeaseStatusSchema: GenMessage<LeaseStatus> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 9);
+  messageDesc(file_conveyor_v1_worker_service, 10);
 
 /**
  * @generated from message conveyor.v1.HeartbeatResponse
@@ -354,7 +404,7 @@ export type HeartbeatResponse = Message<"conveyor.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 10);
+  messageDesc(file_conveyor_v1_worker_service, 11);
 
 /**
  * @generated from message conveyor.v1.Settlement
@@ -396,7 +446,7 @@ export type Settlement = Message<"conveyor.v1.Settlement"> & {
  * Use `create(SettlementSchema)` to create a new message.
  */
 export const SettlementSchema: GenMessage<Settlement> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 11);
+  messageDesc(file_conveyor_v1_worker_service, 12);
 
 /**
  * @generated from message conveyor.v1.SettleRequest
@@ -426,7 +476,7 @@ export type SettleRequest = Message<"conveyor.v1.SettleRequest"> & {
  * Use `create(SettleRequestSchema)` to create a new message.
  */
 export const SettleRequestSchema: GenMessage<SettleRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 12);
+  messageDesc(file_conveyor_v1_worker_service, 13);
 
 /**
  * @generated from message conveyor.v1.SettleResult
@@ -450,7 +500,7 @@ export type SettleResult = Message<"conveyor.v1.SettleResult"> & {
  * Use `create(SettleResultSchema)` to create a new message.
  */
 export const SettleResultSchema: GenMessage<SettleResult> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 13);
+  messageDesc(file_conveyor_v1_worker_service, 14);
 
 /**
  * @generated from message conveyor.v1.SettleResponse
@@ -469,7 +519,7 @@ export type SettleResponse = Message<"conveyor.v1.SettleResponse"> & {
  * Use `create(SettleResponseSchema)` to create a new message.
  */
 export const SettleResponseSchema: GenMessage<SettleResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_worker_service, 14);
+  messageDesc(file_conveyor_v1_worker_service, 15);
 
 /**
  * @generated from enum conveyor.v1.Outcome

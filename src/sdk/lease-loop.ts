@@ -1,0 +1,170 @@
+/**
+ * One long-poll loop of a worker against one node: reserve free slots (slot-budget.ts),
+ * one Lease call for the queues this loop polls, hand the answer on, repeat. One call in
+ * flight per loop; it parks on the node until work exists, so pickup needs no polling.
+ *
+ * The main loop (the worker's configured node) waits for its node as long as it takes
+ * (`waitForReady`) and keeps retrying whatever fails, as a worker always did. A loop on
+ * another node (lease-loops.ts) fails fast instead, and when its node is unreachable or
+ * says it does not hold the queues, gives them back to the main loop and ends.
+ */
+import { ConveyorError } from "../base/errors.js";
+import { BATCH_MAX, RECONNECT_BACKOFF_INITIAL_MS } from "../base/limits.js";
+import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { LeaseRequestSchema, LeaseResponse, WorkerService } from "../gen/conveyor/v1/worker_service_pb.js";
+import type { UnaryClient } from "../rpc/service-definition.js";
+import { jitter, retryPauseMs } from "./retry-pause.js";
+import type { SlotBudget } from "./slot-budget.js";
+import { messageOf, secondsSince, type WorkerLogger } from "./worker-log.js";
+
+/** Why a loop on another node gives its queues back: the node cannot serve them for us. */
+const HAND_BACK_REASONS = new Set(["UNREACHABLE", "WRONG_OWNER", "OWNER_DOWN", "NO_ACTIVE_MEMBER"]);
+
+/** What every Lease call of the worker says besides its queues and size. */
+/** A queue a worker leases from, and its weight (LeaseRequest.queues). */
+export interface LeaseQueue {
+  queue: string;
+  weight: number;
+}
+
+export interface LeaseBase {
+  workerId: string;
+  batchTypes: string[];
+  types: string[];
+  host: string;
+  concurrency: number;
+}
+
+export interface LeaseLoopDeps {
+  base: LeaseBase;
+  leaseWaitMs: number;
+  slots: SlotBudget;
+  /** Ends every wait and call of the loop (the worker stops). */
+  signal: AbortSignal;
+  log: WorkerLogger;
+  report(error: unknown, context: string): void;
+  pause(ms: number): Promise<void>;
+  /** The queues this loop polls now (they change between calls). */
+  queues(): LeaseQueue[];
+  /** How many of `free` slots this loop asks for. */
+  share(loop: LeaseLoop, free: number): number;
+  /** Whether to ask for an answer at once when some queues are held elsewhere (`poll_owners`). */
+  pollOwners(): boolean;
+  /** Handles an answer: runs its deliveries, follows its routes. */
+  answered(loop: LeaseLoop, res: LeaseResponse): void;
+  /** This loop (not the main one) cannot serve its queues: give them back. */
+  handBack(loop: LeaseLoop, error: unknown): void;
+}
+
+export class LeaseLoop {
+  /** Whether a Lease call is out now. */
+  parked = false;
+  lastAnswerEmpty = false;
+  /** Whether any Lease call was made (a node never called has nothing to fence on stop). */
+  everLeased = false;
+  /** Set the moment `run` returns (a loop that ended takes no more queues). */
+  ended = false;
+  private wakeIdle: (() => void) | undefined;
+
+  constructor(
+    readonly address: string,
+    private readonly rpc: UnaryClient<typeof WorkerService>,
+    readonly main: boolean,
+    private readonly deps: LeaseLoopDeps,
+  ) {}
+
+  /** Main loop with no queues (all moved to their owners): wakes it when some come back. */
+  wake(): void {
+    this.wakeIdle?.();
+  }
+
+  /** Runs until the worker stops; a loop on another node also ends once it has no queues. */
+  async run(): Promise<void> {
+    try {
+      await this.poll();
+    } finally {
+      this.ended = true;
+    }
+  }
+
+  private async poll(): Promise<void> {
+    const { signal } = this.deps;
+    let failures = 0;
+    let lostAt = 0;
+    while (!signal.aborted) {
+      if (this.deps.queues().length === 0) {
+        if (!this.main) return;
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            signal.removeEventListener("abort", done);
+            resolve();
+          };
+          this.wakeIdle = done;
+          signal.addEventListener("abort", done, { once: true });
+        });
+        this.wakeIdle = undefined;
+        continue;
+      }
+      const slots = await this.deps.slots.reserve((free) => Math.min(BATCH_MAX, this.deps.share(this, free)), signal);
+      if (slots === 0) break;
+      let answer: { res: LeaseResponse; quick: boolean };
+      try {
+        answer = await this.lease(slots);
+      } catch (error) {
+        this.deps.slots.release(slots);
+        if (signal.aborted) break;
+        if (!this.main && error instanceof ConveyorError && HAND_BACK_REASONS.has(error.reason)) {
+          this.deps.handBack(this, error);
+          return;
+        }
+        this.deps.report(error, "lease");
+        if (failures === 0) {
+          lostAt = Date.now();
+          const lost = error instanceof ConveyorError && error.reason === "UNREACHABLE";
+          this.deps.log.warn(lost ? `lost the node at ${this.address} (${messageOf(error)}); retrying` : `lease failed: ${messageOf(error)}; retrying`);
+        }
+        failures += 1;
+        // The main loop's next Lease waits for the connection (waitForReady); this pause
+        // only keeps a node that refuses every call from being called in a tight loop.
+        await this.deps.pause(retryPauseMs(failures));
+        continue;
+      }
+      if (failures > 0) this.deps.log.info(`reconnected to the node at ${this.address} after ${secondsSince(lostAt)} s`);
+      failures = 0;
+      // Deliveries take their slots (as running) before the reservation is given back.
+      this.deps.answered(this, answer.res);
+      this.deps.slots.release(slots);
+      if (answer.res.deliveries.length > 0) {
+        // Let handlers that finish at once free their slots first, so the next Lease
+        // asks for every free slot (fewer, fuller round trips).
+        await new Promise((resolve) => setImmediate(resolve));
+      } else if (answer.quick && answer.res.routes.length === 0) {
+        // An empty answer at once means no wait was possible (a zero leaseWaitMs, or the
+        // server still fences a previous run of this worker id): back off, do not spin.
+        // (An answer carrying routes came at once on purpose: the queues move now.)
+        await this.deps.pause(jitter(RECONNECT_BACKOFF_INITIAL_MS));
+      }
+    }
+  }
+
+  private async lease(slots: number): Promise<{ res: LeaseResponse; quick: boolean }> {
+    const calledAt = Date.now();
+    this.everLeased = true;
+    this.parked = true;
+    try {
+      const request: MessageInitShape<typeof LeaseRequestSchema> = {
+        ...this.deps.base, queues: this.deps.queues(), maxDeliveries: slots, waitMs: this.deps.leaseWaitMs, pollOwners: this.deps.pollOwners(),
+      };
+      const res = await this.rpc.lease(request, {
+        timeoutMs: this.deps.leaseWaitMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS, signal: this.deps.signal,
+        // Only the main loop waits for its node: another node that cannot be reached gives its queues back at once.
+        waitForReady: this.main,
+      });
+      this.lastAnswerEmpty = res.deliveries.length === 0;
+      return { res, quick: Date.now() - calledAt < 50 };
+    } finally {
+      this.parked = false;
+    }
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * Real-process clusters for the cluster tests: conveyord nodes on one etcd, and queue
+ * names chosen so that the ring gives each node its own.
+ */
+import { randomUUID } from "node:crypto";
+import { Ring } from "../../src/cluster/ring.js";
+import { AdminService, type GetClusterStatusResponse } from "../../src/gen/conveyor/v1/admin_service_pb.js";
+import { RpcChannel } from "../../src/rpc/client.js";
+import type { EtcdCluster } from "./etcd.js";
+import { eventually, NodeProcess } from "./node-process.js";
+
+/**
+ * Starts one node per id on `etcd` (a new cluster name), pushing each onto `nodes` for the
+ * caller to kill, and waits until every node sees every other one active, so that the
+ * ring spreads the partitions before any is claimed.
+ */
+export async function startCluster(etcd: EtcdCluster, ids: string[], nodes: NodeProcess[], memberTtlS: number, closers: Array<() => unknown>): Promise<{ cluster: string; byId: Map<string, NodeProcess> }> {
+  const cluster = `f-${randomUUID().slice(0, 8)}`;
+  const started = await Promise.all(ids.map((id) => NodeProcess.start({
+    settings: { cluster_etcd: etcd.endpoints, cluster_name: cluster, node_id: id, cluster_member_ttl: `${memberTtlS}s` },
+  })));
+  nodes.push(...started);
+  const byId = new Map(ids.map((id, i) => [id, started[i]!]));
+  await eventually("every node to see all members active", async () => {
+    const views = await Promise.all(started.map((n) => statusOf(n, closers)));
+    return views.every((v) => v.members.length === ids.length && v.members.every((m) => m.state === 2)) ? true : undefined;
+  }, 15_000);
+  return { cluster, byId };
+}
+
+/** The node's cluster status (its channel closed by `closers`). */
+export function statusOf(node: NodeProcess, closers: Array<() => unknown>): Promise<GetClusterStatusResponse> {
+  const channel = new RpcChannel({ address: node.grpcAddress });
+  closers.push(() => channel.close());
+  return channel.service(AdminService).getClusterStatus({ withLeases: false }, { timeoutMs: 2_000 });
+}
+
+/** `perNode` queues whose partitions the ring over `ids` gives each node. */
+export function queuesOn(ids: string[], perNode: number): Map<string, string[]> {
+  const ring = new Ring(ids, 1);
+  const out = new Map(ids.map((id) => [id, [] as string[]]));
+  for (let i = 0; [...out.values()].some((l) => l.length < perNode); i++) {
+    const q = `q${i}`;
+    const list = out.get(ring.ownerOf(q))!;
+    if (list.length < perNode) list.push(q);
+  }
+  return out;
+}
