@@ -4,7 +4,8 @@
  * (SIGTERM drains: every partition is handed off before the node leaves), with a
  * producer and a worker running throughout. The checker: every acknowledged enqueue ran
  * (0 lost), no SDK call failed, and a task ran twice only if its lease lapsed (none does
- * here: leases are 30 s).
+ * here: leases are 30 s). In the drain test every queue has a per-key limit of 1, and the
+ * worker checks that no key ever runs twice at once, across every move.
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -56,6 +57,9 @@ async function holders(node: NodeProcess, queues: string[]): Promise<Map<string,
   return new Map(queues.map((q) => [q, status.partitionStates[ring.partitionOf(q)]!.owner]));
 }
 
+/** Concurrency keys the producer spreads tasks over (the drain test limits each to 1 in flight per queue). */
+const KEYS = ["k0", "k1", "k2"];
+
 /** A producer that enqueues round-robin over `queues` until stopped, recording every acknowledged id and every failure. */
 function runProducer(client: Client, queues: string[]) {
   const acknowledged = new Set<string>();
@@ -64,7 +68,8 @@ function runProducer(client: Client, queues: string[]) {
   const done = (async () => {
     for (let i = 0; !stop; i++) {
       try {
-        acknowledged.add((await client.enqueue(newTask("job", json({ i })), { queue: queues[i % queues.length]! })).id);
+        const queue = queues[i % queues.length]!;
+        acknowledged.add((await client.enqueue(newTask("job", json({ i })), { queue, concurrencyKey: KEYS[i % KEYS.length]! })).id);
       } catch (error) {
         failures.push(error);
       }
@@ -73,15 +78,30 @@ function runProducer(client: Client, queues: string[]) {
   return { acknowledged, failures, stop: async () => { stop = true; await done; } };
 }
 
+/**
+ * A worker that records every run, and the most handlers that ran at once per
+ * (queue, concurrency key): with a per-key limit of 1 that must never exceed 1, before,
+ * during or after a move (the key's in-flight count moves with the active rows).
+ */
 function runWorker(node: NodeProcess, queues: string[]) {
   const ran = new Map<string, number>();
+  const running = new Map<string, number>();
+  let maxPerKey = 0;
   const worker = new Worker({
     address: node.grpcAddress, queues, concurrency: 16, handleSignals: false, leaseWaitMs: 500, logger: null,
-    mux: new Mux().handle("job", async (task) => void ran.set(task.id, (ran.get(task.id) ?? 0) + 1)),
+    mux: new Mux().handle("job", async (task) => {
+      const key = `${task.queue}/${task.concurrencyKey}`;
+      running.set(key, (running.get(key) ?? 0) + 1);
+      maxPerKey = Math.max(maxPerKey, running.get(key)!);
+      // Long enough that tasks of one key would overlap if the limit did not hold.
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      running.set(key, running.get(key)! - 1);
+      ran.set(task.id, (ran.get(task.id) ?? 0) + 1);
+    }),
   });
   closers.push(() => worker.stop());
   worker.start();
-  return ran;
+  return Object.assign(ran, { maxPerKey: () => maxPerKey });
 }
 
 const handoffs = (node: NodeProcess) => node.logs.map((l) => JSON.parse(l) as { msg?: string; ms?: number; tasks?: number }).filter((l) => l.msg === "partition handed off");
@@ -128,6 +148,8 @@ describe("handoff: partitions move with their rows (real processes)", { timeout:
     const queues = Array.from({ length: 12 }, (_, i) => `dq${i}`);
     const producer = new Client({ address: n2!.grpcAddress });
     closers.push(() => producer.close());
+    // One task per key at a time, in every queue: the limit must hold across the moves.
+    for (const q of queues) await producer.admin.setConcurrencyLimit(q, 1);
     const load = runProducer(producer, queues);
     const ran = runWorker(n3!, queues);
     await eventually("every queue in use", async () => (load.acknowledged.size >= 300 ? true : undefined), 30_000);
@@ -152,6 +174,7 @@ describe("handoff: partitions move with their rows (real processes)", { timeout:
     await eventually("every acknowledged task to run", async () => ([...load.acknowledged].every((id) => ran.has(id)) ? true : undefined), 30_000);
     expect(load.failures).toEqual([]);
     expect([...ran.values()].filter((n) => n > 1)).toEqual([]);
+    expect(ran.maxPerKey()).toBe(1);
     const stalls = handoffs(n1!).map((m) => m.ms!);
     console.log(`drain: n1 handed off ${stalls.length} partitions on SIGTERM (max stall ${Math.round(Math.max(...stalls))} ms); ` +
       `${load.acknowledged.size} tasks acknowledged, all ran once, 0 failed calls`);
