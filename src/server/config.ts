@@ -180,7 +180,7 @@ export const SETTING_NAMES = SETTINGS.map((s) => s.yaml);
 export const envNameOf = (yaml: string) => `CONVEYOR_${yaml.toUpperCase()}`;
 
 /** Read by scripts/test-prerequisites.mjs (plain JS, so written out here too). */
-const DEVELOPMENT_ENV_VARS = ["CONVEYOR_SKIP_PREREQUISITES"];
+const DEVELOPMENT_ENV_VARS = ["CONVEYOR_SKIP_PREREQUISITES", "CONVEYOR_TEST_PARTS"];
 
 /** Every CONVEYOR_* variable some component reads: the node's settings, the clients' (SDK, CLI), development's. */
 export const KNOWN_ENV_VARS: readonly string[] = [...SETTING_NAMES.map(envNameOf), ...CLIENT_ENV_VARS, ...DEVELOPMENT_ENV_VARS];

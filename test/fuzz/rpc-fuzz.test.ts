@@ -257,7 +257,7 @@ describe.each(methods.map((m, i) => [`${m.service}/${m.name}`, m, i] as const))(
 describe("the suite itself", () => {
   it("covers every RPC of every generated service", () => {
     const services = new Set(methods.map((m) => m.service));
-    expect([...services].sort()).toEqual(["AdminService", "TaskService", "WorkerService"]);
+    expect([...services].sort()).toEqual(["AdminService", "ClusterService", "TaskService", "WorkerService"]);
     expect(methods.length).toBeGreaterThanOrEqual(30);
   });
 });

@@ -83,7 +83,8 @@ function concatEvery(field: string, queueOf: ((entry: Msg) => string) | undefine
     kind: "every",
     keep: (response, holds) => (queueOf === undefined ? response
       : { ...response, [field]: ((response[field] ?? []) as Msg[]).filter((e) => holds(queueOf(e))) }),
-    merge: (responses) => ({ ...(extra ? extra(responses) : {}), [field]: responses.flatMap((r) => (r[field] ?? []) as Msg[]) }),
+    // Fields besides the list (a server default, say) are node-wide settings: this node's answer has them.
+    merge: (responses) => ({ ...responses[0], ...(extra ? extra(responses) : {}), [field]: responses.flatMap((r) => (r[field] ?? []) as Msg[]) }),
   };
 }
 
@@ -153,7 +154,7 @@ export const RPC_ROUTES: Readonly<Record<string, RpcRoute>> = {
   "AdminService/ListConcurrencyLimits": concatEvery("limits", (l) => String(l["queue"] ?? "")),
   "AdminService/SetQueueRateLimit": byQueue(),
   "AdminService/DeleteQueueRateLimit": byQueue(),
-  "AdminService/ListRateLimits": concatEvery("limits", (l) => String(l["queue"] ?? ""), (rs) => ({ defaultLimit: rs[0]?.["defaultLimit"] })),
+  "AdminService/ListRateLimits": concatEvery("limits", (l) => String(l["queue"] ?? "")),
   "AdminService/SetGroupConfig": { kind: "queue", queue: (r) => String(((r["config"] ?? {}) as Msg)["queue"] ?? "") },
   "AdminService/ListGroupConfigs": byQueueOrEvery(concatEvery("configs", (c) => String(c["queue"] ?? ""))),
   "AdminService/DeleteGroupConfig": byQueue(),

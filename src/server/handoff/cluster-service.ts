@@ -44,7 +44,13 @@ export function clusterService(deps: { rows: PartitionRows; partitions: number; 
       transfer.chunks.push(Buffer.from(r.data));
       if (!r.last) return {};
       transfers.delete(r.transferId);
-      const loaded = deps.rows.load(Buffer.concat(transfer.chunks));
+      let loaded;
+      try {
+        loaded = deps.rows.load(Buffer.concat(transfer.chunks));
+      } catch (error) {
+        if (error instanceof ConveyorError) throw error;
+        throw invalidField("data", `is not a partition snapshot (${error instanceof Error ? error.message : String(error)}); nothing was loaded`);
+      }
       deps.logger.info({ partition: r.partition, from: r.fromNode, epoch: String(r.epoch), tasks: loaded.tasks, queues: loaded.queues.length },
         "received a partition's rows");
       return { tasks: BigInt(loaded.tasks) };
