@@ -19,7 +19,9 @@ import { join } from "node:path";
 import type { AdminClient } from "../admin.js";
 import type { Daemon } from "../daemon.js";
 import { trackDir, removeDir } from "../processes.js";
+import { pacedPickup } from "../pickup-probe.js";
 import { Prober } from "../prober.js";
+import { warmUpWorker } from "../warmup.js";
 import { fillRetained } from "../retained-fill.js";
 import { openDataDir } from "../../src/storage/data-dir.js";
 import { AdminQueries } from "../../src/storage/admin-queries.js";
@@ -28,6 +30,12 @@ import { fmtMs, summarize } from "../stats.js";
 import { sleep, wallNow } from "../time.js";
 
 const QUEUE = "bench-retained";
+/** The live queue whose pickup latency is measured next to the retained one. */
+const LIVE_QUEUE = "bench-live";
+const PICKUP_TASKS = 1_000;
+const PICKUP_RATE = 200;
+/** ListQueues calls during the pickup comparison: a dashboard polls every 2 s; this is 20 of them. */
+const LIST_EVERY_MS = 100;
 const LIST_CALLS = 50;
 const HEALTH_EVERY_MS = 5;
 /** Completion rate the deletion is compared with: the issue's 10-minute soak ran at 1,500 tasks/s. */
@@ -62,14 +70,29 @@ export const retainedScenario: Scenario = {
       const counted = await admin.counts(QUEUE);
       if (counted.completed !== n) throw new Error(`ListQueues counted ${counted.completed} completed tasks, expected ${n}`);
       ctx.progress(`retained: ListQueues p50 ${fmtMs(list.p50)} / max ${fmtMs(list.max)} ms; health max ${fmtMs(healthWhileListing.max)} ms`, true);
+      // Pickup p99 of a live queue without, then with, ListQueues called every 100 ms.
+      const worker = await ctx.worker(held, { queue: LIVE_QUEUE, concurrency: 50, sleepMs: 0, record: true });
+      const client = ctx.client(held);
+      await warmUpWorker(client, held, worker, LIVE_QUEUE, 1_000);
+      const pickupQuiet = await pacedPickup(client, worker, LIVE_QUEUE, PICKUP_TASKS, PICKUP_RATE);
+      const lister = new Prober(() => admin.counts(QUEUE), LIST_EVERY_MS);
+      const pickupListed = await pacedPickup(client, worker, LIVE_QUEUE, PICKUP_TASKS, PICKUP_RATE);
+      await lister.stop();
+      ctx.progress(`retained: pickup p99 ${fmtMs(pickupQuiet.p99)} ms alone, ${fmtMs(pickupListed.p99)} ms with ListQueues every ${LIST_EVERY_MS} ms`, true);
       await ctx.release(held);
 
       // 3. Deletion.
       t0 = wallNow();
       const node = await ctx.daemon({ dataDir: dir, settings: { janitor_interval: "1s" }, startTimeoutMs: 600_000 });
       const restartSeconds = (wallNow() - t0) / 1000;
+      const liveWorker = await ctx.worker(node, { queue: LIVE_QUEUE, concurrency: 50, sleepMs: 0, record: true });
+      const liveClient = ctx.client(node);
+      await warmUpWorker(liveClient, node, liveWorker, LIVE_QUEUE, 1_000);
       await node.metric("nodejs_eventloop_lag_max_seconds"); // resets the node's lag histogram
-      const deletion = await watchDeletion(ctx.admin(node), node, n, ctx.options.retainedDeleteSeconds, (m) => ctx.progress(m));
+      const watching = watchDeletion(ctx.admin(node), node, n, ctx.options.retainedDeleteSeconds, (m) => ctx.progress(m));
+      // Pickup while the janitor deletes (its first run comes within janitor_interval, 1 s).
+      const pickupDeleting = await pacedPickup(liveClient, liveWorker, LIVE_QUEUE, PICKUP_TASKS, PICKUP_RATE);
+      const deletion = await watching;
       const lagMaxMs = (await node.metric("nodejs_eventloop_lag_max_seconds")) * 1000;
       ctx.progress(`retained: deleted ${deletion.deleted} at ${deletion.perSec.toFixed(0)}/s; health p99 ${fmtMs(deletion.health.p99)} / max ${fmtMs(deletion.health.max)} ms; ` +
         `event-loop lag max ${fmtMs(lagMaxMs)} ms`, true);
@@ -81,17 +104,19 @@ export const retainedScenario: Scenario = {
         notes: `ListQueues over gRPC with ${n.toLocaleString("en-US")} retained tasks (max ${fmtMs(list.max)} ms; ` +
           `GetClusterInfo, which reads no tasks, p50 ${fmtMs(floor.p50)} / p99 ${fmtMs(floor.p99)} ms); /metrics p50 ${fmtMs(scrape.p50)} ms; ` +
           `health max ${fmtMs(healthWhileListing.max)} ms meanwhile; ${bytesPerTask.toFixed(0)} bytes/task on disk; start ${startSeconds.toFixed(1)} s; ` +
-          `in process: the counts ${fmtMs(inProcess.countsTableMs)} ms vs counting the rows (as before) ${fmtMs(inProcess.countingRowsMs)} ms`,
+          `in process: the counts ${fmtMs(inProcess.countsTableMs)} ms vs counting the rows (as before) ${fmtMs(inProcess.countingRowsMs)} ms; ` +
+          `pickup p99 at ${PICKUP_RATE}/s ${fmtMs(pickupQuiet.p99)} ms alone, ${fmtMs(pickupListed.p99)} ms with ListQueues every ${LIST_EVERY_MS} ms`,
         targets: [target("ListQueues p99 ms", "<=", 5, list.p99, "ms")],
-        details: { fill, bytesPerTask, inProcess, listQueuesMs: list, getClusterInfoMs: floor, metricsScrapeMs: scrape, healthWhileListingMs: healthWhileListing, startSeconds },
+        details: { fill, bytesPerTask, inProcess, listQueuesMs: list, getClusterInfoMs: floor, pickupQuietMs: pickupQuiet, pickupWithListQueuesMs: pickupListed, metricsScrapeMs: scrape, healthWhileListingMs: healthWhileListing, startSeconds },
       }, {
         scenario: "retained delete", tasks: deletion.deleted, seconds: deletion.seconds, tasksPerSec: deletion.perSec,
         p50Ms: deletion.health.p50, p99Ms: deletion.health.p99,
         notes: `expired tasks deleted by the janitor (p50/p99 = health check while deleting; max ${fmtMs(deletion.health.max)} ms); ` +
           `node event-loop lag max ${fmtMs(lagMaxMs)} ms; ListQueues meanwhile p99 ${fmtMs(deletion.list.p99)} ms; ` +
+          `pickup at ${PICKUP_RATE}/s meanwhile p50 ${fmtMs(pickupDeleting.p50)} / p99 ${fmtMs(pickupDeleting.p99)} ms; ` +
           `${(deletion.perSec / SUSTAINED_COMPLETIONS_PER_SEC).toFixed(1)}x a ${SUSTAINED_COMPLETIONS_PER_SEC}/s completion rate; restart ${restartSeconds.toFixed(1)} s`,
         targets: [target("deleted/s", ">=", SUSTAINED_COMPLETIONS_PER_SEC, deletion.perSec, "/s"), target("health p99 ms while deleting", "<=", 50, deletion.health.p99, "ms")],
-        details: { ...deletion, lagMaxMs, restartSeconds, sustainedCompletionsPerSec: SUSTAINED_COMPLETIONS_PER_SEC },
+        details: { ...deletion, pickupWhileDeletingMs: pickupDeleting, lagMaxMs, restartSeconds, sustainedCompletionsPerSec: SUSTAINED_COMPLETIONS_PER_SEC },
       }];
     } finally {
       removeDir(dir);
