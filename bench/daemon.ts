@@ -23,6 +23,10 @@ export interface DaemonOptions {
   settings?: Record<string, string>;
   /** Names the temp dir, for humans looking at /tmp. */
   label?: string;
+  /** Runs on this existing data dir instead of a fresh one; the caller owns it (stop() leaves it). */
+  dataDir?: string;
+  /** How long to wait for "conveyord listening" (default 20 s; a large data dir may need more). */
+  startTimeoutMs?: number;
 }
 
 export interface Health {
@@ -39,6 +43,8 @@ export class Daemon {
     readonly grpcAddress: string,
     readonly httpAddress: string,
     private readonly logTail: string[],
+    /** False when the caller brought the data dir (it outlives the daemon). */
+    private readonly ownsDataDir: boolean,
   ) {
     this.exited = new Promise((resolve) => child.once("exit", (code) => resolve(code)));
   }
@@ -48,8 +54,9 @@ export class Daemon {
   }
 
   static async start(options: DaemonOptions = {}): Promise<Daemon> {
-    const dataDir = mkdtempSync(join(tmpdir(), `conveyor-bench-${options.label ?? "node"}-`));
-    trackDir(dataDir);
+    const ownsDataDir = options.dataDir === undefined;
+    const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), `conveyor-bench-${options.label ?? "node"}-`));
+    if (ownsDataDir) trackDir(dataDir);
     const nodeFlags = (process.env.BENCH_DAEMON_ARGS ?? "").split(/\s+/).filter(Boolean);
     const args = [...nodeFlags, CONVEYORD, "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--log-level", "info"];
     for (const [k, v] of Object.entries(options.settings ?? {})) args.push("--set", `${k}=${v}`);
@@ -64,7 +71,8 @@ export class Daemon {
     const lines = createInterface({ input: child.stdout! });
     try {
       const listening = await new Promise<{ grpc: string; http: string }>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`conveyord did not start within ${START_TIMEOUT_MS} ms`)), START_TIMEOUT_MS);
+        const timeoutMs = options.startTimeoutMs ?? START_TIMEOUT_MS;
+        const timer = setTimeout(() => reject(new Error(`conveyord did not start within ${timeoutMs} ms`)), timeoutMs);
         child.once("error", (e) => {
           clearTimeout(timer);
           reject(e);
@@ -86,10 +94,10 @@ export class Daemon {
           }
         });
       });
-      return new Daemon(child, dataDir, listening.grpc, listening.http, logTail);
+      return new Daemon(child, dataDir, listening.grpc, listening.http, logTail, ownsDataDir);
     } catch (error) {
       if (child.pid !== undefined && child.exitCode === null) process.kill(child.pid, "SIGKILL");
-      removeDir(dataDir);
+      if (ownsDataDir) removeDir(dataDir);
       throw new Error(`${(error as Error).message}\n${logTail.join("\n")}`);
     }
   }
@@ -135,12 +143,12 @@ export class Daemon {
     return this.logTail.join("\n");
   }
 
-  /** SIGTERM to its PID (a clean exit, so --cpu-prof is written), SIGKILL after 15 s; removes the data dir. */
+  /** SIGTERM to its PID (a clean exit, so --cpu-prof is written), SIGKILL after 15 s; removes the data dir it made. */
   async stop(): Promise<void> {
     if (this.alive) process.kill(this.pid, "SIGTERM");
     await waitExit(this.child, 15_000);
     await this.exited;
-    removeDir(this.dataDir);
+    if (this.ownsDataDir) removeDir(this.dataDir);
   }
 }
 

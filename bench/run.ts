@@ -4,8 +4,9 @@
  * stdout (progress goes to stderr) and writes bench-results/<timestamp>.json and
  * bench-results/latest.json.
  *
- *   node dist/bench/run.js [--only enqueue,e2e,latency,keys,batch,rules] [--tasks 20000]
- *       [--latency-tasks 2000] [--latency-rate 200] [--set key=value ...] [--out DIR]
+ *   node dist/bench/run.js [--only enqueue,e2e,latency,keys,batch,rules,upkeep,retained] [--tasks 20000]
+ *       [--latency-tasks 2000] [--latency-rate 200] [--retained-tasks 3000000]
+ *       [--retained-delete-seconds 600] [--set key=value ...] [--out DIR]
  *
  * Environment: BENCH_DAEMON_ARGS / BENCH_WORKER_ARGS add node flags to the daemon /
  * worker processes (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
@@ -27,16 +28,19 @@ import { e2eScenario } from "./scenarios/e2e.js";
 import { enqueueScenario } from "./scenarios/enqueue.js";
 import { keysScenario } from "./scenarios/keys.js";
 import { latencyScenario } from "./scenarios/latency.js";
+import { retainedScenario } from "./scenarios/retained.js";
 import { rulesScenario } from "./scenarios/rules.js";
+import { upkeepScenario } from "./scenarios/upkeep.js";
 import { fmtMs, fmtNum, renderTable } from "./stats.js";
 
 /** Machine CPU use (by others, sampled before a scenario) above which results are flagged as noisy. */
 const BUSY_PERCENT = 10;
 
 /** Every scenario, in run order. */
-const SCENARIOS: Scenario[] = [enqueueScenario, e2eScenario, latencyScenario, keysScenario, batchScenario, rulesScenario];
+const SCENARIOS: Scenario[] = [enqueueScenario, e2eScenario, latencyScenario, keysScenario, batchScenario, rulesScenario, upkeepScenario, retainedScenario];
 
-const USAGE = `usage: node dist/bench/run.js [--only NAME,...] [--tasks N] [--latency-tasks N] [--latency-rate R] [--set key=value ...] [--out DIR]
+const USAGE = `usage: node dist/bench/run.js [--only NAME,...] [--tasks N] [--latency-tasks N] [--latency-rate R] [--retained-tasks N]
+       [--retained-delete-seconds S] [--set key=value ...] [--out DIR]
 scenarios:
 ${SCENARIOS.map((s) => `  ${s.name.padEnd(10)} ${s.description}`).join("\n")}`;
 
@@ -47,6 +51,8 @@ function parseOptions(): { options: BenchOptions; selected: Scenario[]; outDir: 
       tasks: { type: "string" },
       "latency-tasks": { type: "string" },
       "latency-rate": { type: "string" },
+      "retained-tasks": { type: "string" },
+      "retained-delete-seconds": { type: "string" },
       set: { type: "string", multiple: true },
       out: { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -81,6 +87,8 @@ function parseOptions(): { options: BenchOptions; selected: Scenario[]; outDir: 
       tasks: positive("tasks", values.tasks, 20_000),
       latencyTasks: positive("latency-tasks", values["latency-tasks"], 2_000),
       latencyRate: positive("latency-rate", values["latency-rate"], 200),
+      retainedTasks: positive("retained-tasks", values["retained-tasks"], 3_000_000),
+      retainedDeleteSeconds: positive("retained-delete-seconds", values["retained-delete-seconds"], 600),
       settings,
     },
     selected,

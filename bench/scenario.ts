@@ -17,6 +17,10 @@ export interface BenchOptions {
   latencyTasks: number;
   /** Enqueue rate of the latency scenario, tasks/s (default 200). */
   latencyRate: number;
+  /** Retained (completed) tasks of the retained scenario (default 3,000,000). */
+  retainedTasks: number;
+  /** How long the retained scenario watches the deletion at most, seconds (default 600). */
+  retainedDeleteSeconds: number;
   /** --set settings passed to every daemon. */
   settings: Record<string, string>;
 }

@@ -60,6 +60,7 @@ import { jsonApiRoute, jsonService } from "./json-api.js";
 import { findWebRoot, staticRoute } from "./static-files.js";
 import { checkPortFree, listenFailure } from "./port-check.js";
 import { logTaskFailures } from "./task-failure-log.js";
+import { Janitor } from "./janitor.js";
 import { loadSecurity, NodeSecurity, type LoadedSecurity, type SecurityOptions } from "./security/node-security.js";
 import { whoamiRoute } from "./security/whoami-route.js";
 
@@ -113,7 +114,12 @@ export class ConveyorNode {
     const startQueues = new Set([...storage.queries.queuesWithUnfinishedTasks(), ...storage.store.schedules.queuesWithSchedules()]);
     const activate = (queues: Iterable<string>) => Promise.all([...queues].map((queue) => runtime.router.grainFor(queue).activate()));
     if (!clustered) await activate(startQueues);
-    const stopJanitor = startJanitor(storage.queries, clock, config.janitorIntervalMs, logger);
+    const janitor = new Janitor({
+      purge: (nowMs, limit) => storage.queries.purgeFinished(nowMs, limit), committed: () => storage.db.committed(),
+      clock, intervalMs: config.janitorIntervalMs, logger,
+    });
+    janitor.start();
+    const stopJanitor = () => janitor.stop();
     const membership = new MembershipLink(config.nodeId, clustered);
     const services = buildServices(storage, runtime, { config, clock, metrics, logger, membership });
     const { authn, tls } = loaded;
@@ -459,25 +465,6 @@ async function joinCluster(
     await new Promise<void>((resolve) => transports.httpServer.close(() => resolve()));
     throw error;
   }
-}
-
-/** Rows one janitor run deletes at most (one transaction); a larger backlog drains over several runs. */
-const JANITOR_BATCH_MAX_ROWS = 5_000;
-
-function startJanitor(queries: AdminQueries, clock: Clock, intervalMs: number, logger: Logger): () => void {
-  let cancel = () => {};
-  const run = () => {
-    try {
-      // Bounded batches keep each transaction short; a backlog drains over several runs.
-      const purged = queries.purgeFinished(clock.nowMs(), JANITOR_BATCH_MAX_ROWS);
-      if (purged > 0) logger.debug({ purged }, "purged finished tasks past retention");
-    } catch (err) {
-      logger.error({ err }, "retention purge failed");
-    }
-    cancel = clock.setTimer(intervalMs, run);
-  };
-  cancel = clock.setTimer(intervalMs, run);
-  return () => cancel();
 }
 
 /** `{ [key]: value }` when value is defined, `{}` otherwise (exactOptional-friendly spreads). */

@@ -30,6 +30,9 @@ const TABLES: readonly PartitionTable[] = [
   { name: "slot_limits", where: `scope IN ${IN_QUEUES}` },
 ];
 
+/** Per-state counts (migration 009): kept by triggers on tasks, so never copied; dropped with the queue's rows. */
+const COUNTS: PartitionTable = { name: "queue_counts", where: `queue IN ${IN_QUEUES}` };
+
 export interface SnapshotInfo {
   bytes: Buffer;
   queues: string[];
@@ -76,30 +79,29 @@ export class PartitionRows {
 
   /**
    * Loads a snapshot's rows in one write (one transaction with the node's other writes
-   * of the turn). A row already here is replaced: a partition moved away and back brings
-   * its newer rows with it. Resolves the queues and task count it held.
+   * of the turn). Rows of the same queues already here are stale (left by an earlier
+   * stay of the partition, never shown: this node did not hold it) and are deleted first,
+   * so plain INSERTs fire the count triggers exactly once per row (an INSERT OR REPLACE
+   * would skip the delete trigger). Resolves the queues and task count it held.
    */
   load(bytes: Buffer): { queues: string[]; tasks: number } {
     const snap = new BetterSqlite3(bytes);
     try {
+      const present = (name: string) => snap.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
       const queues = new Set<string>();
+      for (const [table, column] of [["tasks", "queue"], ["queues", "name"], ["group_configs", "queue"], ["schedules", "queue"], ["slot_limits", "scope"]] as const) {
+        if (present(table)) for (const q of snap.prepare(`SELECT DISTINCT ${column} FROM ${table}`).pluck().all() as string[]) queues.add(q);
+      }
       let tasks = 0;
       this.db.write(() => {
+        this.deleteRows([...queues]);
         for (const table of TABLES) {
-          const present = snap.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table.name);
-          if (!present) continue;
+          if (!present(table.name)) continue;
           let insert: BetterSqlite3.Statement | undefined;
           for (const row of snap.prepare(`SELECT * FROM ${table.name}`).iterate() as Iterable<Record<string, unknown>>) {
-            insert ??= this.db.sqlite.prepare(`INSERT OR REPLACE INTO ${table.name} (${Object.keys(row).join(", ")}) VALUES (${Object.keys(row).map((c) => `@${c}`).join(", ")})`);
+            insert ??= this.db.sqlite.prepare(`INSERT INTO ${table.name} (${Object.keys(row).join(", ")}) VALUES (${Object.keys(row).map((c) => `@${c}`).join(", ")})`);
             insert.run(row);
-            if (table.name === "tasks") {
-              tasks++;
-              queues.add(String(row["queue"]));
-            } else if (table.name === "queues") {
-              queues.add(String(row["name"]));
-            } else if (typeof row["queue"] === "string") {
-              queues.add(row["queue"]);
-            }
+            if (table.name === "tasks") tasks++;
           }
         }
       });
@@ -111,15 +113,18 @@ export class PartitionRows {
 
   /** Deletes every row of `queues` in one write; returns the tasks deleted. */
   drop(queues: readonly string[]): number {
+    return this.db.write(() => this.deleteRows(queues));
+  }
+
+  /** Deletes every row of `queues` (inside a write), their per-state counts too; returns the tasks deleted. */
+  private deleteRows(queues: readonly string[]): number {
     const list = JSON.stringify(queues);
-    return this.db.write(() => {
-      let tasks = 0;
-      // Attempts first: their rows are found through the tasks.
-      for (const table of [TABLES[1]!, TABLES[0]!, ...TABLES.slice(2)]) {
-        const changes = this.db.sqlite.prepare(`DELETE FROM ${table.name} WHERE ${table.where}`).run({ queues: list }).changes;
-        if (table.name === "tasks") tasks = changes;
-      }
-      return tasks;
-    });
+    let tasks = 0;
+    // Attempts first: their rows are found through the tasks.
+    for (const table of [TABLES[1]!, TABLES[0]!, ...TABLES.slice(2), COUNTS]) {
+      const changes = this.db.sqlite.prepare(`DELETE FROM ${table.name} WHERE ${table.where}`).run({ queues: list }).changes;
+      if (table.name === "tasks") tasks = changes;
+    }
+    return tasks;
   }
 }

@@ -107,6 +107,11 @@ export class TaskStore implements QueueStore {
         ON CONFLICT (name) DO UPDATE SET rate_per_sec = @rate, rate_burst = @burst`),
       /** deleteQueue: removes the queue's row (paused, key limit, rate limit). */
       deleteQueue: s.prepare("DELETE FROM queues WHERE name = ?"),
+      /**
+       * deleteQueue: drops the queue's emptied count rows (its tasks were deleted before, so
+       * a row still above 0 is a task enqueued since: it stays counted).
+       */
+      deleteQueueCounts: s.prepare("DELETE FROM queue_counts WHERE queue = ? AND n = 0"),
       /** clearSlotLimits: removes the dynamic limits of the queue's own rule keys (scope = the queue). */
       clearSlotLimits: s.prepare("DELETE FROM slot_limits WHERE scope = ?"),
       /** A queue exists when it has a row or any task (index lookups on both). */
@@ -285,6 +290,7 @@ export class TaskStore implements QueueStore {
         return;
       case "deleteQueue":
         this.stmt.deleteQueue.run(queue);
+        this.stmt.deleteQueueCounts.run(queue);
         // A later insert must create the row again.
         this.knownQueues.delete(queue);
         return;

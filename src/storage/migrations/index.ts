@@ -12,6 +12,7 @@ import { m005SlotLimits } from "./005-slot-limits.js";
 import { m006AttemptEnds } from "./006-attempt-ends.js";
 import { m007Attempts } from "./007-attempts.js";
 import { m008Schedules } from "./008-schedules.js";
+import { m009QueueCounts } from "./009-queue-counts.js";
 
 export interface Migration {
   version: number;
@@ -20,4 +21,4 @@ export interface Migration {
 }
 
 export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits, m003Groups, m004Rules, m005SlotLimits, m006AttemptEnds,
-  m007Attempts, m008Schedules];
+  m007Attempts, m008Schedules, m009QueueCounts];
