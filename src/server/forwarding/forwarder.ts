@@ -105,7 +105,7 @@ class MethodForwarding {
       case "task":
         return this.task(call, route.id(request), forwarded);
       case "items":
-        return forwarded ? this.localClaiming(call, route.queues(request)) : this.items(call, route);
+        return forwarded ? this.localClaiming(call, route.queues(request)) : this.itemsRerouted(call, route);
       case "lease":
         return forwarded ? this.localClaiming(call, ((request["queues"] ?? []) as Msg[]).map((q) => String(q["queue"] ?? ""))) : this.lease(call);
       case "every":
@@ -139,7 +139,16 @@ class MethodForwarding {
         continue;
       }
       if (route.kind === "local" || route.kind === "claim") {
-        if ((await this.deps.ownership.acquire(p)) !== undefined) return this.local(call);
+        if ((await this.deps.ownership.acquire(p)) !== undefined) {
+          try {
+            return await this.local(call);
+          } catch (error) {
+            // A handoff of the partition began while the call ran here (before its grain
+            // turn): nothing was done; route it again, once, to wherever it goes now.
+            if (attempt === 0 && !forwarded && error instanceof ConveyorError && (error.reason === "WRONG_OWNER" || error.reason === "RELOCATING")) continue;
+            throw error;
+          }
+        }
         if (attempt < 2) continue; // the claim found another holder: route again
       }
       const target = this.remoteOrThrow(route, what);
@@ -236,6 +245,23 @@ class MethodForwarding {
     const failure = answers.find((a) => a.status === "rejected" && !(a.reason instanceof ConveyorError && a.reason.reason === "TASK_NOT_FOUND"));
     if (failure) throw (failure as PromiseRejectedResult).reason;
     throw taskNotFound(id);
+  }
+
+  /**
+   * Items split by owner (below), then once more for the items that failed only because
+   * their queue changed hands meanwhile (a handoff began after they were routed): with
+   * the partition records read again, they go to the new owner. Enqueues and settles are
+   * idempotent by task id and lease, so a second routing of an item is safe.
+   */
+  private async itemsRerouted(call: CallLike, route: ItemsRoute): Promise<unknown> {
+    const first = (await this.items(call, route)) as Msg;
+    const again = route.misrouted(first);
+    if (again.length === 0) return first;
+    await this.deps.ownership.refresh();
+    const second = (await this.items(this.subCall(call, route.pick(call.request as Msg, again)), route)) as Msg;
+    const count = route.queues(call.request as Msg).length;
+    // Later parts win: the second routing's answers replace the misrouted items of the first.
+    return route.merge([{ indexes: [...Array(count).keys()], response: first }, { indexes: again, response: second }], count);
   }
 
   /** Items split by owner, each part served where it belongs, answers merged in request order. */

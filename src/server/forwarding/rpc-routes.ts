@@ -32,7 +32,22 @@ export interface ItemsRoute {
   pick(request: Msg, indexes: readonly number[]): Msg;
   /** The answer of the whole request from each part's answer (parts cover every index once). */
   merge(parts: ReadonlyArray<{ indexes: readonly number[]; response: Msg }>, count: number): Msg;
+  /**
+   * Indexes of the merged answer whose item failed only because its queue changed hands
+   * while the call ran (WRONG_OWNER, RELOCATING): worth one more routing.
+   */
+  misrouted(response: Msg): number[];
 }
+
+/** Item errors that mean "routed to a node that no longer holds the queue", not a fault of the item. */
+const MISROUTED = new Set(["WRONG_OWNER", "RELOCATING"]);
+const itemErrorOf = (item: unknown, path: "outcome" | "error"): Msg | undefined => {
+  const m = item as Msg | undefined;
+  if (!m) return undefined;
+  if (path === "error") return m["error"] as Msg | undefined;
+  const outcome = m["outcome"] as { case?: string; value?: Msg } | undefined;
+  return outcome?.case === "error" ? outcome.value : undefined;
+};
 
 export interface EveryRoute {
   kind: "every";
@@ -57,10 +72,21 @@ const byTaskId: RpcRoute = { kind: "task", id: (r) => String(r["id"] ?? "") };
 /** A queue-scoped request whose queue may be left empty to mean every queue. */
 const byQueueOrEvery = (every: EveryRoute): RpcRoute => ({ kind: "queue", queue: (r) => String(r["queue"] ?? ""), ...{ every } });
 
-/** Items of `list` under `field`, split and merged by index into `out` of the answer. */
-function itemsRoute(listField: string, queueOf: (item: Msg) => string, outField: string): ItemsRoute {
+/**
+ * Items of `list` under `field`, split and merged by index into `out` of the answer;
+ * `errorAt` says where an answer item carries its error (none: items cannot fail alone).
+ */
+function itemsRoute(listField: string, queueOf: (item: Msg) => string, outField: string, errorAt?: "outcome" | "error"): ItemsRoute {
   return {
     kind: "items",
+    misrouted: (response) => {
+      if (!errorAt) return [];
+      const out: number[] = [];
+      ((response[outField] ?? []) as unknown[]).forEach((item, i) => {
+        if (MISROUTED.has(String(itemErrorOf(item, errorAt)?.["reason"] ?? ""))) out.push(i);
+      });
+      return out;
+    },
     queues: (r) => ((r[listField] ?? []) as Msg[]).map(queueOf),
     pick: (r, indexes) => ({ ...r, [listField]: indexes.map((i) => (r[listField] as Msg[])[i]) }),
     merge: (parts, count) => {
@@ -127,7 +153,7 @@ const queueOfSpec = (spec: Msg) => String(spec["queue"] || "default");
 /** The route of every RPC, keyed "Service/Method" (as roles.ts). */
 export const RPC_ROUTES: Readonly<Record<string, RpcRoute>> = {
   "TaskService/Enqueue": { kind: "queue", queue: (r) => queueOfSpec((r["task"] ?? {}) as Msg) },
-  "TaskService/EnqueueBatch": itemsRoute("tasks", queueOfSpec, "items"),
+  "TaskService/EnqueueBatch": itemsRoute("tasks", queueOfSpec, "items", "outcome"),
   // Atomic within one queue (the service refuses mixed queues): the first task's queue.
   "TaskService/EnqueueTx": { kind: "queue", queue: (r) => queueOfSpec(((r["tasks"] as Msg[] | undefined) ?? [])[0] ?? {}) },
   "TaskService/GetTask": byTaskId,
@@ -136,7 +162,7 @@ export const RPC_ROUTES: Readonly<Record<string, RpcRoute>> = {
 
   "WorkerService/Lease": { kind: "lease" },
   "WorkerService/Heartbeat": itemsRoute("leases", (l) => String(l["queue"] ?? ""), "leases"),
-  "WorkerService/Settle": itemsRoute("settlements", (s) => String(s["queue"] ?? ""), "results"),
+  "WorkerService/Settle": itemsRoute("settlements", (s) => String(s["queue"] ?? ""), "results", "error"),
   "WorkerService/RegisterTaskTypes": broadcast,
 
   "AdminService/ListQueues": concatEvery("queues", (q) => String(q["name"] ?? "")),
