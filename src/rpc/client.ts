@@ -92,6 +92,11 @@ export class RpcChannel {
       const method = raw[m.localName]!.bind(raw);
       const send = (request: unknown, options: CallOptions) =>
         new Promise((resolve, reject) => {
+          // Cancelled before it started (an abort event that already fired never fires again).
+          if (options.signal?.aborted) {
+            reject(new ConveyorError("UNAVAILABLE", "UNREACHABLE", "call cancelled"));
+            return;
+          }
           const callOptions: grpc.CallOptions = options.timeoutMs ? { deadline: Date.now() + options.timeoutMs } : {};
           const metadata = new grpc.Metadata();
           if (options.waitForReady) metadata.setOptions({ waitForReady: true });

@@ -108,6 +108,11 @@ export class LeaseLoop {
       }
       const slots = await this.deps.slots.reserve((free) => Math.min(BATCH_MAX, this.deps.share(this, free)), signal);
       if (slots === 0) break;
+      // The reservation may have waited: a stop that came meanwhile must not start a long poll.
+      if (signal.aborted) {
+        this.deps.slots.release(slots);
+        break;
+      }
       let answer: { res: LeaseResponse; quick: boolean };
       try {
         answer = await this.lease(slots);

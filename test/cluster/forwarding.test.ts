@@ -135,4 +135,34 @@ describe("forwarding: any node serves any call (real processes)", { timeout: 90_
     const listed = await reader.admin.listQueues();
     for (const q of placed.get("n3")!) expect(listed.find((l) => l.name === q)).toMatchObject({ owner: "n3" });
   });
+  it("forwarding costs one extra hop: serial enqueues through a non-owner, against the owner directly (printed)", async () => {
+    const ids = ["n1", "n2"];
+    const { byId } = await startCluster(ids);
+    const queue = queuesOn(ids, 1).get("n2")![0]!;
+    const direct = client(byId.get("n2")!);
+    const forwarded = client(byId.get("n1")!);
+    await direct.enqueue(newTask("job", json({})), { queue }); // the owner claims its partition
+    const timeSerial = async (c: Client, n: number) => {
+      const ms: number[] = [];
+      for (let i = 0; i < n; i++) {
+        const t0 = performance.now();
+        await c.enqueue(newTask("job", json({ i })), { queue });
+        ms.push(performance.now() - t0);
+      }
+      return ms.sort((a, b) => a - b);
+    };
+    await timeSerial(forwarded, 50); // warm the peer channel
+    // Interleaved rounds, so that machine noise hits both alike.
+    const d: number[] = [];
+    const f: number[] = [];
+    for (let round = 0; round < 4; round++) {
+      d.push(...await timeSerial(direct, 100));
+      f.push(...await timeSerial(forwarded, 100));
+    }
+    const p = (list: number[], q: number) => [...list].sort((a, b) => a - b)[Math.floor(q * (list.length - 1))]!;
+    console.log(`forwarding overhead, serial enqueue (400 each, one run): direct p50 ${p(d, 0.5).toFixed(2)} ms p99 ${p(d, 0.99).toFixed(2)} ms; ` +
+      `forwarded p50 ${p(f, 0.5).toFixed(2)} ms p99 ${p(f, 0.99).toFixed(2)} ms; ratio p50 ${(p(f, 0.5) / p(d, 0.5)).toFixed(2)}x`);
+    // One extra hop on loopback, not an order of magnitude.
+    expect(p(f, 0.5)).toBeLessThan(p(d, 0.5) * 5 + 5);
+  });
 });
