@@ -89,6 +89,18 @@ describe("forwarding: any node serves any call (real processes)", { timeout: 90_
     expect([...ran.values()].every((n) => n === 1)).toBe(true);
     expect([...ran.keys()].filter((id) => !acknowledged.has(id))).toEqual([]);
 
+    // The cluster's metrics: n1 forwarded the producer's calls; each node counts what it holds and its claims.
+    const m1 = await byId.get("n1")!.metrics();
+    expect(Number(/^conveyor_cluster_forwarded_calls_total\{method="EnqueueBatch"\} (\d+)/m.exec(m1)?.[1] ?? 0)).toBeGreaterThan(0);
+    expect(m1).toMatch(/^conveyor_cluster_members\{state="active"\} 3$/m);
+    for (const [id, node] of byId) {
+      const text = await node.metrics();
+      const held = Number(/^conveyor_cluster_partitions_held (\d+)/m.exec(text)?.[1]);
+      const claims = Number(/^conveyor_cluster_partition_claims_total (\d+)/m.exec(text)?.[1]);
+      expect(held).toBe(new Set(placed.get(id)!.map((q) => new Ring(ids, 1).partitionOf(q))).size);
+      expect(claims).toBe(held);
+    }
+
     // Reads by id through a third node: the id names its partition, so it goes straight to the owner.
     const reader = client(byId.get("n3")!);
     const sample = [...acknowledged].slice(0, 20);
