@@ -29,7 +29,7 @@
  *    keeps the warm standby). Consistent hashing moves only the partitions of a member
  *    that leaves, and only partitions to a member that joins.
  *
- * This module and ring.ts are the only code that imports hashring.
+ * This module is the only code that imports hashring.
  */
 import HashRing from "hashring";
 

@@ -35,7 +35,7 @@ export interface ChannelConfig {
  * backoff capped: a node back after a long outage is found again within about
  * RECONNECT_BACKOFF_MAX_MS (grpc-js would otherwise wait up to 120 s between attempts).
  */
-const CHANNEL_OPTIONS: grpc.ChannelOptions = {
+export const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   "grpc.initial_reconnect_backoff_ms": RECONNECT_BACKOFF_INITIAL_MS,
   "grpc.max_reconnect_backoff_ms": RECONNECT_BACKOFF_MAX_MS,
   "grpc.keepalive_time_ms": 10_000,

@@ -42,9 +42,12 @@ export interface SnapshotInfo {
 export class PartitionRows {
   constructor(private readonly db: Database) {}
 
-  /** Every queue with a row of any kind on this node. */
+  /**
+   * Every queue with a row of any kind on this node. Its tasks' queues come from the
+   * per-state counts (one row per queue and state), not from a scan of the tasks.
+   */
   queueNames(): string[] {
-    return this.db.sqlite.prepare(`SELECT DISTINCT queue AS q FROM tasks UNION SELECT name FROM queues UNION SELECT queue FROM schedules
+    return this.db.sqlite.prepare(`SELECT queue FROM queue_counts WHERE n > 0 UNION SELECT name FROM queues UNION SELECT queue FROM schedules
       UNION SELECT queue FROM group_configs`).pluck().all() as string[];
   }
 

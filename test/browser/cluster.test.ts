@@ -9,7 +9,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Page } from "playwright-core";
-import { Ring } from "../../src/cluster/ring.js";
+import { Ring } from "../support/ring.js";
 import { Client, json, newTask } from "../../src/index.js";
 import { Dashboard, NARROW, hasText, pageOverflow } from "../support/dashboard.js";
 import { startEtcd, type EtcdCluster } from "../support/etcd.js";

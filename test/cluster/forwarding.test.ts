@@ -9,40 +9,18 @@
  * every task it held is there again.
  */
 import { randomUUID } from "node:crypto";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { Ring } from "../../src/cluster/ring.js";
-import { Client, ConveyorError, Mux, Worker, json, newTask } from "../../src/index.js";
-import { queuesOn, startCluster as startClusterOf, statusOf as statusOfNode } from "../support/cluster.js";
-import { startEtcd, type EtcdCluster } from "../support/etcd.js";
+import { describe, expect, it } from "vitest";
+import { Ring } from "../support/ring.js";
+import { type Client, ConveyorError, Mux, Worker, json, newTask } from "../../src/index.js";
+import { clusterFixture, queuesOn, startCluster as startClusterOf, statusOf as statusOfNode } from "../support/cluster.js";
 import { eventually, type NodeProcess } from "../support/node-process.js";
 
 const TTL_S = 3;
-let etcd: EtcdCluster;
-const nodes: NodeProcess[] = [];
-const closers: Array<() => unknown> = [];
+const fixture = clusterFixture();
+const { nodes, closers, client } = fixture;
 
-beforeAll(async () => {
-  etcd = await startEtcd();
-});
-afterEach(async () => {
-  for (const close of closers.splice(0)) await close();
-  for (const n of nodes.splice(0)) {
-    await n.kill();
-    n.cleanup();
-  }
-});
-afterAll(async () => {
-  await etcd?.stop();
-});
-
-const startCluster = (ids: string[]) => startClusterOf(etcd, ids, nodes, TTL_S, closers);
+const startCluster = (ids: string[]) => startClusterOf(fixture.etcd, ids, nodes, TTL_S, closers);
 const statusOf = (node: NodeProcess) => statusOfNode(node, closers);
-
-function client(node: NodeProcess): Client {
-  const c = new Client({ address: node.grpcAddress });
-  closers.push(() => c.close());
-  return c;
-}
 
 describe("forwarding: any node serves any call (real processes)", { timeout: 90_000 }, () => {
   it("a producer on n1 and a worker on n2 drain queues owned by all three nodes; reads through n3 find every task", async () => {

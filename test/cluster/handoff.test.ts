@@ -8,35 +8,18 @@
  * worker checks that no key ever runs twice at once, across every move.
  */
 import { randomUUID } from "node:crypto";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { Ring } from "../../src/cluster/ring.js";
-import { AdminService, type GetClusterStatusResponse } from "../../src/gen/conveyor/v1/admin_service_pb.js";
-import { RpcChannel } from "../../src/rpc/client.js";
-import { Client, Mux, Worker, json, newTask } from "../../src/index.js";
-import { startEtcd, type EtcdCluster } from "../support/etcd.js";
+import { describe, expect, it } from "vitest";
+import { Ring } from "../support/ring.js";
+import { type Client, Mux, Worker, json, newTask } from "../../src/index.js";
+import { clusterFixture, statusOf as statusOfNode } from "../support/cluster.js";
 import { eventually, NodeProcess } from "../support/node-process.js";
 
-let etcd: EtcdCluster;
-const nodes: NodeProcess[] = [];
-const closers: Array<() => unknown> = [];
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-});
-afterEach(async () => {
-  for (const close of closers.splice(0)) await close();
-  for (const n of nodes.splice(0)) {
-    await n.kill();
-    n.cleanup();
-  }
-});
-afterAll(async () => {
-  await etcd?.stop();
-});
+const fixture = clusterFixture();
+const { nodes, closers } = fixture;
 
 function startNode(cluster: string, id: string, dataDir?: string): Promise<NodeProcess> {
   return NodeProcess.start({
-    settings: { cluster_etcd: etcd.endpoints, cluster_name: cluster, node_id: id, cluster_member_ttl: "3s" },
+    settings: { cluster_etcd: fixture.etcd.endpoints, cluster_name: cluster, node_id: id, cluster_member_ttl: "3s" },
     ...(dataDir ? { dataDir } : {}),
   }).then((n) => {
     nodes.push(n);
@@ -44,11 +27,7 @@ function startNode(cluster: string, id: string, dataDir?: string): Promise<NodeP
   });
 }
 
-function statusOf(node: NodeProcess): Promise<GetClusterStatusResponse> {
-  const channel = new RpcChannel({ address: node.grpcAddress });
-  closers.push(() => channel.close());
-  return channel.service(AdminService).getClusterStatus({ withLeases: false }, { timeoutMs: 5_000 });
-}
+const statusOf = (node: NodeProcess) => statusOfNode(node, closers);
 
 /** Where each queue's partition is held, as `node` sees it. */
 async function holders(node: NodeProcess, queues: string[]): Promise<Map<string, string>> {
@@ -112,8 +91,7 @@ describe("handoff: partitions move with their rows (real processes)", { timeout:
     const [n1, n2] = await Promise.all([startNode(cluster, "n1"), startNode(cluster, "n2")]);
     await eventually("both members active", async () => ((await statusOf(n1!)).members.length === 2 ? true : undefined), 15_000);
     const queues = Array.from({ length: 12 }, (_, i) => `hq${i}`);
-    const producer = new Client({ address: n1!.grpcAddress });
-    closers.push(() => producer.close());
+    const producer = fixture.client(n1!);
     const load = runProducer(producer, queues);
     const ran = runWorker(n2!, queues);
     await eventually("some work done before the join", async () => (ran.size >= 200 ? true : undefined), 30_000);
@@ -146,8 +124,7 @@ describe("handoff: partitions move with their rows (real processes)", { timeout:
     const [n1, n2, n3] = await Promise.all([startNode(cluster, "n1"), startNode(cluster, "n2"), startNode(cluster, "n3")]);
     await eventually("three members active", async () => ((await statusOf(n1!)).members.length === 3 ? true : undefined), 15_000);
     const queues = Array.from({ length: 12 }, (_, i) => `dq${i}`);
-    const producer = new Client({ address: n2!.grpcAddress });
-    closers.push(() => producer.close());
+    const producer = fixture.client(n2!);
     // One task per key at a time, in every queue: the limit must hold across the moves.
     for (const q of queues) await producer.admin.setConcurrencyLimit(q, 1);
     const load = runProducer(producer, queues);

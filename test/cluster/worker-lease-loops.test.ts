@@ -7,39 +7,17 @@
  * every node it polled; a loop whose node dies gives its queue back and the worker polls
  * the node again once it is back; its loops share one budget of `concurrency` slots.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AdminService, type WorkerInfo } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import { RpcChannel } from "../../src/rpc/client.js";
-import { Client, Mux, Worker, json, newTask } from "../../src/index.js";
-import { queuesOn, startCluster } from "../support/cluster.js";
-import { startEtcd, type EtcdCluster } from "../support/etcd.js";
+import { Mux, Worker, json, newTask } from "../../src/index.js";
+import { clusterFixture, queuesOn, startCluster } from "../support/cluster.js";
 import { eventually, type NodeProcess } from "../support/node-process.js";
 
 const TTL_S = 3;
 const IDS = ["n1", "n2", "n3"];
-let etcd: EtcdCluster;
-const nodes: NodeProcess[] = [];
-const closers: Array<() => unknown> = [];
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-});
-afterEach(async () => {
-  for (const close of closers.splice(0)) await close();
-  for (const n of nodes.splice(0)) {
-    await n.kill();
-    n.cleanup();
-  }
-});
-afterAll(async () => {
-  await etcd?.stop();
-});
-
-function client(node: NodeProcess): Client {
-  const c = new Client({ address: node.grpcAddress });
-  closers.push(() => c.close());
-  return c;
-}
+const fixture = clusterFixture();
+const { nodes, closers, client } = fixture;
 
 /** The worker's entries as every node lists them (one per node it calls), merged through `node`. */
 async function entriesOf(node: NodeProcess, workerId: string): Promise<WorkerInfo[]> {
@@ -57,7 +35,7 @@ const parkedOn = (entries: WorkerInfo[], queue: string) => entries.some((e) => e
 
 describe("the SDK worker polls each owner of its queues (real processes)", { timeout: 90_000 }, () => {
   it("a worker told only of n1 picks up a task enqueued through n2 on n3's queue at once, and its stop fences every node", async () => {
-    const { byId } = await startCluster(etcd, IDS, nodes, TTL_S, closers);
+    const { byId } = await startCluster(fixture.etcd, IDS, nodes, TTL_S, closers);
     const placed = queuesOn(IDS, 2);
     const queues = [...placed.values()].flat();
     const onN3 = placed.get("n3")![0]!;
@@ -93,7 +71,7 @@ describe("the SDK worker polls each owner of its queues (real processes)", { tim
   });
 
   it("an owner killed: its queue goes back to the main loop; restarted, the worker polls it again and runs its tasks", async () => {
-    const { byId } = await startCluster(etcd, IDS, nodes, TTL_S, closers);
+    const { byId } = await startCluster(fixture.etcd, IDS, nodes, TTL_S, closers);
     const placed = queuesOn(IDS, 1);
     const [onN1, onN3] = [placed.get("n1")![0]!, placed.get("n3")![0]!];
     const ran = new Set<string>();
@@ -121,7 +99,7 @@ describe("the SDK worker polls each owner of its queues (real processes)", { tim
   });
 
   it("loops on two nodes never run more handlers at once than the worker's concurrency", async () => {
-    const { byId } = await startCluster(etcd, IDS, nodes, TTL_S, closers);
+    const { byId } = await startCluster(fixture.etcd, IDS, nodes, TTL_S, closers);
     const placed = queuesOn(IDS, 1);
     const queues = [placed.get("n1")![0]!, placed.get("n2")![0]!];
     const producer = client(byId.get("n3")!);

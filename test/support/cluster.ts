@@ -3,10 +3,12 @@
  * names chosen so that the ring gives each node its own.
  */
 import { randomUUID } from "node:crypto";
-import { Ring } from "../../src/cluster/ring.js";
+import { Ring } from "./ring.js";
 import { AdminService, type GetClusterStatusResponse } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import { RpcChannel } from "../../src/rpc/client.js";
-import type { EtcdCluster } from "./etcd.js";
+import { afterAll, afterEach, beforeAll } from "vitest";
+import { Client } from "../../src/index.js";
+import { startEtcd, type EtcdCluster } from "./etcd.js";
 import { eventually, NodeProcess } from "./node-process.js";
 
 /**
@@ -32,7 +34,7 @@ export async function startCluster(etcd: EtcdCluster, ids: string[], nodes: Node
 export function statusOf(node: NodeProcess, closers: Array<() => unknown>): Promise<GetClusterStatusResponse> {
   const channel = new RpcChannel({ address: node.grpcAddress });
   closers.push(() => channel.close());
-  return channel.service(AdminService).getClusterStatus({ withLeases: false }, { timeoutMs: 2_000 });
+  return channel.service(AdminService).getClusterStatus({ withLeases: false }, { timeoutMs: 5_000 });
 }
 
 /** `perNode` queues whose partitions the ring over `ids` gives each node. */
@@ -45,4 +47,42 @@ export function queuesOn(ids: string[], perNode: number): Map<string, string[]> 
     if (list.length < perNode) list.push(q);
   }
   return out;
+}
+
+/**
+ * The lifecycle every real-process cluster test file shares, registered as vitest hooks:
+ * one etcd for the file; after each test, the closers run (clients, channels, workers) and
+ * every node started is killed and its data dir removed.
+ */
+export function clusterFixture() {
+  let etcd: EtcdCluster | undefined;
+  const nodes: NodeProcess[] = [];
+  const closers: Array<() => unknown> = [];
+  beforeAll(async () => {
+    etcd = await startEtcd();
+  });
+  afterEach(async () => {
+    for (const close of closers.splice(0)) await close();
+    for (const n of nodes.splice(0)) {
+      await n.kill();
+      n.cleanup();
+    }
+  });
+  afterAll(async () => {
+    await etcd?.stop();
+  });
+  return {
+    nodes,
+    closers,
+    get etcd(): EtcdCluster {
+      if (!etcd) throw new Error("etcd is not started (use the fixture inside a test)");
+      return etcd;
+    },
+    /** A client on `node`, closed after the test. */
+    client(node: NodeProcess): Client {
+      const c = new Client({ address: node.grpcAddress });
+      closers.push(() => c.close());
+      return c;
+    },
+  };
 }

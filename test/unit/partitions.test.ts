@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { fnv1a32, PARTITIONS_MAX, PartitionMap, partitionOf } from "../../src/cluster/partitions.js";
-import { Ring } from "../../src/cluster/ring.js";
+import { Ring } from "../support/ring.js";
 
 describe("partitionOf", () => {
   it("is FNV-1a 32-bit (the published test vectors)", () => {

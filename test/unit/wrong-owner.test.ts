@@ -6,7 +6,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConveyorError, invalidField } from "../../src/base/errors.js";
-import { Ring } from "../../src/cluster/ring.js";
+import { Ring } from "../support/ring.js";
 import { Router } from "../../src/cluster/router.js";
 import type { Ownership } from "../../src/cluster/ownership.js";
 import { TaskService } from "../../src/gen/conveyor/v1/task_service_pb.js";

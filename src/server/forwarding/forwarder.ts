@@ -299,7 +299,7 @@ class MethodForwarding {
 
   private async localPart(call: CallLike, route: ItemsRoute, indexes: number[], groups: Map<string, { indexes: number[]; p: number }>) {
     for (const [key, g] of groups) if (key.startsWith("p:")) await this.deps.ownership.acquire(g.p);
-    sortNumbers(indexes);
+    indexes.sort((a, b) => a - b);
     return { indexes, response: (await this.local(this.subCall(call, route.pick(call.request as Msg, indexes)))) as Msg };
   }
 
@@ -418,8 +418,4 @@ function leaseRoutes(groups: Iterable<{ target: { nodeId: string; address: strin
 /** A Lease answer (the owner's or this node's) with the routes this node knows. */
 function withRoutes(answer: unknown, routes: QueueRoute[]): unknown {
   return { ...(answer as Msg), routes };
-}
-
-function sortNumbers(list: number[]): void {
-  list.sort((a, b) => a - b);
 }

@@ -7,9 +7,10 @@
  * ConveyorError (its reason and details intact), which the forwarder passes on as they are.
  */
 import * as grpc from "@grpc/grpc-js";
-import { fromBinary, toBinary, create, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { GRPC_MESSAGE_MAX_BYTES, RECONNECT_BACKOFF_INITIAL_MS, RECONNECT_BACKOFF_MAX_MS } from "../../base/limits.js";
+import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { ConveyorError } from "../../base/errors.js";
+import { CHANNEL_OPTIONS } from "../../rpc/client.js";
+import { toGrpcDefinition } from "../../rpc/service-definition.js";
 import { fromServiceError } from "../../rpc/status.js";
 
 /** Metadata keys of a forwarded call. */
@@ -26,18 +27,9 @@ export interface ForwardOptions {
   deadlineMs: number;
 }
 
-const CHANNEL_OPTIONS: grpc.ChannelOptions = {
-  "grpc.initial_reconnect_backoff_ms": RECONNECT_BACKOFF_INITIAL_MS,
-  "grpc.max_reconnect_backoff_ms": RECONNECT_BACKOFF_MAX_MS,
-  "grpc.keepalive_time_ms": 10_000,
-  "grpc.keepalive_timeout_ms": 5_000,
-  "grpc.keepalive_permit_without_calls": 1,
-  "grpc.max_receive_message_length": GRPC_MESSAGE_MAX_BYTES,
-  "grpc.max_send_message_length": GRPC_MESSAGE_MAX_BYTES,
-};
-
 export class Peers {
   private readonly clients = new Map<string, grpc.Client>();
+  private readonly definitions = new Map<DescService, grpc.ServiceDefinition>();
 
   constructor(private readonly credentials: () => grpc.ChannelCredentials = () => grpc.credentials.createInsecure()) {}
 
@@ -48,13 +40,11 @@ export class Peers {
     if (options.authorization) metadata.set("authorization", options.authorization);
     metadata.set(FORWARDED_BY, options.from);
     metadata.set(FORWARD_ROUTE, options.route);
-    const input: DescMessage = method.input;
-    const output: DescMessage = method.output;
+    // The same path and (de)serializers as every client and the server (service-definition.ts).
+    const definition = this.definitionOf(service)[method.localName]!;
     return new Promise((resolve, reject) => {
       client.makeUnaryRequest(
-        `/${service.typeName}/${method.name}`,
-        (message: unknown) => Buffer.from(toBinary(input, (isMessage(message) ? message : create(input, message as never)) as never)),
-        (bytes: Buffer) => fromBinary(output, bytes),
+        definition.path, definition.requestSerialize, definition.responseDeserialize,
         request, metadata, { deadline: options.deadlineMs },
         (err, response) => {
           if (!err) resolve(response);
@@ -83,6 +73,12 @@ export class Peers {
     this.clients.clear();
   }
 
+  private definitionOf(service: DescService): grpc.ServiceDefinition {
+    let definition = this.definitions.get(service);
+    if (!definition) this.definitions.set(service, (definition = toGrpcDefinition(service)));
+    return definition;
+  }
+
   private client(address: string): grpc.Client {
     let client = this.clients.get(address);
     if (!client) {
@@ -93,6 +89,3 @@ export class Peers {
   }
 }
 
-function isMessage(value: unknown): boolean {
-  return typeof value === "object" && value !== null && "$typeName" in value;
-}

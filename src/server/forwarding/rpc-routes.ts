@@ -15,12 +15,7 @@
  * - `broadcast`: writes of node-wide settings every member must apply (task-type rules).
  */
 import type { MessageShape } from "@bufbuild/protobuf";
-import type {
-  ActivityBucket, ListConcurrencyLimitsResponseSchema, ListGroupConfigsResponseSchema, ListQueuesResponseSchema, ListRateLimitsResponseSchema,
-  ListSchedulesResponseSchema, ListWorkersResponseSchema, GetActivityResponseSchema,
-} from "../../gen/conveyor/v1/admin_service_pb.js";
-import type { EnqueueBatchRequestSchema, EnqueueBatchResponseSchema } from "../../gen/conveyor/v1/task_service_pb.js";
-import type { HeartbeatRequestSchema, HeartbeatResponseSchema, SettleRequestSchema, SettleResponseSchema } from "../../gen/conveyor/v1/worker_service_pb.js";
+import type { ActivityBucket, GetActivityResponseSchema } from "../../gen/conveyor/v1/admin_service_pb.js";
 
 type Msg = Record<string, unknown>;
 
@@ -137,16 +132,6 @@ const activityEvery: EveryRoute = {
   },
 };
 
-// Type anchors: the field names below are these messages' (checked by tsc through the imports).
-type _Anchors = [
-  MessageShape<typeof EnqueueBatchRequestSchema>["tasks"], MessageShape<typeof EnqueueBatchResponseSchema>["items"],
-  MessageShape<typeof HeartbeatRequestSchema>["leases"], MessageShape<typeof HeartbeatResponseSchema>["leases"],
-  MessageShape<typeof SettleRequestSchema>["settlements"], MessageShape<typeof SettleResponseSchema>["results"],
-  MessageShape<typeof ListQueuesResponseSchema>["queues"], MessageShape<typeof ListWorkersResponseSchema>["workers"],
-  MessageShape<typeof ListConcurrencyLimitsResponseSchema>["limits"], MessageShape<typeof ListRateLimitsResponseSchema>["limits"],
-  MessageShape<typeof ListGroupConfigsResponseSchema>["configs"], MessageShape<typeof ListSchedulesResponseSchema>["schedules"],
-];
-
 /** A task spec's queue; an empty one means "default" (validate.ts), so it routes there. */
 const queueOfSpec = (spec: Msg) => String(spec["queue"] || "default");
 
@@ -208,4 +193,3 @@ export function everyWhenNoQueue(route: RpcRoute): EveryRoute | undefined {
   return (route as { every?: EveryRoute }).every;
 }
 
-export type { _Anchors };

@@ -1,17 +1,11 @@
 /**
- * The ring that maps a queue name to the node that owns its grain: queue → partition
- * (`partitionOf`, a stable hash mod P) → owner (a consistent-hash ring over the members,
- * `PartitionMap`). See partitions.ts for both mappings and why they never change.
- *
- * Design: members are sorted before the ring is built, so every node that sees the
- * same member list computes the same owners (as Orleans' hash placement does). Each
- * membership change makes a new Ring with a higher `version`: in a cluster, the etcd
- * revision of the last membership change, so it is the same number on every node
- * (membership.ts); a single node is a ring of one at version 1, on the same code path.
- * Callers that forward a call carry the version they routed with, so a node can tell a
- * stale route from a real change.
+ * The ring's *desired* placement, for tests: queue → partition (`partitionOf`) → the
+ * member the consistent-hash ring over `members` gives it (`PartitionMap`), exactly as a
+ * node computes it (cluster/placement.ts). Tests use it to pick queues that land on a given
+ * node and to check which node a partition should move to. Nodes themselves route by the
+ * partitions' recorded owners, not by this.
  */
-import { PARTITIONS_DEFAULT, PartitionMap, partitionOf } from "./partitions.js";
+import { PARTITIONS_DEFAULT, PartitionMap, partitionOf } from "../../src/cluster/partitions.js";
 
 export class Ring {
   private readonly map: PartitionMap;
