@@ -7,6 +7,9 @@
  * (`waitForReady`) and keeps retrying whatever fails, as a worker always did. A loop on
  * another node (lease-loops.ts) fails fast instead, and when its node is unreachable or
  * says it does not hold the queues, gives them back to the main loop and ends.
+ *
+ * An answer marked `relocated` (a handoff of some of its queues began on the node) is
+ * followed by the next call at once, never a back-off, however quick it came.
  */
 import { ConveyorError } from "../base/errors.js";
 import { BATCH_MAX, RECONNECT_BACKOFF_INITIAL_MS } from "../base/limits.js";
@@ -144,6 +147,11 @@ export class LeaseLoop {
         // Let handlers that finish at once free their slots first, so the next Lease
         // asks for every free slot (fewer, fuller round trips).
         await new Promise((resolve) => setImmediate(resolve));
+      } else if (answer.res.relocated) {
+        // Some queues' partition started moving off this node: call again at once. The node
+        // holds the call until the move ends (bounded by its cluster_handoff_wait), then
+        // answers with their new owner in `routes`, and that owner's loop polls at once.
+        this.deps.log.info(`a partition of queues ${this.deps.queues().map((q) => q.queue).join(", ")} is moving off the node at ${this.address}; polling again for its new owner`);
       } else if (answer.quick && answer.res.routes.length === 0) {
         // An empty answer at once means no wait was possible (a zero leaseWaitMs, or the
         // server still fences a previous run of this worker id): back off, do not spin.
