@@ -17,9 +17,11 @@ the same design as the TypeScript SDK's src/sdk/lease-loops.ts and lease-loop.ts
   owner). On stop, every other node polled is fenced with its own draining Settle: a
   node's drain fence is per node.
 
-Known limit (as in TypeScript): queues that move to a node whose loop is parked join its
-next call, at most ``lease_wait`` later; a parked call is not cancelled, since the node
-might hand it deliveries as it ends.
+- Queues that join a loop whose call is parked (a move to a node it already polls, a
+  hand-back to a parked main loop) are polled at once by a *top-up*: one more Lease on the
+  same node for just those queues, with a slot of its own. The parked call is not
+  cancelled for it, since the node might hand it deliveries as it ends; the loop's next
+  call names every queue again.
 """
 from __future__ import annotations
 
@@ -81,22 +83,82 @@ class LeaseLoop:
         self._stub = stub
         self._call: Optional[Any] = None
         self._wake = asyncio.Event()
+        #: The queues the parked call names (None while no call is out).
+        self._calling: Optional[set[str]] = None
+        self._top_up: Optional[asyncio.Task[None]] = None
+        self._top_up_call: Optional[Any] = None
 
     def wake(self) -> None:
         """The main loop with no queues (all moved to their owners): some came back."""
         self._wake.set()
 
     def cancel(self) -> None:
-        """The worker stops: the Lease call out now is cancelled, every wait ends."""
-        if self._call is not None:
-            self._call.cancel()
+        """The worker stops: the Lease calls out now are cancelled, every wait ends."""
+        for call in (self._call, self._top_up_call):
+            if call is not None:
+                call.cancel()
         self._wake.set()
+
+    def joined(self) -> None:
+        """Queues may have joined this loop: if its call is parked without some of them, poll
+        those now with a top-up call. One top-up at a time; when it ends while the call is
+        still parked, the queues it polled get the next one."""
+        if self._calling is None or self._top_up is not None or self.ended or self._loops.stopping:
+            return
+        if not self._missing():
+            return
+        self._top_up = asyncio.ensure_future(self._run_top_up())
+
+        def done(_task: asyncio.Task[None]) -> None:
+            self._top_up = None
+            self.joined()
+
+        self._top_up.add_done_callback(done)
+
+    async def top_up_done(self) -> None:
+        """Waits for the top-up call out now, if any (the worker stops)."""
+        if self._top_up is not None:
+            await asyncio.gather(self._top_up, return_exceptions=True)
+
+    def _missing(self) -> list[tuple[str, int]]:
+        calling = self._calling
+        return [] if calling is None else [(q, w) for q, w in self._loops.placement.queues_of(self.key) if q not in calling]
+
+    async def _run_top_up(self) -> None:
+        loops = self._loops
+        reserved = await loops.slots.reserve(lambda free: 1)
+        if reserved == 0:
+            return
+        try:
+            # Re-read after the reservation (it may have waited): the parked call may be over.
+            queues = self._missing()
+            if not queues or loops.stopping:
+                return
+            self._top_up_call = self._stub.Lease(loops.request_for(queues, reserved),
+                                                 timeout=loops.lease_wait_ms / 1000 + LEASE_CALL_IN_FLIGHT_MARGIN_S,
+                                                 wait_for_ready=self.main)
+            res = await self._top_up_call
+            # Deliveries take their slots (as running) before the reservation is given back.
+            loops.answered(self, res)
+        except asyncio.CancelledError:
+            if not loops.stopping:
+                raise
+        except grpc.aio.AioRpcError as e:
+            # The loop's own call meets the same node and handles what is wrong with it
+            # (and a loop that ended, its queues gone, closes the channel under it).
+            if not loops.stopping and not self.ended:
+                loops.report(from_rpc_error(e), "lease")
+        finally:
+            self._top_up_call = None
+            loops.slots.release(reserved)
 
     async def run(self) -> None:
         try:
             await self._poll()
         finally:
             self.ended = True
+            if self._loops.stopping:
+                await self.top_up_done()
 
     async def _poll(self) -> None:
         loops = self._loops
@@ -159,6 +221,7 @@ class LeaseLoop:
         self.parked = True
         try:
             request = loops.request(self.key, slots)
+            self._calling = {q.queue for q in request.queues}
             self._call = self._stub.Lease(request, timeout=loops.lease_wait_ms / 1000 + LEASE_CALL_IN_FLIGHT_MARGIN_S,
                                           # Only the main loop waits for its node: another that cannot be reached gives its queues back.
                                           wait_for_ready=self.main)
@@ -167,6 +230,7 @@ class LeaseLoop:
             return res
         finally:
             self._call = None
+            self._calling = None
             self.parked = False
 
 
@@ -246,8 +310,10 @@ class LeaseLoops:
         self._report(error, context)
 
     def request(self, key: str, slots: int) -> wpb.LeaseRequest:
-        queues = [wpb.QueueWeight(queue=q, weight=w) for q, w in self.placement.queues_of(key)]
-        return wpb.LeaseRequest(queues=queues, max_deliveries=slots, wait_ms=self.lease_wait_ms,
+        return self.request_for(self.placement.queues_of(key), slots)
+
+    def request_for(self, queues: list[tuple[str, int]], slots: int) -> wpb.LeaseRequest:
+        return wpb.LeaseRequest(queues=[wpb.QueueWeight(queue=q, weight=w) for q, w in queues], max_deliveries=slots, wait_ms=self.lease_wait_ms,
                                 poll_owners=not self.placement.any_cooling_down(time.monotonic()), **self._base())
 
     def share(self, loop: LeaseLoop, free: int) -> int:
@@ -262,6 +328,8 @@ class LeaseLoops:
         if res.routes and self.placement.route(loop.key, res.routes, time.monotonic()):
             self._start_loops()
             self._main.wake()  # a route may name the main node (its queues come back to it)
+            for l in [self._main, *(o.loop for o in self._others.values())]:
+                l.joined()  # loops already parked poll their new queues now
 
     def hand_back(self, loop: LeaseLoop, error: ConveyorError) -> None:
         queues = ", ".join(q for q, _ in self.placement.queues_of(loop.key))
@@ -270,6 +338,7 @@ class LeaseLoops:
                     self.worker_id, loop.address, queues, error, self._main_address)
         self.placement.hand_back(loop.key, time.monotonic())
         self._main.wake()
+        self._main.joined()
 
     def _start_loops(self) -> None:
         """A loop on every address that has queues and none running."""

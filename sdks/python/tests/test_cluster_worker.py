@@ -3,8 +3,9 @@ conveyord nodes. Told of one node, the worker keeps a long poll on each owner of
 queues, so a task enqueued on another owner's queue is picked up at once (its long poll
 is 20 s: without a poll on that owner the task would wait for it); its polls share one
 ``concurrency``; its stop fences every node it polled. A worker parked on a queue whose
-partition moves (a node joins) is told so at once (``relocated``) and gets the queue's
-next task, enqueued right after the move, from the new owner within 1 s."""
+partition moves (its owner drains, to a node the worker already polls) is told so at once
+(``relocated``) and gets the queue's next task, enqueued right after the move, from the
+new owner within 1 s."""
 from __future__ import annotations
 
 import asyncio
@@ -121,16 +122,22 @@ def test_a_worker_polls_each_owner_picks_a_task_up_at_once_and_never_exceeds_its
     wait_for("every node to forget the worker", lambda: True if not workers_on(by_id["n2"], worker.worker_id) else None, 5)
 
 
-def test_a_worker_parked_during_a_handoff_gets_the_next_task_from_the_new_owner_within_a_second(
+def test_a_worker_parked_on_a_draining_owner_gets_the_next_task_from_the_new_owner_within_a_second(
         etcd: Etcd, nodes: list[NodeProcess]) -> None:
+    """n2 drains (SIGTERM) while the worker has a Lease parked on it: the call ends with the
+    relocated hint, and the queue moves to n3, where the worker already has a Lease parked
+    for another queue; that loop polls the newcomer at once (a top-up call) rather than at
+    its parked call's next turn (20 s)."""
     cluster = new_cluster_name()
-    n1, n2 = start_node(etcd, cluster, "n1"), start_node(etcd, cluster, "n2")
-    nodes.extend([n1, n2])
+    by_id = {node_id: start_node(etcd, cluster, node_id) for node_id in IDS}
+    nodes.extend(by_id.values())
     wait_members_active(nodes)
-    before = placement("pyr", 200, ["n1", "n2"])
-    after = placement("pyr", 200, IDS)
-    queue = next(q for q in before if before[q][1] == "n2" and after[q][1] == "n3")
-    partition = before[queue][0]
+    every = placement("pyd", 200, IDS)
+    without_n2 = placement("pyd", 200, ["n1", "n3"])
+    from_n2 = next(q for q in every if every[q][1] == "n2" and without_n2[q][1] == "n3")
+    on_n3 = next(q for q in every if every[q][1] == "n3")
+    partition = every[from_n2][0]
+    n1, n2, n3 = (by_id[i] for i in IDS)
 
     started: dict[str, float] = {}
     lock = threading.Lock()
@@ -139,25 +146,23 @@ def test_a_worker_parked_during_a_handoff_gets_the_next_task_from_the_new_owner_
         with lock:
             started[task.id] = time.monotonic()
 
-    worker = Worker(address=n1.address, queues=[queue], concurrency=2, lease_wait=20)
+    worker = Worker(address=n1.address, queues=[from_n2, on_n3], concurrency=4, lease_wait=20)
     worker.mux.handle("py:job", job)
     with LogLines() as logs, running(worker), Client(n1.address, timeout=10) as producer:
-        first = producer.enqueue("py:job", None, queue=queue)
-        wait_for("the first task to run", lambda: started.get(first.id), 15)
-        wait_for("the worker to park on n2", lambda: True if parked_on(n2, worker, queue) else None, 15)
+        wait_for("the worker to park on n2 and on n3", lambda: True if parked_on(n2, worker, from_n2)
+                 and parked_on(n3, worker, on_n3) else None, 20)
 
-        n3 = start_node(etcd, cluster, "n3")
-        nodes.append(n3)
-        wait_for(f"n3 to hold partition {partition} of {queue}",
-                 lambda: True if cluster_status(n3).partition_states[partition].owner == "n3" else None, 30)
+        n2.stop()  # SIGTERM: every partition is handed off before it exits
+        assert n2.proc.returncode == 0
+        wait_for(f"n3 to hold partition {partition} of {from_n2}",
+                 lambda: True if cluster_status(n3).partition_states[partition].owner == "n3" else None, 15)
 
         enqueued_at = time.monotonic()
-        second = producer.enqueue("py:job", None, queue=queue)
-        ran_at = wait_for("the task enqueued after the move to run", lambda: started.get(second.id), 10)
+        task = producer.enqueue("py:job", None, queue=from_n2)
+        ran_at = wait_for("the task enqueued after the drain to run", lambda: started.get(task.id), 10)
         pickup_ms = (ran_at - enqueued_at) * 1000
-        print(f"python worker: pickup of the first task enqueued after the move to n3: {pickup_ms:.0f} ms (long poll 20 s)")
+        print(f"python worker: pickup of the first task enqueued after n2 drained, on a node already polled: {pickup_ms:.0f} ms (long poll 20 s)")
         assert pickup_ms < 1000
-        # The parked call ended with the hint (not at the end of its wait), and the worker now polls n3.
-        assert any(f"queues {queue} is moving off the node at {n2.address}" in line for line in logs.lines), logs.lines
-        wait_for("the worker to park on n3", lambda: True if parked_on(n3, worker, queue) else None, 10)
+        # The parked call on n2 ended with the hint (not at the end of its wait).
+        assert any(f"queues {from_n2} is moving off the node at {n2.address}" in line for line in logs.lines), logs.lines
         assert worker.polled_nodes == [n3.address]
