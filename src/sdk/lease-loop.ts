@@ -7,6 +7,15 @@
  * (`waitForReady`) and keeps retrying whatever fails, as a worker always did. A loop on
  * another node (lease-loops.ts) fails fast instead, and when its node is unreachable or
  * says it does not hold the queues, gives them back to the main loop and ends.
+ *
+ * An answer marked `relocated` (a handoff of some of its queues began on the node) is
+ * followed by the next call at once, never a back-off, however quick it came.
+ *
+ * Queues that join a loop while its call is parked (a queue moved to this node, or handed
+ * back to the main loop) get a *top-up*: one more Lease on the same node for just those
+ * queues, with a slot of its own, so they are polled now instead of at the parked call's
+ * next turn (up to `leaseWaitMs` later). The parked call is not cancelled for it: the node
+ * may be handing it deliveries as it ends. The loop's next call names every queue again.
  */
 import { ConveyorError } from "../base/errors.js";
 import { BATCH_MAX, RECONNECT_BACKOFF_INITIAL_MS } from "../base/limits.js";
@@ -66,6 +75,9 @@ export class LeaseLoop {
   /** Set the moment `run` returns (a loop that ended takes no more queues). */
   ended = false;
   private wakeIdle: (() => void) | undefined;
+  /** The queues the parked call names (undefined while no call is out). */
+  private calling: ReadonlySet<string> | undefined;
+  private toppingUp = false;
 
   constructor(
     readonly address: string,
@@ -77,6 +89,21 @@ export class LeaseLoop {
   /** Main loop with no queues (all moved to their owners): wakes it when some come back. */
   wake(): void {
     this.wakeIdle?.();
+  }
+
+  /**
+   * Queues may have joined this loop: if its call is parked without some of them, poll
+   * those now with a top-up call (see the header). One top-up at a time; when it ends
+   * while the call is still parked, the queues it polled get the next one.
+   */
+  joined(): void {
+    if (this.calling === undefined || this.toppingUp || this.ended || this.deps.signal.aborted) return;
+    if (this.missing().length === 0) return;
+    this.toppingUp = true;
+    void this.topUp().finally(() => {
+      this.toppingUp = false;
+      this.joined();
+    });
   }
 
   /** Runs until the worker stops; a loop on another node also ends once it has no queues. */
@@ -144,6 +171,11 @@ export class LeaseLoop {
         // Let handlers that finish at once free their slots first, so the next Lease
         // asks for every free slot (fewer, fuller round trips).
         await new Promise((resolve) => setImmediate(resolve));
+      } else if (answer.res.relocated) {
+        // Some queues' partition started moving off this node: call again at once. The node
+        // holds the call until the move ends (bounded by its cluster_handoff_wait), then
+        // answers with their new owner in `routes`, and that owner's loop polls at once.
+        this.deps.log.info(`a partition of queues ${this.deps.queues().map((q) => q.queue).join(", ")} is moving off the node at ${this.address}; polling again for its new owner`);
       } else if (answer.quick && answer.res.routes.length === 0) {
         // An empty answer at once means no wait was possible (a zero leaseWaitMs, or the
         // server still fences a previous run of this worker id): back off, do not spin.
@@ -153,13 +185,42 @@ export class LeaseLoop {
     }
   }
 
+  /** The loop's queues the parked call does not name. */
+  private missing(): LeaseQueue[] {
+    const calling = this.calling;
+    return calling === undefined ? [] : this.deps.queues().filter((q) => !calling.has(q.queue));
+  }
+
+  private async topUp(): Promise<void> {
+    const { signal, slots } = this.deps;
+    const reserved = await slots.reserve(() => 1, signal);
+    if (reserved === 0) return;
+    try {
+      // Re-read after the reservation (it may have waited): the parked call may be over.
+      const queues = this.missing();
+      if (queues.length === 0 || signal.aborted) return;
+      const res = await this.rpc.lease({
+        ...this.deps.base, queues, maxDeliveries: reserved, waitMs: this.deps.leaseWaitMs, pollOwners: this.deps.pollOwners(),
+      }, { timeoutMs: this.deps.leaseWaitMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS, signal, waitForReady: this.main });
+      // Deliveries take their slots (as running) before the reservation is given back.
+      this.deps.answered(this, res);
+    } catch (error) {
+      // The loop's own call meets the same node and handles what is wrong with it.
+      if (!signal.aborted) this.deps.report(error, "lease");
+    } finally {
+      slots.release(reserved);
+    }
+  }
+
   private async lease(slots: number): Promise<{ res: LeaseResponse; quick: boolean }> {
     const calledAt = Date.now();
     this.everLeased = true;
     this.parked = true;
     try {
+      const queues = this.deps.queues();
+      this.calling = new Set(queues.map((q) => q.queue));
       const request: MessageInitShape<typeof LeaseRequestSchema> = {
-        ...this.deps.base, queues: this.deps.queues(), maxDeliveries: slots, waitMs: this.deps.leaseWaitMs, pollOwners: this.deps.pollOwners(),
+        ...this.deps.base, queues, maxDeliveries: slots, waitMs: this.deps.leaseWaitMs, pollOwners: this.deps.pollOwners(),
       };
       const res = await this.rpc.lease(request, {
         timeoutMs: this.deps.leaseWaitMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS, signal: this.deps.signal,
@@ -170,6 +231,7 @@ export class LeaseLoop {
       return { res, quick: Date.now() - calledAt < 50 };
     } finally {
       this.parked = false;
+      this.calling = undefined;
     }
   }
 }

@@ -21,9 +21,11 @@
  *   draining Settle (`fence`): a node's drain fence (the broker's) is per node, and a
  *   Settle through the main node reaches another node only when it carries items for it.
  *
- * Known limit: queues that move to a node whose loop is parked (or back to a parked main
- * loop) join its next call, at most `leaseWaitMs` later: a parked call is never aborted,
- * since the node might hand it deliveries as it ends.
+ * Queues that move to a node whose loop is parked (or back to a parked main loop) are
+ * polled at once by a top-up call of that loop (lease-loop.ts, `joined`): a parked call
+ * is never aborted, since the node might hand it deliveries as it ends. This is what lets
+ * a queue whose partition moved (the relocated hint) be served by its new owner at once
+ * even when the worker already polls that owner.
  */
 import { WorkerService, type LeaseResponse } from "../gen/conveyor/v1/worker_service_pb.js";
 import type { RpcChannel } from "../rpc/client.js";
@@ -129,6 +131,7 @@ export class LeaseLoops {
     if (res.routes.length > 0 && this.placement.route(key, res.routes, Date.now())) {
       this.startLoops();
       this.mainLoop.wake(); // a route may name the main node (its queues come back to it)
+      for (const l of this.loops()) l.joined(); // loops already parked poll their new queues now
     }
   }
 
@@ -160,5 +163,10 @@ export class LeaseLoops {
     this.deps.log.warn(`the node at ${loop.address} cannot serve queues ${queues.join(", ")} (${messageOf(error)}); polling them through ${this.deps.main.address} again`);
     this.placement.handBack(loop.address, Date.now());
     this.mainLoop.wake();
+    this.mainLoop.joined();
+  }
+
+  private loops(): LeaseLoop[] {
+    return [this.mainLoop, ...[...this.others.values()].map((o) => o.loop)];
   }
 }

@@ -24,7 +24,7 @@ export interface ClusterNodeDeps {
   /** Queues whose grains must be in memory when their partition is held (unfinished tasks, unpaused schedules). */
   queuesToActivate: () => Iterable<string>;
   activate: (queues: string[]) => Promise<unknown>;
-  releaseParked: (queues: ReadonlySet<string>) => void;
+  releaseParked: (moving: (queue: string) => boolean) => void;
   retireGrain: (queue: string) => void;
   committed: () => Promise<void>;
   onHandedOff?: (result: HandoffResult) => void;

@@ -159,7 +159,7 @@ export class ConveyorNode {
         onHandoffFailed: (cause) => clusterMetrics.handoffs.inc({ cause, outcome: "failed" }),
         member: joined.member, owners, rows: storage.rows, peers, clock, logger,
         queuesToActivate: () => new Set([...storage.queries.queuesWithUnfinishedTasks(), ...storage.store.schedules.queuesWithSchedules()]),
-        activate, releaseParked: (queues) => runtime.broker.releaseQueues(queues), retireGrain: (queue) => runtime.host.retire(queue),
+        activate, releaseParked: (moving) => runtime.broker.releaseQueues(moving), retireGrain: (queue) => runtime.host.retire(queue),
         committed: () => storage.db.committed(), drainTimeoutMs: config.shutdownGraceMs,
       }));
     }

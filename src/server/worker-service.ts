@@ -93,8 +93,10 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
       }
       const abort = new AbortController();
       call.on("cancelled", () => abort.abort());
+      let relocated = false;
       const deliveries = await ctx.broker.lease({
         workerId: req.workerId, host: req.host, concurrency: req.concurrency, queues, caps: { batchTypes: new Set(req.batchTypes), ...(req.types.length > 0 ? { types: new Set(req.types) } : {}) }, max: req.maxDeliveries, waitMs: Math.min(req.waitMs, ctx.config.leaseWaitMaxMs), signal: abort.signal,
+        onRelocated: () => (relocated = true),
       });
       if (call.cancelled && deliveries.length > 0) {
         await releaseOrphans(deliveries);
@@ -104,6 +106,7 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
         deliveries: deliveries.map(toDelivery),
         leaseTtlMs: ctx.config.leaseTtlMs,
         heartbeatIntervalMs: Math.max(50, Math.min(ctx.config.heartbeatIntervalMs, Math.floor(ctx.config.leaseTtlMs / 3))),
+        relocated,
       };
     },
 

@@ -200,6 +200,22 @@ describe("GrainHost", () => {
     expect(rt.host.peek("q")).toBeUndefined(); // unpinned once served
   });
 
+  it("a partition that starts moving ends the calls parked on its queues at once, marked relocated; others stay parked", async () => {
+    const hints: string[] = [];
+    const moving = rt.broker.lease(call([["moving-q", 1], ["other-q", 1]], { waitMs: 60_000, onRelocated: () => hints.push("a") }));
+    const staying = rt.broker.lease(call([["other-q", 1]], { waitMs: 60_000, onRelocated: () => hints.push("b") }));
+    expect(rt.broker.parked).toBe(2);
+    rt.broker.releaseQueues((queue) => queue === "moving-q");
+    expect(await moving).toEqual([]);
+    expect(hints).toEqual(["a"]);
+    expect(rt.broker.parked).toBe(1);
+    // The call still parked gets the next task of its queue, unmarked.
+    const t = task("other-q");
+    await enqueue("other-q", [t]);
+    expect((await staying).flatMap((d) => d.tasks.map((x) => x.id))).toEqual([t.id]);
+    expect(hints).toEqual(["a"]);
+  });
+
   it("refuses new activations once stopped", () => {
     rt.host.stop();
     expect(() => rt.host.get("q")).toThrow(expect.objectContaining({ reason: "NODE_STOPPING" }));

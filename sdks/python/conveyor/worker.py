@@ -2,8 +2,11 @@
 concurrency bound, heartbeats its leases at the node's interval, and settles outcomes in
 batches. The same promises as the TypeScript SDK's worker (src/sdk/worker.ts):
 
-- One Lease call is in flight at a time, asking for as many deliveries as there are free
-  slots; it parks on the node until work exists, so pickup needs no polling.
+- One Lease call is in flight at a time per node polled, asking for free slots; it parks
+  on the node until work exists, so pickup needs no polling. In a cluster the worker keeps
+  one such long poll on each node that holds some of its queues (_lease_loops.py), and the
+  polls share the one ``concurrency``: handlers running on all nodes together never
+  exceed it.
 - Outcomes finished in the same event-loop iteration go out in one Settle call.
 - A lost lease, a cancel request (operator, CANCEL_IN_PROGRESS), the attempt's end or the
   stop set the handler's ``ctx.cancelled`` (and cancel an ``async`` handler). Such an
@@ -39,7 +42,8 @@ from typing import Any, Optional, Union
 import grpc
 import grpc.aio
 
-from ._channel import aio_channel
+from ._channel import aio_channel, default_address
+from ._lease_loops import LeaseLoops
 from ._status import from_item_error, from_rpc_error
 from .errors import BatchError, is_skip_retry
 from .mux import BatchHandler, ConcurrencyRule, Context, Handler, Mux, encode_result, is_async, wants_context
@@ -50,7 +54,6 @@ __all__ = ["Worker"]
 
 log = logging.getLogger("conveyor.worker")
 
-BATCH_MAX = 1000
 LEASE_QUEUES_MAX = 100
 HEARTBEAT_LEASES_MAX = 1000
 SETTLEMENTS_MAX = 1000
@@ -58,8 +61,6 @@ REQUEST_MAX_BYTES = 4 * 1024 * 1024
 SETTLE_MAX_BYTES = REQUEST_MAX_BYTES - 64 * 1024
 RESULT_MAX_BYTES = 1024 * 1024
 ERROR_MESSAGE_MAX_BYTES = 64 * 1024
-#: How long a Lease call may still be in flight after its wait (src/base/lease-timing.ts).
-LEASE_CALL_IN_FLIGHT_MARGIN_S = 15.0
 RECONNECT_BASE_S = 0.1
 #: Reconnect/retry backoff cap: a restarted node is picked up within about a second.
 RECONNECT_MAX_S = 1.0
@@ -176,10 +177,9 @@ class Worker:
         self._heartbeat_s = 10.0
         self._heartbeat_handle: Optional[asyncio.TimerHandle] = None
         self._heartbeating = False
-        self._lease_call: Optional[Any] = None
+        self._loops: Optional[LeaseLoops] = None
         self._loop_task: Optional[asyncio.Task[None]] = None
         self._stopped: Optional[asyncio.Event] = None
-        self._slot_freed: Optional[asyncio.Event] = None
         self._drained: Optional[asyncio.Event] = None
         self._channel: Optional[grpc.aio.Channel] = None
         self._stub: Any = None
@@ -235,10 +235,13 @@ class Worker:
             raise RuntimeError("Worker already started")
         self._started = True
         self._stopped = asyncio.Event()
-        self._slot_freed = asyncio.Event()
         self._drained = asyncio.Event()
         self._channel = aio_channel(self.address)
         self._stub = worker_service_pb2_grpc.WorkerServiceStub(self._channel)
+        self._loops = LeaseLoops(
+            worker_id=self.worker_id, queues=self._queues, concurrency=self.concurrency, lease_wait_ms=self._lease_wait_ms,
+            main_address=default_address(self.address), main_stub=self._stub, base=self._lease_base,
+            running=lambda: len(self._running), deliver=self._deliver, report=self._report)
         try:
             await self._register()
         except BaseException:
@@ -246,21 +249,19 @@ class Worker:
             self._stopped.set()
             await self._channel.close()
             raise
-        self._loop_task = asyncio.ensure_future(self._lease_loop())
+        self._loop_task = asyncio.ensure_future(self._loops.run())
 
     async def stop(self, *, grace: Duration = 10.0) -> None:
         """Graceful stop: no new leases; running handlers get `grace` to finish, then the rest
         are cancelled and released without spending a retry. A second call waits for the first."""
         if not self._started:
             return
-        assert self._slot_freed is not None and self._drained is not None and self._stopped is not None
+        assert self._loops is not None and self._drained is not None and self._stopped is not None
         if self._stopping:
             await self._stopped.wait()
             return
         self._stopping = True
-        if self._lease_call is not None:
-            self._lease_call.cancel()
-        self._slot_freed.set()
+        self._loops.stop()
         if self._loop_task is not None:
             try:
                 await self._loop_task
@@ -278,14 +279,16 @@ class Worker:
             for t in entry.delivery.tasks:
                 self._outbox.append(self._settlement(entry.delivery, t.id, wpb.OUTCOME_RELEASED, b"", ""))
         # Always sent, even with nothing to release: it also fences off a Lease call of ours
-        # that may still reach the node after this point.
-        await self._flush_settles(draining=True)
+        # that may still reach the node after this point; so does the draining Settle to
+        # every other node polled (a node's fence is its own).
+        await asyncio.gather(self._flush_settles(draining=True), self._loops.fence())
         while self._settling:
             await asyncio.gather(*list(self._settling), return_exceptions=True)
         self._closed = True
         if self._heartbeat_handle is not None:
             self._heartbeat_handle.cancel()
         assert self._channel is not None
+        await self._loops.close()
         await self._channel.close()
         self._stopped.set()
 
@@ -308,54 +311,24 @@ class Worker:
 
     # -- leasing -----------------------------------------------------------------------
 
-    async def _lease_loop(self) -> None:
-        assert self._slot_freed is not None
-        failures = 0
-        queues = [wpb.QueueWeight(queue=q, weight=w) for q, w in self._queues]
-        while not self._stopping:
-            free = self.concurrency - len(self._running)
-            if free <= 0:
-                self._slot_freed.clear()
-                if self.concurrency - len(self._running) <= 0 and not self._stopping:
-                    await self._slot_freed.wait()
-                continue
-            # Naming its types, the worker leases only tasks it has handlers for (others stay pending).
-            request = wpb.LeaseRequest(worker_id=self.worker_id, queues=queues, max_deliveries=min(free, BATCH_MAX),
-                                       wait_ms=self._lease_wait_ms, batch_types=self.mux.batch_types,
-                                       types=self.declared_types, host=socket.gethostname(),
-                                       concurrency=self.concurrency)
-            called_at = time.monotonic()
-            try:
-                self._lease_call = self._stub.Lease(
-                    request, timeout=self._lease_wait_ms / 1000 + LEASE_CALL_IN_FLIGHT_MARGIN_S, wait_for_ready=True)
-                res = await self._lease_call
-            except asyncio.CancelledError:
-                if self._stopping:
-                    break
-                raise
-            except grpc.aio.AioRpcError as e:
-                if self._stopping:
-                    break
-                self._report(from_rpc_error(e), "lease")
-                failures += 1
-                await asyncio.sleep(_jitter(min(RECONNECT_MAX_S, RECONNECT_BASE_S * 2 ** min(failures, 10))))
-                continue
-            finally:
-                self._lease_call = None
-            failures = 0
-            if res.heartbeat_interval_ms > 0:
-                self._heartbeat_s = res.heartbeat_interval_ms / 1000
-            # An empty answer at once means no wait was possible (a zero lease_wait, or the
-            # node still fences a previous run of this worker id): back off, do not spin.
-            if not res.deliveries and time.monotonic() - called_at < 0.05:
-                await asyncio.sleep(_jitter(RECONNECT_BASE_S))
-            received_at = time.monotonic()
-            for d in res.deliveries:
-                self._start_delivery(d, attempt_end(d, res.lease_ttl_ms, received_at))
-            if res.deliveries:
-                # Let handlers that finish at once free their slots first, so the next Lease
-                # asks for every free slot (fewer, fuller round trips).
-                await asyncio.sleep(0)
+    def _lease_base(self) -> dict[str, Any]:
+        """What every Lease call says besides its queues and size. Naming its types, the
+        worker leases only tasks it has handlers for (others stay pending)."""
+        return dict(worker_id=self.worker_id, batch_types=self.mux.batch_types, types=self.declared_types,
+                    host=socket.gethostname(), concurrency=self.concurrency)
+
+    def _deliver(self, res: wpb.LeaseResponse) -> None:
+        """Runs a Lease answer's deliveries (each takes a slot at once)."""
+        if res.heartbeat_interval_ms > 0:
+            self._heartbeat_s = res.heartbeat_interval_ms / 1000
+        received_at = time.monotonic()
+        for d in res.deliveries:
+            self._start_delivery(d, attempt_end(d, res.lease_ttl_ms, received_at))
+
+    @property
+    def polled_nodes(self) -> list[str]:
+        """Addresses of the nodes other than its own that the worker polls now (their queues' owners)."""
+        return self._loops.nodes if self._loops is not None else []
 
     # -- running -----------------------------------------------------------------------
 
@@ -391,8 +364,8 @@ class Worker:
             self._freed()
 
     def _freed(self) -> None:
-        assert self._slot_freed is not None and self._drained is not None
-        self._slot_freed.set()
+        assert self._loops is not None and self._drained is not None
+        self._loops.slots.freed()
         if not self._running:
             self._drained.set()
 

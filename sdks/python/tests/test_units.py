@@ -1,7 +1,10 @@
-"""Pieces of the SDK without a node: encoding, durations, the mux, attempt ends, truncation."""
+"""Pieces of the SDK without a node: encoding, durations, the mux, attempt ends, truncation,
+the lease loops' queue placement and slot budget."""
 from __future__ import annotations
 
+import asyncio
 import json
+import random
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -10,6 +13,8 @@ from conveyor import ConcurrencyRule, Mux, NewTask, SkipRetry, encode_json, is_s
 from conveyor.mux import encode_result, wants_context
 from conveyor.task import state_name, to_spec
 from conveyor.v1 import task_pb2, worker_service_pb2
+from conveyor._placement import MAIN, ROUTE_COOLDOWN_MAX_S, QueuePlacement
+from conveyor._slots import SlotBudget, lease_share
 from conveyor.worker import _truncate, attempt_end
 
 
@@ -76,3 +81,80 @@ def test_truncation_keeps_whole_characters_and_says_so() -> None:
     assert _truncate(b"x" * 3_000_000, 1024 * 1024).endswith("…[truncated 1.9 MiB]".encode())
     assert _truncate(b"short", 64) == b"short"
     json.loads(json.dumps(cut.decode()))  # valid UTF-8
+
+
+def _route(queue: str, address: str) -> worker_service_pb2.QueueRoute:
+    return worker_service_pb2.QueueRoute(queue=queue, node_id="n", address=address)
+
+
+def test_placement_moves_queues_by_their_routes_and_hands_them_back_with_a_doubling_cool_down() -> None:
+    p = QueuePlacement([("a", 1), ("b", 2), ("c", 1)], "main:1")
+    assert p.queues_of(MAIN) == [("a", 1), ("b", 2), ("c", 1)]
+    # Only queues the answering loop polls move; a route naming the main node keeps its queue there.
+    assert p.route(MAIN, [_route("b", "n2:1"), _route("c", "main:1"), _route("x", "n3:1")], 0.0)
+    assert p.queues_of(MAIN) == [("a", 1), ("c", 1)] and p.queues_of("n2:1") == [("b", 2)] and p.addresses() == ["n2:1"]
+    assert not p.route("n3:1", [_route("b", "n3:1")], 0.0)  # a late answer from another loop moves nothing
+    p.hand_back("n2:1", 10.0)
+    assert p.queues_of(MAIN) == [("a", 1), ("b", 2), ("c", 1)] and p.addresses() == []
+    assert p.any_cooling_down(10.5) and not p.route(MAIN, [_route("b", "n2:1")], 10.5)  # cooling down for 1 s
+    assert p.route(MAIN, [_route("b", "n2:1")], 11.0) and not p.any_cooling_down(11.0)
+    p.hand_back("n2:1", 20.0)  # the second hand-back: 2 s
+    assert p.any_cooling_down(21.9) and not p.any_cooling_down(22.0)
+    for _ in range(10):
+        p.hand_back("n2:1", 100.0)
+    assert p.any_cooling_down(100.0 + ROUTE_COOLDOWN_MAX_S - 0.1) and not p.any_cooling_down(100.0 + ROUTE_COOLDOWN_MAX_S)
+    p.reached("n2:1")
+    assert not p.any_cooling_down(100.0)
+
+
+def test_lease_share_gives_one_loop_everything_an_idle_one_a_slot_and_busy_ones_equal_shares() -> None:
+    assert lease_share(10, 1, 0, True) == 10
+    assert lease_share(10, 3, 3, True) == 1
+    assert lease_share(10, 3, 2, False) == 5
+    assert lease_share(10, 3, 0, False) == 10
+
+
+def test_slot_budget_never_reserves_more_than_is_free_across_loops() -> None:
+    """Three loops reserving and running deliveries at random: running plus reserved never
+    exceeds the total, and every loop gets slots (first come, first served)."""
+
+    async def main() -> tuple[int, list[int]]:
+        rng = random.Random(5)
+        running = 0
+        budget = SlotBudget(4, lambda: running)
+        worst = 0
+        served = [0, 0, 0]
+
+        async def loop(i: int) -> None:
+            nonlocal running, worst
+            for _ in range(200):
+                slots = await budget.reserve(lambda free: rng.randint(1, free + 2))
+                worst = max(worst, running + budget._reserved)
+                await asyncio.sleep(0)
+                taken = rng.randint(0, slots)  # the answer fills some of the reservation
+                running += taken
+                budget.release(slots)
+                served[i] += 1
+                for _ in range(taken):
+                    await asyncio.sleep(0)
+                    running -= 1
+                    budget.freed()
+
+        await asyncio.gather(*(loop(i) for i in range(3)))
+        budget.close()
+        return worst, served
+
+    worst, served = asyncio.run(main())
+    assert worst <= 4
+    assert served == [200, 200, 200]
+
+
+def test_a_closed_slot_budget_ends_every_waiting_reservation() -> None:
+    async def main() -> list[int]:
+        budget = SlotBudget(1, lambda: 1)  # every slot is running
+        waiting = [asyncio.ensure_future(budget.reserve(lambda free: free)) for _ in range(2)]
+        await asyncio.sleep(0)
+        budget.close()
+        return list(await asyncio.gather(*waiting))
+
+    assert asyncio.run(main()) == [0, 0]

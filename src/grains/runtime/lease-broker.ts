@@ -35,6 +35,12 @@ export interface LeaseCall {
   waitMs: number;
   /** Aborts a parked call (the client went away). */
   signal?: AbortSignal;
+  /**
+   * Called when the call, parked, is ended early because the partition of one of its
+   * queues starts moving to another node (`releaseQueues`), so that its answer can say so
+   * (LeaseResponse.relocated) and the worker call again at once.
+   */
+  onRelocated?: () => void;
 }
 
 interface Waiter {
@@ -161,11 +167,19 @@ export class LeaseBroker {
   }
 
   /**
-   * Ends, with no work, every parked call waiting on one of `queues` (their partition is
-   * moving to another node): the worker polls again at once and is routed to the new owner.
+   * Ends, with no work, every parked call waiting on a queue `moving` names (its
+   * partition is moving to another node), telling each it was relocated: the worker polls
+   * again at once and is routed to the new owner. A predicate, not a list of the
+   * partition's queues: a worker may be parked on a queue that has no rows yet.
    */
-  releaseQueues(queues: ReadonlySet<string>): void {
-    for (const queue of queues) for (const w of [...(this.waiters.get(queue) ?? [])]) this.finish(w, []);
+  releaseQueues(moving: (queue: string) => boolean): void {
+    for (const [queue, set] of [...this.waiters]) {
+      if (!moving(queue)) continue;
+      for (const w of [...set]) {
+        if (!w.done) w.call.onRelocated?.();
+        this.finish(w, []);
+      }
+    }
   }
 
   /** Ends every parked call with no work (node shutdown). */

@@ -2,8 +2,9 @@
  * Hands one partition, with its rows, from this node to another (join, drain, move):
  *
  * 1. Stop serving it: calls for it now wait (`beginMove`; forwarder.ts parks them up to
- *    `cluster_handoff_wait`), parked Lease calls on its queues end empty so their
- *    workers poll again, and the writes already made are committed.
+ *    `cluster_handoff_wait`), parked Lease calls on its queues end at once, empty
+ *    and marked `relocated`, so their workers poll again without backing off, and the
+ *    writes already made are committed.
  * 2. Drop its grains from memory (their timers stop here) and snapshot its rows into a
  *    SQLite file (storage/partition-rows.ts).
  * 3. Send the file, in chunks, to the receiver (ClusterService.AcceptPartition), which
@@ -34,8 +35,8 @@ export interface HandoffDeps {
   owners: PartitionOwners;
   rows: PartitionRows;
   peers: Peers;
-  /** Ends parked Lease calls on these queues (the lease broker). */
-  releaseParked: (queues: ReadonlySet<string>) => void;
+  /** Ends parked Lease calls on the queues `moving` names, each answered `relocated` (the lease broker). */
+  releaseParked: (moving: (queue: string) => boolean) => void;
   /** Drops a queue's grain from memory, with no reminder kept (the grain host). */
   retireGrain: (queue: string) => void;
   committed: () => Promise<void>;
@@ -65,7 +66,7 @@ export async function handOffPartition(p: number, to: { nodeId: string; address:
   let released = false;
   try {
     const queues = rows.queueNames().filter((q) => owners.partitionOf(q) === p);
-    deps.releaseParked(new Set(queues));
+    deps.releaseParked((queue) => owners.partitionOf(queue) === p);
     await deps.committed();
     for (const queue of queues) deps.retireGrain(queue);
     const snapshot = rows.snapshot(queues);

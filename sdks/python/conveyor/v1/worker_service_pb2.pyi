@@ -75,16 +75,18 @@ class LeaseRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[QueueWeight, _Mapping]]] = ..., max_deliveries: _Optional[int] = ..., wait_ms: _Optional[int] = ..., batch_types: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., host: _Optional[str] = ..., concurrency: _Optional[int] = ..., poll_owners: bool = ...) -> None: ...
 
 class LeaseResponse(_message.Message):
-    __slots__ = ["deliveries", "heartbeat_interval_ms", "lease_ttl_ms", "routes"]
+    __slots__ = ["deliveries", "heartbeat_interval_ms", "lease_ttl_ms", "relocated", "routes"]
     DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     LEASE_TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    RELOCATED_FIELD_NUMBER: _ClassVar[int]
     ROUTES_FIELD_NUMBER: _ClassVar[int]
     deliveries: _containers.RepeatedCompositeFieldContainer[Delivery]
     heartbeat_interval_ms: int
     lease_ttl_ms: int
+    relocated: bool
     routes: _containers.RepeatedCompositeFieldContainer[QueueRoute]
-    def __init__(self, deliveries: _Optional[_Iterable[_Union[Delivery, _Mapping]]] = ..., lease_ttl_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., routes: _Optional[_Iterable[_Union[QueueRoute, _Mapping]]] = ...) -> None: ...
+    def __init__(self, deliveries: _Optional[_Iterable[_Union[Delivery, _Mapping]]] = ..., lease_ttl_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., routes: _Optional[_Iterable[_Union[QueueRoute, _Mapping]]] = ..., relocated: bool = ...) -> None: ...
 
 class LeaseStatus(_message.Message):
     __slots__ = ["cancel_reason", "cancel_requested", "held", "lease_expires_at_ms", "lease_id", "queue"]
