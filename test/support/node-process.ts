@@ -58,7 +58,12 @@ export class NodeProcess {
     child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
     const lines = createInterface({ input: child.stdout! });
     const listening = await new Promise<{ grpc: string; http: string }>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`conveyord did not start in 20s; stderr: ${stderr}`)), 20_000);
+      // Killed on a timeout, so a node that never listens is not left behind; its last log
+      // lines say where it was waiting.
+      const timer = setTimeout(() => {
+        child.kill("SIGKILL");
+        reject(new Error(`conveyord did not start in 20s; stderr: ${stderr}; last log lines:\n${logs.slice(-8).join("\n")}`));
+      }, 20_000);
       child.once("exit", (code) => {
         clearTimeout(timer);
         reject(new Error(`conveyord exited with ${code} before listening; stderr: ${stderr}`));
