@@ -92,6 +92,7 @@ describe("a node stopped past its lease (real processes)", { timeout: 120_000 },
     // A round trip to another node: the client has written the calls above meanwhile.
     await statusOf(n1, closers);
     checker.phase = "n3 resumed";
+    const resumedAt = Date.now();
     n3.child.kill("SIGCONT");
     const outcomes = await Promise.all(sent);
 
@@ -140,8 +141,8 @@ describe("a node stopped past its lease (real processes)", { timeout: 120_000 },
     checker.phase = "draining";
     runWorker(checker, n1.grpcAddress, [...used, lateQ!], closers);
     const verdict = await checker.verify(producer, LEASE_TTL_MS);
-    console.log(`SIGSTOP of n3 past its ${TTL_S}s lease, then SIGCONT: fenced itself ${Math.min(...outcomes.map((o) => o.atMs)) - fencedAt!} ms ` +
-      `before the first answer reached the caller, re-registered as a new incarnation; calls it got while stopped: ${report.join("; ")}; ` +
+    console.log(`SIGSTOP of n3 past its ${TTL_S}s lease, then SIGCONT: after SIGCONT it fenced itself at +${fencedAt! - resumedAt} ms, ` +
+      `the answers to the calls sent while it was stopped came at +${Math.min(...outcomes.map((o) => o.atMs)) - resumedAt}..${Math.max(...outcomes.map((o) => o.atMs)) - resumedAt} ms, re-registered as a new incarnation; calls it got while stopped: ${report.join("; ")}; ` +
       `${verdict.acknowledged} acknowledged tasks, all completed`);
     expect(checker.failures, describeFailures(checker)).toEqual([]);
     expect(verdict.lost).toEqual([]);
