@@ -181,9 +181,10 @@ class MethodForwarding {
         }
         // The holder this node knew is gone (it handed the partition off and exited before
         // this node's watch showed the release: found by the rolling-restart test). Read the
-        // records again; if another node holds the partition now, route there, once. Safe
-        // to send twice: the old holder either never got the call or handed its result on
-        // with the rows, and enqueues and settles are idempotent by id and lease.
+        // records again; if another node holds the partition now, route there, once. The
+        // old holder either never got the call or handed its result on with the rows:
+        // an enqueue sent again is found by its id; a settle sent again is refused
+        // LEASE_NOT_HELD (a repeat is not yet answered OK), and its task stays settled.
         if (attempt === 0 && error instanceof ConveyorError && error.reason === "UNREACHABLE") {
           await this.deps.ownership.refresh();
           const now = this.deps.ownership.route(p);
