@@ -11,6 +11,7 @@
  * agreement with the nodes; the server keeps a slot until the settle, so a handler
  * overlap is a lower bound of the server's, and any excess is a real one.
  */
+import { readFile } from "node:fs/promises";
 import { ConveyorError, Mux, Worker, json, newTask, type Client } from "../../src/index.js";
 import { eventually } from "./node-process.js";
 
@@ -177,7 +178,6 @@ export function describeFailures(checker: Checker): string {
 
 /** VmRSS of a process in MiB, from /proc/<pid>/status. */
 export async function rssMiB(pid: number): Promise<number> {
-  const { readFile } = await import("node:fs/promises");
   const status = await readFile(`/proc/${pid}/status`, "utf8");
   const kb = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1]);
   return Math.round(kb / 1024);
