@@ -70,11 +70,15 @@ export class SoloOwnership implements Ownership {
  */
 export class OwnershipLink implements Ownership {
   private target: Ownership | undefined;
+  private onLinked: () => void = () => {};
+  /** Resolves once the node has joined and its ownership is linked. */
+  readonly linked = new Promise<void>((resolve) => (this.onLinked = resolve));
 
   constructor(readonly nodeId: string, readonly partitions: number, private readonly partitionOfQueue: (queue: string) => number) {}
 
   link(target: Ownership): void {
     this.target = target;
+    this.onLinked();
   }
 
   get ringVersion(): number {

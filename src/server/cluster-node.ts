@@ -46,6 +46,19 @@ export async function runClusterMember(deps: ClusterNodeDeps): Promise<{ drain: 
   await deps.activate([...deps.queuesToActivate()].filter((q) => held.has(owners.partitionOf(q))));
   owners.onClaimed(activatePartition);
 
+  // After a fence the node registers again as a new incarnation, and its old claims no
+  // longer count. It claims back (at new epochs) the partitions recorded under its old
+  // registration, as at start, rather than on the first call to each: their grains'
+  // timers (lapsing leases, delayed tasks, schedules) need the partition held to run.
+  // Found by the SIGSTOP test: a woken node left its partitions at their old epochs.
+  const reclaimAfterFence = () => {
+    for (const [p, entry] of owners.entries()) {
+      if (entry.record.owner !== owners.nodeId || entry.record.state !== "owned" || owners.route(p).kind !== "claim") continue;
+      // Single-flight per partition; one that fails (not serving yet) is tried at the next change.
+      owners.acquire(p).catch((err: unknown) => logger.debug({ err, partition: p }, "could not claim back a partition after re-registering; will retry"));
+    }
+  };
+
   let draining = false;
   const rebalancer = new Rebalancer({
     owners, rows: deps.rows, peers: deps.peers, releaseParked: deps.releaseParked, retireGrain: deps.retireGrain,
@@ -55,7 +68,10 @@ export async function runClusterMember(deps: ClusterNodeDeps): Promise<{ drain: 
   });
   if (deps.onClaimed) owners.onClaimed(deps.onClaimed);
   owners.onChange(() => rebalancer.poke());
-  member.onChange(() => rebalancer.poke());
+  member.onChange(() => {
+    rebalancer.poke();
+    reclaimAfterFence();
+  });
   rebalancer.poke();
 
   return {

@@ -132,6 +132,7 @@ export class ConveyorNode {
     const clusterMetrics = new ClusterMetrics(metrics.registry, () => clusterSources);
     const forwarding: ForwarderDeps = {
       ownership, peers, others: () => others(), handoffWaitMs: config.clusterHandoffWaitMs,
+      ...(ownership instanceof OwnershipLink ? { joined: ownership.linked } : {}),
       observe: { forwarded: (method) => clusterMetrics.forwarded.inc({ method }), wrongOwner: (method) => clusterMetrics.wrongOwner.inc({ method }) },
     };
     const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security, forwarding, rows: storage.rows });

@@ -2,15 +2,15 @@
  * Graceful relocation with real processes (issue 13, tests 2 and 3): partitions move
  * with their rows when a node joins (scale out under load) and when a node stops
  * (SIGTERM drains: every partition is handed off before the node leaves), with a
- * producer and a worker running throughout. The checker: every acknowledged enqueue ran
- * (0 lost), no SDK call failed, and a task ran twice only if its lease lapsed (none does
- * here: leases are 30 s). In the drain test every queue has a per-key limit of 1, and the
- * worker checks that no key ever runs twice at once, across every move.
+ * producer and a worker running throughout. The checker (test/support/checker.ts): every
+ * acknowledged enqueue ran and completed (0 lost), no SDK call failed, and a task ran
+ * twice only if its lease lapsed (none does here: leases are 30 s). In the drain test
+ * every queue has a per-key limit of 1, and no key ever runs twice at once, across every move.
  */
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { Ring } from "../support/ring.js";
-import { type Client, Mux, Worker, json, newTask } from "../../src/index.js";
+import { Checker, describeFailures, runProducer, runWorker } from "../support/checker.js";
 import { clusterFixture, statusOf as statusOfNode } from "../support/cluster.js";
 import { eventually, NodeProcess } from "../support/node-process.js";
 
@@ -28,59 +28,14 @@ function startNode(cluster: string, id: string, dataDir?: string): Promise<NodeP
 }
 
 const statusOf = (node: NodeProcess) => statusOfNode(node, closers);
+/** The nodes' default lease TTL (no lease lapses in these tests, so no task runs twice). */
+const LEASE_TTL_MS = 30_000;
 
 /** Where each queue's partition is held, as `node` sees it. */
 async function holders(node: NodeProcess, queues: string[]): Promise<Map<string, string>> {
   const status = await statusOf(node);
   const ring = new Ring(["x"], 1, status.partitions);
   return new Map(queues.map((q) => [q, status.partitionStates[ring.partitionOf(q)]!.owner]));
-}
-
-/** Concurrency keys the producer spreads tasks over (the drain test limits each to 1 in flight per queue). */
-const KEYS = ["k0", "k1", "k2"];
-
-/** A producer that enqueues round-robin over `queues` until stopped, recording every acknowledged id and every failure. */
-function runProducer(client: Client, queues: string[]) {
-  const acknowledged = new Set<string>();
-  const failures: unknown[] = [];
-  let stop = false;
-  const done = (async () => {
-    for (let i = 0; !stop; i++) {
-      try {
-        const queue = queues[i % queues.length]!;
-        acknowledged.add((await client.enqueue(newTask("job", json({ i })), { queue, concurrencyKey: KEYS[i % KEYS.length]! })).id);
-      } catch (error) {
-        failures.push(error);
-      }
-    }
-  })();
-  return { acknowledged, failures, stop: async () => { stop = true; await done; } };
-}
-
-/**
- * A worker that records every run, and the most handlers that ran at once per
- * (queue, concurrency key): with a per-key limit of 1 that must never exceed 1, before,
- * during or after a move (the key's in-flight count moves with the active rows).
- */
-function runWorker(node: NodeProcess, queues: string[]) {
-  const ran = new Map<string, number>();
-  const running = new Map<string, number>();
-  let maxPerKey = 0;
-  const worker = new Worker({
-    address: node.grpcAddress, queues, concurrency: 16, handleSignals: false, leaseWaitMs: 500, logger: null,
-    mux: new Mux().handle("job", async (task) => {
-      const key = `${task.queue}/${task.concurrencyKey}`;
-      running.set(key, (running.get(key) ?? 0) + 1);
-      maxPerKey = Math.max(maxPerKey, running.get(key)!);
-      // Long enough that tasks of one key would overlap if the limit did not hold.
-      await new Promise((resolve) => setTimeout(resolve, 5));
-      running.set(key, running.get(key)! - 1);
-      ran.set(task.id, (ran.get(task.id) ?? 0) + 1);
-    }),
-  });
-  closers.push(() => worker.stop());
-  worker.start();
-  return Object.assign(ran, { maxPerKey: () => maxPerKey });
 }
 
 const handoffs = (node: NodeProcess) => node.logs.map((l) => JSON.parse(l) as { msg?: string; ms?: number; tasks?: number }).filter((l) => l.msg === "partition handed off");
@@ -92,9 +47,10 @@ describe("handoff: partitions move with their rows (real processes)", { timeout:
     await eventually("both members active", async () => ((await statusOf(n1!)).members.length === 2 ? true : undefined), 15_000);
     const queues = Array.from({ length: 12 }, (_, i) => `hq${i}`);
     const producer = fixture.client(n1!);
-    const load = runProducer(producer, queues);
-    const ran = runWorker(n2!, queues);
-    await eventually("some work done before the join", async () => (ran.size >= 200 ? true : undefined), 30_000);
+    const checker = new Checker();
+    const load = runProducer(checker, producer, queues);
+    runWorker(checker, n2!.grpcAddress, queues, closers);
+    await eventually("some work done before the join", async () => (checker.deliveries.length >= 200 ? true : undefined), 30_000);
 
     const n3 = await startNode(cluster, "n3");
     // The ring gives n3 a share; the holders hand those partitions over, with their rows.
@@ -105,17 +61,19 @@ describe("handoff: partitions move with their rows (real processes)", { timeout:
       const held = await holders(n3, queues);
       return toN3.every((q) => held.get(q) === "n3") ? true : undefined;
     }, 30_000);
-    const countAtMove = load.acknowledged.size;
-    await eventually("more work after the move", async () => (load.acknowledged.size >= countAtMove + 200 ? true : undefined), 30_000);
+    const countAtMove = checker.acknowledged.size;
+    await eventually("more work after the move", async () => (checker.acknowledged.size >= countAtMove + 200 ? true : undefined), 30_000);
     await load.stop();
-    await eventually("every acknowledged task to run", async () => ([...load.acknowledged].every((id) => ran.has(id)) ? true : undefined), 30_000);
+    const verdict = await checker.verify(producer, LEASE_TTL_MS);
 
-    expect(load.failures).toEqual([]);
-    expect([...ran.values()].filter((n) => n > 1)).toEqual([]);
+    expect(checker.failures, describeFailures(checker)).toEqual([]);
+    expect(verdict.lost).toEqual([]);
+    expect(verdict.notCompleted).toEqual([]);
+    expect(verdict.deliveries).toBe(verdict.acknowledged);
     const moves = [...handoffs(n1!), ...handoffs(n2!)];
     const stalls = moves.map((m) => m.ms!).sort((a, b) => a - b);
     console.log(`scale out: ${moves.length} partitions handed to n3, stall per partition (ms) p50 ${Math.round(stalls[Math.floor(stalls.length / 2)]!)} ` +
-      `max ${Math.round(stalls[stalls.length - 1]!)}; ${load.acknowledged.size} tasks acknowledged, all ran once, 0 failed calls`);
+      `max ${Math.round(stalls[stalls.length - 1]!)}; ${verdict.acknowledged} tasks acknowledged, all ran once, 0 failed calls`);
     expect(moves.length).toBeGreaterThanOrEqual(new Set(toN3.map((q) => want.partitionOf(q))).size);
   });
 
@@ -127,9 +85,10 @@ describe("handoff: partitions move with their rows (real processes)", { timeout:
     const producer = fixture.client(n2!);
     // One task per key at a time, in every queue: the limit must hold across the moves.
     for (const q of queues) await producer.admin.setConcurrencyLimit(q, 1);
-    const load = runProducer(producer, queues);
-    const ran = runWorker(n3!, queues);
-    await eventually("every queue in use", async () => (load.acknowledged.size >= 300 ? true : undefined), 30_000);
+    const checker = new Checker();
+    const load = runProducer(checker, producer, queues);
+    runWorker(checker, n3!.grpcAddress, queues, closers);
+    await eventually("every queue in use", async () => (checker.acknowledged.size >= 300 ? true : undefined), 30_000);
     const onN1 = [...(await holders(n2!, queues))].filter(([, owner]) => owner === "n1").map(([q]) => q);
     expect(onN1.length).toBeGreaterThan(0);
 
@@ -138,8 +97,8 @@ describe("handoff: partitions move with their rows (real processes)", { timeout:
     expect(drained).toBe(true);
     const afterDrain = await holders(n2!, queues);
     expect(onN1.every((q) => afterDrain.get(q) === "n2" || afterDrain.get(q) === "n3")).toBe(true);
-    const count = load.acknowledged.size;
-    await eventually("work continues on the other nodes", async () => (load.acknowledged.size >= count + 200 ? true : undefined), 30_000);
+    const count = checker.acknowledged.size;
+    await eventually("work continues on the other nodes", async () => (checker.acknowledged.size >= count + 200 ? true : undefined), 30_000);
 
     // Back on its data directory: the ring gives it its share again.
     const back = await startNode(cluster, "n1", n1!.dataDir);
@@ -148,12 +107,14 @@ describe("handoff: partitions move with their rows (real processes)", { timeout:
       return onN1.every((q) => held.get(q) === "n1") ? true : undefined;
     }, 30_000);
     await load.stop();
-    await eventually("every acknowledged task to run", async () => ([...load.acknowledged].every((id) => ran.has(id)) ? true : undefined), 30_000);
-    expect(load.failures).toEqual([]);
-    expect([...ran.values()].filter((n) => n > 1)).toEqual([]);
-    expect(ran.maxPerKey()).toBe(1);
+    const verdict = await checker.verify(producer, LEASE_TTL_MS);
+    expect(checker.failures, describeFailures(checker)).toEqual([]);
+    expect(verdict.lost).toEqual([]);
+    expect(verdict.notCompleted).toEqual([]);
+    expect(verdict.deliveries).toBe(verdict.acknowledged);
+    expect(verdict.maxPerKey).toBe(1);
     const stalls = handoffs(n1!).map((m) => m.ms!);
     console.log(`drain: n1 handed off ${stalls.length} partitions on SIGTERM (max stall ${Math.round(Math.max(...stalls))} ms); ` +
-      `${load.acknowledged.size} tasks acknowledged, all ran once, 0 failed calls`);
+      `${verdict.acknowledged} tasks acknowledged, all ran once, 0 failed calls`);
   });
 });

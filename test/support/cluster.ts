@@ -52,18 +52,21 @@ export function queuesOn(ids: string[], perNode: number): Map<string, string[]> 
 /**
  * The lifecycle every real-process cluster test file shares, registered as vitest hooks:
  * one etcd for the file; after each test, the closers run (clients, channels, workers) and
- * every node started is killed and its data dir removed.
+ * every node started is killed (resumed first if a test left it stopped) and its data dir
+ * removed. `etcdSize` 3 gives the file a three-member etcd (for tests that kill one).
  */
-export function clusterFixture() {
+export function clusterFixture(options: { etcdSize?: number } = {}) {
   let etcd: EtcdCluster | undefined;
   const nodes: NodeProcess[] = [];
   const closers: Array<() => unknown> = [];
   beforeAll(async () => {
-    etcd = await startEtcd();
+    etcd = await startEtcd({ size: options.etcdSize ?? 1 });
   });
   afterEach(async () => {
     for (const close of closers.splice(0)) await close();
     for (const n of nodes.splice(0)) {
+      // A SIGSTOPped process still dies of SIGKILL; SIGCONT first keeps its exit prompt.
+      if (n.child.exitCode === null && n.child.signalCode === null) n.child.kill("SIGCONT");
       await n.kill();
       n.cleanup();
     }

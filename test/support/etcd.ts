@@ -104,6 +104,25 @@ export class EtcdCluster {
     return this.members.map((m) => m.clientUrl);
   }
 
+  /**
+   * The member that is raft leader now, by etcd's maintenance status API (each member
+   * names itself and the leader by member id); undefined while no running member knows one.
+   */
+  async leader(): Promise<EtcdMember | undefined> {
+    const statuses = await Promise.all(this.members.filter((m) => m.running).map(async (m) => {
+      try {
+        const res = await fetch(`${m.clientUrl}/v3/maintenance/status`, { method: "POST", body: "{}", signal: AbortSignal.timeout(1_000) });
+        const body = (await res.json()) as { header?: { member_id?: string }; leader?: string };
+        return { member: m, id: body.header?.member_id, leader: body.leader };
+      } catch {
+        return undefined;
+      }
+    }));
+    const known = statuses.filter((s) => s !== undefined);
+    const leaderId = known.find((s) => s.leader && s.leader !== "0")?.leader;
+    return known.find((s) => s.id === leaderId)?.member;
+  }
+
   async stop(): Promise<void> {
     await Promise.all(this.members.map((m) => m.stop()));
     rmSync(this.root, { recursive: true, force: true });

@@ -10,6 +10,11 @@ import { createInterface } from "node:readline";
 
 export const REPO_ROOT = resolve(import.meta.dirname, "../..");
 const DAEMON = join(REPO_ROOT, "bin/conveyord.js");
+/**
+ * Bound on a start (spawn → listening). Generous: on the shared 2-core machine at load
+ * 20+, three nodes starting at once took over 20 s (the cluster fault tests saw it).
+ */
+const START_TIMEOUT_MS = 60_000;
 
 export interface NodeProcessOptions {
   /** Extra settings passed as --set key=value (e.g. { lease_ttl: "1s" }). */
@@ -58,7 +63,12 @@ export class NodeProcess {
     child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
     const lines = createInterface({ input: child.stdout! });
     const listening = await new Promise<{ grpc: string; http: string }>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`conveyord did not start in 20s; stderr: ${stderr}`)), 20_000);
+      // Killed on a timeout, so a node that never listens is not left behind; its last log
+      // lines say where it was waiting.
+      const timer = setTimeout(() => {
+        child.kill("SIGKILL");
+        reject(new Error(`conveyord did not start in ${START_TIMEOUT_MS / 1000}s; stderr: ${stderr}; last log lines:\n${logs.slice(-8).join("\n")}`));
+      }, START_TIMEOUT_MS);
       child.once("exit", (code) => {
         clearTimeout(timer);
         reject(new Error(`conveyord exited with ${code} before listening; stderr: ${stderr}`));

@@ -57,7 +57,18 @@ export interface ForwarderDeps {
   observe?: { forwarded(method: string): void; wrongOwner(method: string): void };
   /** The other members that serve calls (active or draining), for reads of every member and lookups. */
   others(): Member[];
+  /**
+   * Resolves once this node has joined its cluster (at once for a single node). The gRPC
+   * port is bound before the join (the member record advertises it), so a client that
+   * reconnects to a restarting node may call during the join: its calls wait for it
+   * (up to JOIN_WAIT_MS) instead of being answered NO_ACTIVE_MEMBER (the rolling-restart
+   * test found such an error surfacing to a producer).
+   */
+  joined?: Promise<void>;
 }
+
+/** How long a call that arrives while this node is still joining waits for the join. */
+const JOIN_WAIT_MS = 10_000;
 
 /** Deadline of a forwarded call whose caller set none. */
 const FORWARD_DEADLINE_MS = 60_000;
@@ -87,7 +98,12 @@ class MethodForwarding {
     private readonly deps: ForwarderDeps,
   ) {}
 
-  handle(call: CallLike): Promise<unknown> {
+  async handle(call: CallLike): Promise<unknown> {
+    if (this.route.kind !== "here" && this.deps.joined && !hasJoined.has(this.deps.joined)) await untilJoined(this.deps.joined);
+    return this.routed(call);
+  }
+
+  private routed(call: CallLike): Promise<unknown> {
     const forwarded = call.metadata.get(FORWARDED_BY).length > 0;
     const request = call.request as Msg;
     const route = this.route;
@@ -162,6 +178,17 @@ class MethodForwarding {
         if (attempt === 0 && error instanceof ConveyorError && error.reason === "WRONG_OWNER") {
           await this.deps.ownership.refresh();
           continue;
+        }
+        // The holder this node knew is gone (it handed the partition off and exited before
+        // this node's watch showed the release: found by the rolling-restart test). Read the
+        // records again; if another node holds the partition now, route there, once. The
+        // old holder either never got the call or handed its result on with the rows:
+        // an enqueue sent again is found by its id; a settle sent again is refused
+        // LEASE_NOT_HELD (a repeat is not yet answered OK), and its task stays settled.
+        if (attempt === 0 && error instanceof ConveyorError && error.reason === "UNREACHABLE") {
+          await this.deps.ownership.refresh();
+          const now = this.deps.ownership.route(p);
+          if (!(now.kind === "remote" && now.nodeId === target.nodeId)) continue;
         }
         throw error;
       }
@@ -404,6 +431,18 @@ class MethodForwarding {
   private subCall(call: CallLike, request: unknown): CallLike {
     return Object.assign(Object.create(call) as CallLike, { request });
   }
+}
+
+/** Joins known to be done: calls after the join pay no timer. */
+const hasJoined = new WeakSet<Promise<void>>();
+
+/** Waits for the join, at most JOIN_WAIT_MS (then the call routes as things are, and says why it cannot be served). */
+async function untilJoined(joined: Promise<void>): Promise<void> {
+  if (hasJoined.has(joined)) return;
+  void joined.then(() => hasJoined.add(joined));
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([joined, new Promise<void>((resolve) => (timer = setTimeout(resolve, JOIN_WAIT_MS)))]);
+  clearTimeout(timer);
 }
 
 /** The owner of every queue of a Lease that another node holds, for LeaseResponse.routes. */
