@@ -1,6 +1,6 @@
 /**
  * The ChangeLog on NATS JetStream (nats-server 2.9.10 from Debian; @nats-io/jetstream
- * 3.4.0). One stream (`CONVEYOR_LOG`, file storage, R3 by default) holds every
+ * 3.4.0). One stream (`CV_LOG`, file storage, R3 by default) holds every
  * partition's log, one subject per partition (`cv.log.<p>`); an entry is one message:
  * its records framed in the body (entry-frame.ts), a `Cv-Entry: fence` header for a fence.
  *
@@ -27,7 +27,7 @@ import { frameRecords, unframeRecords } from "./entry-frame.js";
 export interface JetStreamChangeLogOptions {
   /** NATS URLs (`nats://host:port`); the client fails over between them. */
   servers: string[];
-  /** The stream's name (default CONVEYOR_LOG). */
+  /** The stream's name (default CV_LOG). */
   stream?: string;
   /** Partition p's subject is `<subjectPrefix>.<p>` (default cv.log). */
   subjectPrefix?: string;
@@ -71,7 +71,7 @@ export class JetStreamChangeLog implements ChangeLog {
       const jsm = await jetstreamManager(nc, { timeout: requestTimeoutMs });
       const log = new JetStreamChangeLog(
         nc, jetstream(nc, { timeout: requestTimeoutMs }), jsm,
-        options.stream ?? "CONVEYOR_LOG", options.subjectPrefix ?? "cv.log",
+        options.stream ?? "CV_LOG", options.subjectPrefix ?? "cv.log",
         options.appendTimeoutMs ?? 2_000, requestTimeoutMs,
       );
       await log.ensureStream(options.replicas ?? 3);
