@@ -37,8 +37,8 @@ interface Jsz {
 
 /** One nats-server process. */
 export class NatsServer {
-  private exited: Promise<void>;
-  private child: ChildProcess;
+  private readonly exited: Promise<void>;
+  private readonly child: ChildProcess;
   output = "";
 
   constructor(
@@ -110,13 +110,6 @@ export class NatsServer {
     if (!this.running) return;
     this.child.kill("SIGKILL");
     await this.exited;
-  }
-
-  /** Starts the same server again (same ports, config and store dir) after a stop or kill. */
-  restart(): void {
-    if (this.running) throw new Error(`nats-server ${this.name} is still running`);
-    this.child = this.spawnServer();
-    this.exited = new Promise((resolve) => this.child.once("exit", () => resolve()));
   }
 }
 
