@@ -10,11 +10,11 @@
  *   with apt-get when missing and this process may install Debian packages (root, or
  *   password-less sudo), without starting any system service. Otherwise it stops the run
  *   with one line that says what to install and how.
- * - .ci/apt-extract (etcd-server for the cluster tests) are never installed: each is
+ * - .ci/apt-extract (etcd-server and nats-server for the cluster tests) are never installed: each is
  *   fetched with `apt-get download` and unpacked with `dpkg -x` into .cache/apt/<package>/
- *   (git-ignored), so no maintainer script runs and no system service (etcd on its default
- *   ports) ever starts; the tests start their own servers from there
- *   (test/support/etcd.ts). This needs no root, only Debian's package lists.
+ *   (git-ignored), so no maintainer script runs and no system service (etcd or NATS on
+ *   their default ports) ever starts; the tests start their own servers from there
+ *   (test/support/etcd.ts, test/support/nats.ts). This needs no root, only Debian's package lists.
  * Set CONVEYOR_SKIP_PREREQUISITES=1 to skip both (the tests that need them then fail).
  */
 import { execFileSync, spawnSync } from "node:child_process";

@@ -1,0 +1,90 @@
+/**
+ * The changelog port (issue 14): a replicated, append-only log per partition, the record
+ * of every acknowledged write so that a partition survives the loss of its node. Two
+ * implementations: `JetStreamChangeLog` (NATS JetStream, one R3 file stream, one subject
+ * per partition) and `MemoryChangeLog` (in memory, with injectable outages, for unit and
+ * simulation tests). `test/cluster/changelog-contract.test.ts` runs one suite against
+ * both, so the fake stays honest.
+ *
+ * Why a port: replication is done by a proven engine, never by code of ours, but the
+ * owner/standby/fencing logic built on it must be testable with faults and simulated
+ * time, and another engine could replace JetStream. So nothing NATS-specific appears
+ * here: sequences are plain numbers, records are opaque bytes.
+ *
+ * Sequences. Every entry gets a sequence when it is stored; sequences grow within a
+ * partition, but are not dense (they are shared by all partitions of the log, like a
+ * JetStream stream's sequence). A partition with no entry has last sequence 0.
+ *
+ * Fencing. Every append names the last sequence the writer believes its partition has;
+ * if another entry was stored since, the append is refused (`fenced`) and stores nothing.
+ * A new owner replays to the last sequence and appends a fence entry; from then on any
+ * append by the old owner is refused, so a paused or cut-off zombie can never again get
+ * a write acknowledged.
+ */
+
+/** An entry as read back: records a writer appended together, or a fence. */
+export interface LogEntry {
+  /** The sequence the log gave the entry. */
+  seq: number;
+  kind: EntryKind;
+  /** The records, in the order appended; a fence holds one record (the fence mark). */
+  records: Uint8Array[];
+}
+
+export type EntryKind = "records" | "fence";
+
+/** Why an append's outcome is unknown: it may or may not have been stored. */
+export type UnknownReason =
+  /** No acknowledgement within the append timeout (a leader change, a slow quorum). */
+  | "timeout"
+  /** The log answered that it has no leader or quorum for the partition now. */
+  | "no_quorum"
+  /** The connection to the log is down or closed. */
+  | "unavailable";
+
+/**
+ * What became of an append. Only `ok` means stored on a quorum. `fenced` means nothing
+ * was stored because the partition's last sequence is not the one expected: someone
+ * else wrote (the writer has lost the partition). `unknown` means the entry may still
+ * appear later: the writer must stop, re-read the last sequence, and treat whatever is
+ * there as written.
+ */
+export type AppendOutcome =
+  | { kind: "ok"; seq: number }
+  | { kind: "fenced"; lastSeq?: number; detail: string }
+  | { kind: "unknown"; reason: UnknownReason; detail: string };
+
+/**
+ * The operations other than append reject (with an Error saying why) when the log cannot
+ * answer now (no leader, no connection); they change nothing and may be retried. Append
+ * never rejects for that: it reports an `unknown` outcome. Bad arguments are refused with
+ * an INVALID_FIELD catalog error by every method.
+ */
+export interface ChangeLog {
+  /**
+   * Appends `records` as one entry to `partition` if its last sequence is
+   * `expectedLastSeq` (0: the partition has no entry). At most one append per partition
+   * should be in flight (see PartitionAppender, which batches the ones that wait).
+   */
+  append(partition: number, records: readonly Uint8Array[], expectedLastSeq: number): Promise<AppendOutcome>;
+  /** Appends a fence entry holding `mark` (who fenced, at which epoch), under the same rule as `append`. */
+  appendFence(partition: number, mark: Uint8Array, expectedLastSeq: number): Promise<AppendOutcome>;
+  /** The partition's last sequence now (0 if it has no entry), as read from the log's leader. */
+  lastSeq(partition: number): Promise<number>;
+  /**
+   * The partition's entries with sequence ≥ `fromSeq`, in order, at most `maxEntries`
+   * of them; an empty list when there are none. Page by reading again from the last
+   * returned sequence + 1.
+   */
+  read(partition: number, fromSeq: number, maxEntries: number): Promise<LogEntry[]>;
+  /**
+   * Removes the partition's entries with sequence < `belowSeq`, except that its last
+   * entry is always kept (so its last sequence, which fencing relies on, never goes back
+   * to 0). Resolves with the number of entries removed.
+   */
+  purgeBelow(partition: number, belowSeq: number): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** The largest entry (records plus framing) any implementation accepts: NATS' default max_payload is 1 MiB. */
+export const ENTRY_BYTES_MAX = 1024 * 1024 - 4 * 1024;

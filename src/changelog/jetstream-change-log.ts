@@ -1,0 +1,225 @@
+/**
+ * The ChangeLog on NATS JetStream (nats-server 2.9.10 from Debian; @nats-io/jetstream
+ * 3.4.0). One stream (`CV_LOG`, file storage, R3 by default) holds every
+ * partition's log, one subject per partition (`cv.log.<p>`); an entry is one message:
+ * its records framed in the body (entry-frame.ts), a `Cv-Entry: fence` header for a fence.
+ *
+ * Fencing is JetStream's per-subject compare-and-set: every publish carries
+ * `Nats-Expected-Last-Subject-Sequence`, so the stream leader refuses it (error 10071,
+ * "wrong last sequence: N") unless the partition's last sequence is the expected one.
+ * The client sends the header for 0 too (a partition with no entry yet).
+ *
+ * Caveats of this version, decided here:
+ * - An acknowledged publish is stored on a quorum but not fsynced (2.9.10 has no
+ *   `sync_interval`): it survives a process crash of any one server, not a simultaneous
+ *   power loss of a quorum.
+ * - Reads go to the stream leader (STREAM.MSG.GET, a consumer), never to "direct get"
+ *   (`allow_direct` off), which a follower may answer from a stale state.
+ * - A publish that timed out may still be stored later (the client may have buffered it
+ *   across a reconnect): that is why such an append is `unknown`, not failed.
+ */
+import { AckPolicy, DeliverPolicy, DiscardPolicy, jetstream, JetStreamApiError, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type JsMsg, type StreamConfig } from "@nats-io/jetstream";
+import { connect, errors, headers, nanos, type NatsConnection } from "@nats-io/transport-node";
+import { checkMaxEntries, checkPartition, checkRecords, checkSeq } from "./append-checks.js";
+import type { AppendOutcome, ChangeLog, EntryKind, LogEntry } from "./changelog.js";
+import { frameRecords, unframeRecords } from "./entry-frame.js";
+
+export interface JetStreamChangeLogOptions {
+  /** NATS URLs (`nats://host:port`); the client fails over between them. */
+  servers: string[];
+  /** The stream's name (default CV_LOG). */
+  stream?: string;
+  /** Partition p's subject is `<subjectPrefix>.<p>` (default cv.log). */
+  subjectPrefix?: string;
+  /** The stream's replicas when this client creates it (default 3). */
+  replicas?: number;
+  /** How long an append waits for its acknowledgement before it is `unknown` (default 2 s). */
+  appendTimeoutMs?: number;
+  /** How long a read, last-sequence or purge request waits (default 5 s). */
+  requestTimeoutMs?: number;
+  /** The connection's name, as the server's monitoring shows it. */
+  connectionName?: string;
+}
+
+const ENTRY_HEADER = "Cv-Entry";
+/** JetStream API error codes this file acts on (nats-server's errors.json). */
+const WRONG_LAST_SEQUENCE = 10071;
+
+export class JetStreamChangeLog implements ChangeLog {
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    readonly stream: string,
+    private readonly subjectPrefix: string,
+    private readonly appendTimeoutMs: number,
+    private readonly requestTimeoutMs: number,
+  ) {}
+
+  /** Connects and creates the stream if it is missing (an existing one must hold the same subjects). */
+  static async open(options: JetStreamChangeLogOptions): Promise<JetStreamChangeLog> {
+    const requestTimeoutMs = options.requestTimeoutMs ?? 5_000;
+    const nc = await connect({
+      servers: options.servers,
+      name: options.connectionName ?? "conveyor-changelog",
+      // A leader change or a server restart must never end the connection for good.
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+      timeout: requestTimeoutMs,
+    });
+    try {
+      const jsm = await jetstreamManager(nc, { timeout: requestTimeoutMs });
+      const log = new JetStreamChangeLog(
+        nc, jetstream(nc, { timeout: requestTimeoutMs }), jsm,
+        options.stream ?? "CV_LOG", options.subjectPrefix ?? "cv.log",
+        options.appendTimeoutMs ?? 2_000, requestTimeoutMs,
+      );
+      await log.ensureStream(options.replicas ?? 3);
+      return log;
+    } catch (err) {
+      await nc.close();
+      throw err;
+    }
+  }
+
+  async append(partition: number, records: readonly Uint8Array[], expectedLastSeq: number): Promise<AppendOutcome> {
+    checkPartition(partition);
+    checkRecords(records);
+    checkSeq("expectedLastSeq", expectedLastSeq, 0);
+    return this.publish(partition, "records", records, expectedLastSeq);
+  }
+
+  async appendFence(partition: number, mark: Uint8Array, expectedLastSeq: number): Promise<AppendOutcome> {
+    checkPartition(partition);
+    checkRecords([mark]);
+    checkSeq("expectedLastSeq", expectedLastSeq, 0);
+    return this.publish(partition, "fence", [mark], expectedLastSeq);
+  }
+
+  async lastSeq(partition: number): Promise<number> {
+    checkPartition(partition);
+    const last = await this.jsm.streams.getMessage(this.stream, { last_by_subj: this.subjectOf(partition) });
+    return last?.seq ?? 0;
+  }
+
+  async read(partition: number, fromSeq: number, maxEntries: number): Promise<LogEntry[]> {
+    checkPartition(partition);
+    checkSeq("fromSeq", fromSeq, 1);
+    checkMaxEntries(maxEntries);
+    // An ephemeral consumer on the partition's subject from `fromSeq`: the stream leader
+    // says how many entries it has (num_pending) and streams them in one pull.
+    const info = await this.jsm.consumers.add(this.stream, {
+      filter_subject: this.subjectOf(partition),
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: fromSeq,
+      ack_policy: AckPolicy.None,
+      mem_storage: true,
+      num_replicas: 1,
+      inactive_threshold: nanos(60_000),
+    });
+    try {
+      const want = Math.min(maxEntries, info.num_pending);
+      if (want === 0) return [];
+      const consumer = await this.js.consumers.get(this.stream, info.name);
+      const messages = await consumer.fetch({ max_messages: want, expires: this.requestTimeoutMs });
+      const out: LogEntry[] = [];
+      for await (const m of messages) {
+        out.push(toEntry(m));
+        if (out.length >= want) break;
+      }
+      if (out.length < want) throw new Error(`read of ${this.subjectOf(partition)} from ${fromSeq}: ${out.length} of ${want} entries before the timeout`);
+      return out;
+    } finally {
+      await this.jsm.consumers.delete(this.stream, info.name).catch(() => undefined);
+    }
+  }
+
+  async purgeBelow(partition: number, belowSeq: number): Promise<number> {
+    checkPartition(partition);
+    checkSeq("belowSeq", belowSeq, 1);
+    // Never the last entry: its sequence is what fencing compares against, and a subject
+    // purged empty would accept an append that expects 0 again.
+    const upTo = Math.min(belowSeq, await this.lastSeq(partition));
+    if (upTo <= 1) return 0;
+    const res = await this.jsm.streams.purge(this.stream, { filter: this.subjectOf(partition), seq: upTo });
+    return res.purged;
+  }
+
+  /** The stream leader's server name ("" while it has none), for status and for tests. */
+  async leader(): Promise<string> {
+    const info = await this.jsm.streams.info(this.stream);
+    return info.cluster?.leader ?? "";
+  }
+
+  async close(): Promise<void> {
+    await this.nc.close();
+  }
+
+  private subjectOf(partition: number): string {
+    return `${this.subjectPrefix}.${partition}`;
+  }
+
+  private async publish(partition: number, kind: EntryKind, records: readonly Uint8Array[], expectedLastSeq: number): Promise<AppendOutcome> {
+    const h = headers();
+    if (kind === "fence") h.set(ENTRY_HEADER, "fence");
+    try {
+      const ack = await this.js.publish(this.subjectOf(partition), frameRecords(records), {
+        expect: { lastSubjectSequence: expectedLastSeq },
+        timeout: this.appendTimeoutMs,
+        headers: h,
+      });
+      return { kind: "ok", seq: ack.seq };
+    } catch (err) {
+      return outcomeOfFailure(err);
+    }
+  }
+
+  private async ensureStream(replicas: number): Promise<void> {
+    const subject = `${this.subjectPrefix}.>`;
+    const config: Partial<StreamConfig> & { name: string } = {
+      name: this.stream,
+      subjects: [subject],
+      storage: StorageType.File,
+      num_replicas: replicas,
+      retention: RetentionPolicy.Limits,
+      discard: DiscardPolicy.Old,
+      // Reads must come from the leader (see the header comment).
+      allow_direct: false,
+      // Entries leave only by purge below a snapshot, never one by one.
+      deny_delete: true,
+    };
+    try {
+      await this.jsm.streams.add(config);
+    } catch (err) {
+      // Created before, maybe by another node with the same config (then add succeeds) or
+      // with other settings: accept it only if it holds our subjects.
+      const info = await this.jsm.streams.info(this.stream).catch(() => undefined);
+      if (!info?.config.subjects?.includes(subject)) throw err;
+    }
+  }
+}
+
+function toEntry(m: JsMsg): LogEntry {
+  return { seq: m.seq, kind: m.headers?.get(ENTRY_HEADER) === "fence" ? "fence" : "records", records: unframeRecords(m.data) };
+}
+
+/** Maps a failed publish to its outcome: only a wrong last sequence is a definite refusal. */
+function outcomeOfFailure(err: unknown): AppendOutcome {
+  const detail = err instanceof Error ? err.message : String(err);
+  if (err instanceof JetStreamApiError) {
+    if (err.code === WRONG_LAST_SEQUENCE) {
+      const last = /wrong last sequence: (\d+)/.exec(detail);
+      return last ? { kind: "fenced", lastSeq: Number(last[1]), detail } : { kind: "fenced", detail };
+    }
+    // 503s (no leader, JetStream temporarily unavailable) and anything else the leader
+    // refused for a reason we cannot act on: the writer stops and re-reads the tail.
+    return { kind: "unknown", reason: "no_quorum", detail };
+  }
+  if (err instanceof errors.TimeoutError) return { kind: "unknown", reason: "timeout", detail };
+  // No responders: no server has the stream's subject now (its leader is gone).
+  if (err instanceof Error && err.name === "JetStreamNotEnabled") return { kind: "unknown", reason: "no_quorum", detail };
+  if (err instanceof errors.ClosedConnectionError || err instanceof errors.ConnectionError || err instanceof errors.DrainingConnectionError || err instanceof errors.RequestError) {
+    return { kind: "unknown", reason: "unavailable", detail };
+  }
+  throw err;
+}

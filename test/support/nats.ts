@@ -1,0 +1,194 @@
+/**
+ * Real nats-server (JetStream, file storage) for the changelog tests: one server, or a
+ * cluster of three with routes between them, on free 127.0.0.1 ports with temp store dirs.
+ * Ready means every server's monitoring port answers /healthz with "ok" and, for a
+ * cluster, every server's /jsz names the same JetStream meta leader (polled, bounded):
+ * before that a stream cannot be created. Stopping kills by PID and waits for the exit.
+ *
+ * The binary is Debian's nats-server 2.9.10, unpacked (never installed, so its system
+ * service never starts) into .cache/apt/nats-server by scripts/test-prerequisites.mjs,
+ * which `npm test` runs first. NATS_BIN overrides the path. A missing binary fails the
+ * test with what to run; it never skips.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort } from "./etcd.js";
+import { eventually, REPO_ROOT } from "./node-process.js";
+
+const CACHED_BIN = join(REPO_ROOT, ".cache/apt/nats-server/usr/sbin/nats-server");
+
+/** The nats-server binary, or an error that says how to get it. */
+export function natsBinary(): string {
+  const candidates = [process.env.NATS_BIN, CACHED_BIN, "/usr/sbin/nats-server", "/usr/bin/nats-server"].filter((p): p is string => !!p);
+  const found = candidates.find((p) => existsSync(p));
+  if (!found) {
+    throw new Error(`no nats-server binary (looked at ${candidates.join(", ")}): run \`node scripts/test-prerequisites.mjs\` ` +
+      "(fetches Debian's nats-server into .cache/apt without starting its service) or set NATS_BIN");
+  }
+  return found;
+}
+
+/** What /jsz reports about the JetStream meta group (absent on a single server). */
+interface Jsz {
+  meta_cluster?: { leader?: string; cluster_size?: number };
+}
+
+/** One nats-server process. */
+export class NatsServer {
+  private readonly exited: Promise<void>;
+  private readonly child: ChildProcess;
+  output = "";
+
+  constructor(
+    readonly name: string,
+    readonly port: number,
+    readonly monitorPort: number,
+    readonly configFile: string,
+    private readonly bin: string,
+  ) {
+    this.child = this.spawnServer();
+    this.exited = new Promise((resolve) => this.child.once("exit", () => resolve()));
+  }
+
+  /** The client URL (`nats://127.0.0.1:<port>`). */
+  get url(): string {
+    return `nats://127.0.0.1:${this.port}`;
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  private spawnServer(): ChildProcess {
+    const child = spawn(this.bin, ["-c", this.configFile], { stdio: ["ignore", "pipe", "pipe"] });
+    const keep = (d: Buffer) => {
+      // Keep the tail only: enough to explain a failure, bounded for long tests.
+      this.output = (this.output + d.toString()).slice(-20_000);
+    };
+    child.stdout?.on("data", keep);
+    child.stderr?.on("data", keep);
+    return child;
+  }
+
+  /** /healthz answers "ok": the server is up and its JetStream is current. */
+  async healthy(): Promise<boolean> {
+    try {
+      const res = await fetch(`http://127.0.0.1:${this.monitorPort}/healthz`, { signal: AbortSignal.timeout(1_000) });
+      return res.ok && ((await res.json()) as { status?: string }).status === "ok";
+    } catch {
+      return false;
+    }
+  }
+
+  /** The JetStream meta leader's server name as this server sees it ("" if none yet). */
+  async metaLeader(): Promise<string> {
+    try {
+      const res = await fetch(`http://127.0.0.1:${this.monitorPort}/jsz`, { signal: AbortSignal.timeout(1_000) });
+      return ((await res.json()) as Jsz).meta_cluster?.leader ?? "";
+    } catch {
+      return "";
+    }
+  }
+
+  /** SIGTERM, then SIGKILL if it has not exited within 5 s; resolves once it has exited. */
+  async stop(): Promise<void> {
+    if (!this.running) return;
+    this.child.kill("SIGTERM");
+    const timer = setTimeout(() => this.child.kill("SIGKILL"), 5_000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  /** kill -9. */
+  async kill(): Promise<void> {
+    if (!this.running) return;
+    this.child.kill("SIGKILL");
+    await this.exited;
+  }
+}
+
+/** A running nats-server: one server or a cluster. */
+export class NatsCluster {
+  constructor(readonly servers: NatsServer[], private readonly root: string) {}
+
+  /** Client URLs (every server; a client picks one and fails over to the others). */
+  get urls(): string[] {
+    return this.servers.map((s) => s.url);
+  }
+
+  server(name: string): NatsServer {
+    const found = this.servers.find((s) => s.name === name);
+    if (!found) throw new Error(`no nats-server named ${name} (have ${this.servers.map((s) => s.name).join(", ")})`);
+    return found;
+  }
+
+  /** Resolves once every running server is healthy and (in a cluster) agrees on a meta leader. */
+  async ready(timeoutMs = 30_000): Promise<void> {
+    const clustered = this.servers.length > 1;
+    await eventually(`nats-server (${this.servers.length}) healthy${clustered ? " with a JetStream meta leader" : ""}`, async () => {
+      const up = this.servers.filter((s) => s.running);
+      if (up.length === 0) throw new Error("no nats-server running");
+      const health = await Promise.all(up.map((s) => s.healthy()));
+      if (!health.every(Boolean)) return undefined;
+      if (!clustered) return true;
+      const leaders = await Promise.all(up.map((s) => s.metaLeader()));
+      return leaders[0] !== "" && leaders.every((l) => l === leaders[0]) ? true : undefined;
+    }, timeoutMs);
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.servers.map((s) => s.stop()));
+    rmSync(this.root, { recursive: true, force: true });
+  }
+}
+
+export interface NatsOptions {
+  /** Servers (1 or 3 in practice). */
+  size?: number;
+  /** Bound on start-up until every server is ready. */
+  readyTimeoutMs?: number;
+}
+
+/** Starts nats-server with JetStream on `size` servers on free loopback ports; resolves once ready. */
+export async function startNats(options: NatsOptions = {}): Promise<NatsCluster> {
+  const size = options.size ?? 1;
+  const bin = natsBinary();
+  const root = mkdtempSync(join(tmpdir(), "conveyor-nats-"));
+  const spec: Array<{ name: string; port: number; monitor: number; route: number }> = [];
+  for (let i = 0; i < size; i++) spec.push({ name: `n${i}`, port: await freePort(), monitor: await freePort(), route: await freePort() });
+  const servers = spec.map((s) => {
+    const storeDir = join(root, s.name);
+    mkdirSync(storeDir, { recursive: true });
+    const lines = [
+      `server_name: ${s.name}`,
+      `listen: "127.0.0.1:${s.port}"`,
+      `http: "127.0.0.1:${s.monitor}"`,
+      // Bounded so that three servers and a test fit a small machine.
+      `jetstream { store_dir: "${storeDir}", max_memory_store: 64MB, max_file_store: 1GB }`,
+    ];
+    if (size > 1) {
+      const routes = spec.filter((o) => o !== s).map((o) => `"nats-route://127.0.0.1:${o.route}"`);
+      lines.push(`cluster { name: "cv-test", listen: "127.0.0.1:${s.route}", routes: [${routes.join(", ")}] }`);
+    }
+    const configFile = join(root, `${s.name}.conf`);
+    writeFileSync(configFile, `${lines.join("\n")}\n`);
+    return new NatsServer(s.name, s.port, s.monitor, configFile, bin);
+  });
+  const cluster = new NatsCluster(servers, root);
+  try {
+    const exited = servers.find((s) => !s.running);
+    if (exited) throw new Error(`nats-server ${exited.name} exited: ${exited.output}`);
+    await cluster.ready(options.readyTimeoutMs ?? 30_000);
+  } catch (err) {
+    const log = servers.map((s) => `${s.name}: ${s.output.slice(-2_000)}`).join("\n");
+    await cluster.stop();
+    throw new Error(`${err instanceof Error ? err.message : String(err)}\n${log}`);
+  }
+  return cluster;
+}
