@@ -216,8 +216,10 @@ describe("cluster drain and move through the CLI (real processes)", { timeout: 1
       [["cluster", "move", "3"], 2, { code: "INVALID_ARGUMENT", field: "to_node_id" }, /required/],
       [["cluster", "move", "3", "--to", "n2", "--unpin"], 2, { code: "INVALID_ARGUMENT", field: "to_node_id" }, /must be empty with unpin/],
     ];
-    for (const [args, code, fields, message] of refusals) {
-      const run = await conveyor(n1!, "--json", ...args);
+    // Independent and read-only: run together (each CLI start costs a second or more on a loaded machine).
+    const runs = await Promise.all(refusals.map(([args]) => conveyor(n1!, "--json", ...args)));
+    for (const [i, [args, code, fields, message]] of refusals.entries()) {
+      const run = runs[i]!;
       expect(run.code, `conveyor ${args.join(" ")}: ${run.stderr}`).toBe(code);
       const printed = JSON.parse(run.stderr) as Record<string, unknown>;
       expect(printed).toMatchObject(fields);
