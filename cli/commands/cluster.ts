@@ -2,7 +2,8 @@
  * `conveyor cluster status`: the cluster's members as the answering node sees them (from
  * etcd; a ring of one for a single node), the ring version, etcd's health, and the
  * answering node's own load. `--partitions` adds every partition: its holder (as claimed
- * in etcd), epoch and state, and the owner the ring would give it.
+ * in etcd), epoch and state, its pin, and the owner the placement would give it. Drain
+ * and move are cluster-placement.ts's.
  */
 import type { Command } from "commander";
 import {
@@ -12,6 +13,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { toApiJson } from "../../src/rpc/json-dialect.js";
 import type { CliContext } from "../context.js";
 import { printFields, printJson, printLine, printTable, relativeTime } from "../output.js";
+import { registerPlacementCommands } from "./cluster-placement.js";
 
 const STATE_NAMES: Record<MemberState, string> = {
   [MemberState.UNSPECIFIED]: "?", [MemberState.JOINING]: "joining", [MemberState.ACTIVE]: "active", [MemberState.DRAINING]: "draining",
@@ -23,7 +25,7 @@ export function registerClusterCommands(program: Command, ctx: CliContext): void
   group
     .command("status")
     .description("show the cluster's members (state, incarnation, lease left, partitions), the ring version, etcd's health, and the answering node's grains")
-    .option("--partitions", "also list every partition: who holds it, at which epoch, and who the ring would give it to")
+    .option("--partitions", "also list every partition: who holds it, at which epoch, its pin, and who the placement would give it to")
     .action(async (opts: { partitions?: boolean }, cmd: Command) => {
       const s = ctx.session(cmd);
       const admin = s.client(AdminService);
@@ -45,18 +47,25 @@ export function registerClusterCommands(program: Command, ctx: CliContext): void
         const nodes = [...new Set(down.map((p) => p.owner))].join(", ");
         printLine(s.io, `warning: ${down.length} partition(s) wait for node(s) that are down (${nodes}): their queues answer OWNER_DOWN until those nodes return`);
       }
+      if (status.drainedNodes.length > 0) {
+        printLine(s.io, `drained (own no partition until undrained with conveyor cluster drain NODE --undo): ${status.drainedNodes.join(", ")}`);
+      }
+      const pinned = status.partitionStates.filter((p) => p.pinnedTo !== "");
+      if (pinned.length > 0 && !opts.partitions) printLine(s.io, `pinned partitions: ${pinned.map((p) => `${p.partition}→${p.pinnedTo}`).join(", ")}`);
       printLine(s.io, "");
       printTable(s.io, ["MEMBER", "STATE", "INCARNATION", "LEASE", "OWNS", "GRPC", "HTTP", "VERSION", ""], status.members.map((m) => [
-        m.nodeId, STATE_NAMES[m.state], m.incarnation ? m.incarnation.slice(0, 8) : "-",
+        m.nodeId, `${STATE_NAMES[m.state]}${m.drained ? " (drained)" : ""}`, m.incarnation ? m.incarnation.slice(0, 8) : "-",
         m.leaseLeftMs >= 0 ? `${(m.leaseLeftMs / 1000).toFixed(0)}s` : "-", String(m.partitionsOwned),
         m.grpcAddress, m.httpAddress, m.version, m.self ? "this node" : "",
       ]));
       if (opts.partitions) {
         printLine(s.io, "");
-        printTable(s.io, ["PARTITION", "HELD BY", "EPOCH", "STATE", "RING OWNER"], status.partitionStates.map((p) => [
+        printTable(s.io, ["PARTITION", "HELD BY", "EPOCH", "STATE", "PINNED TO", "DESIRED OWNER"], status.partitionStates.map((p) => [
           String(p.partition), p.owner || "-", p.epoch > 0n ? String(p.epoch) : "-", p.ownerDown ? "owner down" : p.state,
-          status.partitionOwners[p.partition] ?? "-",
+          p.pinnedTo || "-", status.partitionOwners[p.partition] ?? "-",
         ]));
       }
     });
+
+  registerPlacementCommands(group, ctx);
 }

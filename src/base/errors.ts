@@ -68,6 +68,15 @@ export type ErrorReason =
   | "NO_ACTIVE_MEMBER"
   /** The queue's partition is moving to another node and the move took longer than the call may wait; retry. */
   | "RELOCATING"
+  /** No cluster member has this node id (`conveyor cluster drain` / `move`); `details.node` names it. */
+  | "NODE_NOT_FOUND"
+  /** A cluster operation (drain, move) on a single node, which has no etcd and no ring to change. */
+  | "NOT_A_CLUSTER"
+  /**
+   * The drain or move would leave the cluster worse off: draining the last eligible member,
+   * moving to a drained or inactive node, or moving a partition whose holder is down.
+   */
+  | "PLACEMENT_REFUSED"
   /** The queue's grain was deactivated (idle, a storage failure, shutdown) during the call; retry. */
   | "GRAIN_DEACTIVATED"
   /** The node is stopping and takes no new work; retry (another node, or after its restart). */
@@ -178,6 +187,14 @@ export const relocating = (p: number) =>
 
 export const noActiveMember = (what: string) =>
   new ConveyorError("UNAVAILABLE", "NO_ACTIVE_MEMBER", `${what}: no cluster member is active to serve it; retry`);
+
+export const nodeNotFound = (nodeId: string) =>
+  new ConveyorError("NOT_FOUND", "NODE_NOT_FOUND", `no cluster member is node ${quote(nodeId)}`, "node_id", { details: { node: nodeId } });
+
+export const notACluster = () =>
+  new ConveyorError("FAILED_PRECONDITION", "NOT_A_CLUSTER", "not a cluster: this node runs alone (no cluster_etcd), so it has no ring to drain or move partitions on");
+
+export const placementRefused = (message: string) => new ConveyorError("FAILED_PRECONDITION", "PLACEMENT_REFUSED", message);
 
 /**
  * The error a caller gets for writes whose commit failed: the storage layer's own

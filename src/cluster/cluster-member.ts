@@ -66,6 +66,8 @@ export interface ClusterStatus {
   owners: readonly string[];
   /** Every partition as recorded (who holds it, at which epoch); absent before the records are read. */
   partitionStates?: PartitionStatus[];
+  /** Nodes an operator drained (members or not); absent for a single node. */
+  drained?: string[];
 }
 
 export interface PartitionStatus {
@@ -74,6 +76,8 @@ export interface PartitionStatus {
   epoch: number;
   state: "owned" | "released" | "unclaimed";
   ownerDown: boolean;
+  /** The node an operator pinned the partition to ("" when none). */
+  pinnedTo: string;
 }
 
 /** What GetClusterStatus reads: a cluster member, or a single node (a ring of one). */
@@ -93,7 +97,7 @@ export class SoloMembership implements MembershipStatusSource {
     return {
       cluster: "", nodeId: this.self.nodeId, phase: "active", incarnation: "", serving: true, fences: 0, ringVersion: 1,
       partitions: this.partitions, members: [{ entry, self: true }], owners: new PartitionMap([this.self.nodeId], this.partitions).ownerList(),
-      partitionStates: Array.from({ length: this.partitions }, (_, partition) => ({ partition, owner: this.self.nodeId, epoch: 1, state: "owned" as const, ownerDown: false })),
+      partitionStates: Array.from({ length: this.partitions }, (_, partition) => ({ partition, owner: this.self.nodeId, epoch: 1, state: "owned" as const, ownerDown: false, pinnedTo: "" })),
     };
   }
 

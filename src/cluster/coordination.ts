@@ -20,6 +20,8 @@
  *   meta             { partitions, createdAtMs }            written once, at cluster creation
  *   members/<node>   MemberRecord, attached to the node's lease (gone when the lease ends)
  *   partitions/<p>   PartitionRecord; its mod revision after a claim is p's epoch
+ *   placement/drains/<node>  { nodeId, atMs }: an operator drained the node (it owns nothing); no lease, so it outlives restarts
+ *   placement/pins/<p>       { nodeId, atMs }: an operator moved p to the node; the placement honours it while that node is eligible
  */
 
 /** A member's lifecycle as the cluster sees it (a fenced node has no key at all). */
@@ -111,6 +113,30 @@ export interface PartitionsRead {
   revision: number;
 }
 
+/**
+ * The operator's overrides of the ring (`conveyor cluster drain` / `move`), as read: the
+ * drained nodes and the pinned partitions. Plain keys, not attached to any lease: an
+ * override is a decision that stays until an operator undoes it, whatever restarts.
+ */
+export interface PlacementOverrides {
+  drains: ReadonlySet<string>;
+  pins: ReadonlyMap<number, string>;
+}
+
+export const NO_OVERRIDES: PlacementOverrides = { drains: new Set(), pins: new Map() };
+
+export interface OverridesRead {
+  drains: Set<string>;
+  pins: Map<number, string>;
+  /** The store's revision at the read: watch from the next one. */
+  revision: number;
+}
+
+/** One change under `placement/`, in revision order (undefined node: the drain or pin was removed). */
+export type OverrideChange =
+  | { kind: "drain"; nodeId: string; drained: boolean; revision: number }
+  | { kind: "pin"; p: number; nodeId: string | undefined; revision: number };
+
 export interface EndpointHealth {
   endpoint: string;
   healthy: boolean;
@@ -167,6 +193,14 @@ export interface Coordination {
   partitions(): Promise<PartitionsRead>;
   /** As `watchMembers`, for the changes under `partitions/`. */
   watchPartitions(fromRevision: number, onChange: (change: PartitionChange) => void, onError: (error: Error) => void): Promise<Watch>;
+  /** Marks `nodeId` drained (or, `drained` false, removes the mark). Idempotent. */
+  setDrain(nodeId: string, drained: boolean): Promise<void>;
+  /** Pins partition `p` to `nodeId` (or, undefined, removes the pin). Idempotent. */
+  setPin(p: number, nodeId: string | undefined): Promise<void>;
+  /** Every drain and pin, and the revision of the read. */
+  overrides(): Promise<OverridesRead>;
+  /** As `watchMembers`, for the changes under `placement/`. */
+  watchOverrides(fromRevision: number, onChange: (change: OverrideChange) => void, onError: (error: Error) => void): Promise<Watch>;
   health(): Promise<EndpointHealth[]>;
   close(): Promise<void>;
 }
@@ -195,6 +229,45 @@ export class ClusterKeys {
   }
   partition(p: number): string {
     return `${this.partitionsPrefix}${p}`;
+  }
+  get overridesPrefix(): string {
+    return `${this.root}placement/`;
+  }
+  drain(nodeId: string): string {
+    return `${this.overridesPrefix}drains/${nodeId}`;
+  }
+  pin(p: number): string {
+    return `${this.overridesPrefix}pins/${p}`;
+  }
+}
+
+/**
+ * The override a key under `placement/` stands for (its value, when put, names the pinned
+ * node); undefined for a key that is not one (ignored: a newer version may add kinds).
+ */
+export function parseOverride(keyInPrefix: string, value: string | undefined, revision: number): OverrideChange | undefined {
+  const slash = keyInPrefix.indexOf("/");
+  const kind = keyInPrefix.slice(0, slash);
+  const name = keyInPrefix.slice(slash + 1);
+  if (slash < 0 || name === "") return undefined;
+  if (kind === "drains") return { kind: "drain", nodeId: name, drained: value !== undefined, revision };
+  if (kind === "pins" && /^\d+$/.test(name)) {
+    if (value === undefined) return { kind: "pin", p: Number(name), nodeId: undefined, revision };
+    const v = JSON.parse(value) as { nodeId?: unknown };
+    return typeof v.nodeId === "string" ? { kind: "pin", p: Number(name), nodeId: v.nodeId, revision } : undefined;
+  }
+  return undefined;
+}
+
+/** Applies one override change to a read (or a view kept from one). */
+export function applyOverride(into: { drains: Set<string>; pins: Map<number, string> }, change: OverrideChange): void {
+  if (change.kind === "drain") {
+    if (change.drained) into.drains.add(change.nodeId);
+    else into.drains.delete(change.nodeId);
+  } else if (change.nodeId === undefined) {
+    into.pins.delete(change.p);
+  } else {
+    into.pins.set(change.p, change.nodeId);
   }
 }
 

@@ -11,9 +11,10 @@
  */
 import { Etcd3, EtcdLeaseInvalidError, type IKeyValue, type Lease } from "etcd3";
 import {
-  claimAllowed, ClusterKeys, heldBy, parseMemberRecord, parsePartitionRecord,
+  applyOverride, claimAllowed, ClusterKeys, heldBy, parseMemberRecord, parseOverride, parsePartitionRecord,
   type Claimant, type ClaimResult, type ClusterMeta, type Coordination, type EndpointHealth, type KeepAliveResult,
-  type MemberChange, type MemberEntry, type MemberRecord, type MembersRead, type PartitionChange, type PartitionRecord, type PartitionsRead,
+  type MemberChange, type MemberEntry, type MemberRecord, type MembersRead, type OverrideChange, type OverridesRead,
+  type PartitionChange, type PartitionRecord, type PartitionsRead,
   type PutMemberResult, type Watch,
   WatchCompactedError,
 } from "./coordination.js";
@@ -206,6 +207,37 @@ export class EtcdCoordination implements Coordination {
     const records = new Map<number, { record: PartitionRecord; epoch: number }>();
     for (const kv of res.kvs) records.set(Number(kv.key.toString().slice(prefix.length)), { record: parsePartitionRecord(kv.value.toString()), epoch: Number(kv.mod_revision) });
     return { records, revision: Number(res.header.revision) };
+  }
+
+  async setDrain(nodeId: string, drained: boolean): Promise<void> {
+    const key = this.keys.drain(nodeId);
+    if (drained) await this.client.put(key).value(JSON.stringify({ nodeId, atMs: Date.now() })).exec();
+    else await this.client.delete().key(key).exec();
+  }
+
+  async setPin(p: number, nodeId: string | undefined): Promise<void> {
+    const key = this.keys.pin(p);
+    if (nodeId !== undefined) await this.client.put(key).value(JSON.stringify({ nodeId, atMs: Date.now() })).exec();
+    else await this.client.delete().key(key).exec();
+  }
+
+  async overrides(): Promise<OverridesRead> {
+    const prefix = this.keys.overridesPrefix;
+    const res = await this.client.getAll().prefix(prefix).exec();
+    const read: OverridesRead = { drains: new Set(), pins: new Map(), revision: Number(res.header.revision) };
+    for (const kv of res.kvs) {
+      const change = parseOverride(kv.key.toString().slice(prefix.length), kv.value.toString(), Number(kv.mod_revision));
+      if (change) applyOverride(read, change);
+    }
+    return read;
+  }
+
+  watchOverrides(fromRevision: number, onChange: (change: OverrideChange) => void, onError: (error: Error) => void): Promise<Watch> {
+    const prefix = this.keys.overridesPrefix;
+    return this.watchPrefix(prefix, fromRevision, (event, revision) => {
+      const change = parseOverride(event.kv.key.toString().slice(prefix.length), event.type === "Put" ? event.kv.value.toString() : undefined, revision);
+      if (change) onChange(change);
+    }, onError);
   }
 
   async health(): Promise<EndpointHealth[]> {

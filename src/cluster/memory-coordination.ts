@@ -20,9 +20,10 @@
 import type { Clock } from "../base/clock.js";
 import type { Random } from "../base/random.js";
 import {
-  claimAllowed, ClusterKeys, heldBy, parseMemberRecord, parsePartitionRecord,
+  applyOverride, claimAllowed, ClusterKeys, heldBy, parseMemberRecord, parseOverride, parsePartitionRecord,
   type Claimant, type ClaimResult, type ClusterMeta, type Coordination, type EndpointHealth, type KeepAliveResult,
-  type MemberChange, type MemberEntry, type MemberRecord, type MembersRead, type PartitionChange, type PartitionRecord, type PartitionsRead,
+  type MemberChange, type MemberEntry, type MemberRecord, type MembersRead, type OverrideChange, type OverridesRead,
+  type PartitionChange, type PartitionRecord, type PartitionsRead,
   type PutMemberResult, type Watch,
   WatchCompactedError,
 } from "./coordination.js";
@@ -343,6 +344,38 @@ export class MemoryCoordination implements Coordination {
       records: new Map(this.store.range(prefix).map(([k, kv]) => [Number(k.slice(prefix.length)), { record: parsePartitionRecord(kv.value), epoch: kv.mod }])),
       revision: this.store.revision,
     }));
+  }
+
+  setDrain(nodeId: string, drained: boolean): Promise<void> {
+    return this.call(true, () => {
+      this.store.write([{ key: this.keys.drain(nodeId), ...(drained ? { value: JSON.stringify({ nodeId, atMs: this.clock.nowMs() }) } : {}) }]);
+    });
+  }
+
+  setPin(p: number, nodeId: string | undefined): Promise<void> {
+    return this.call(true, () => {
+      this.store.write([{ key: this.keys.pin(p), ...(nodeId !== undefined ? { value: JSON.stringify({ nodeId, atMs: this.clock.nowMs() }) } : {}) }]);
+    });
+  }
+
+  overrides(): Promise<OverridesRead> {
+    const prefix = this.keys.overridesPrefix;
+    return this.call(false, () => {
+      const read: OverridesRead = { drains: new Set(), pins: new Map(), revision: this.store.revision };
+      for (const [key, kv] of this.store.range(prefix)) {
+        const change = parseOverride(key.slice(prefix.length), kv.value, kv.mod);
+        if (change) applyOverride(read, change);
+      }
+      return read;
+    });
+  }
+
+  watchOverrides(fromRevision: number, onChange: (change: OverrideChange) => void, onError: (error: Error) => void): Promise<Watch> {
+    const prefix = this.keys.overridesPrefix;
+    return this.watchPrefix(prefix, fromRevision, (e) => {
+      const change = parseOverride(e.key.slice(prefix.length), e.kind === "put" ? e.kv.value : undefined, e.revision);
+      if (change) onChange(change);
+    }, onError);
   }
 
   async health(): Promise<EndpointHealth[]> {

@@ -9,6 +9,8 @@
  * - A claim records this registration (its member key's create revision). After a fence
  *   the node registers again as a new incarnation, so every claim it had is stale until it
  *   claims again (rule 2): nothing is acknowledged on an old registration's claim.
+ * - The operator's overrides (drains and pins, overrides-view.ts) are read and watched
+ *   alongside, and feed the desired owner (placement.ts).
  * - `holds(p)` also requires the membership to be serving now (its keep-alive fresh), so
  *   a paused process that wakes up acknowledges nothing before it has proven itself.
  */
@@ -19,6 +21,7 @@ import type { Coordination, MemberEntry, PartitionChange, Watch } from "./coordi
 import { WatchCompactedError } from "./coordination.js";
 import type { Ownership } from "./ownership.js";
 import { partitionOf } from "./partitions.js";
+import { OverridesView } from "./overrides-view.js";
 import { Placement, type PartitionEntry, type Route, type SelfRegistration } from "./placement.js";
 
 /** What this needs from the node's membership (ClusterMember). */
@@ -53,10 +56,15 @@ export class PartitionOwners implements Ownership {
   private readonly claimedListeners = new Set<(p: number) => void>();
   /** Partitions this node is handing off, and who waits for each move to end. */
   private readonly moving = new Map<number, Array<() => void>>();
+  /** The operator's drains and pins, as watched. */
+  readonly overrides: OverridesView;
 
   constructor(private readonly options: PartitionOwnersOptions) {
     this.partitions = options.partitions;
     this.placement = new Placement(options.partitions);
+    this.overrides = new OverridesView({
+      coordination: options.coordination, clock: options.clock, logger: options.logger, rewatchMs: options.rewatchMs, onChange: () => this.changed(),
+    });
   }
 
   get nodeId(): string {
@@ -73,11 +81,13 @@ export class PartitionOwners implements Ownership {
 
   /** Reads the records and watches them; resolves once the first read is in. */
   async start(): Promise<void> {
+    await this.overrides.start();
     await this.resync();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
+    await this.overrides.stop();
     await this.watch?.cancel().catch(() => {});
   }
 
@@ -90,7 +100,7 @@ export class PartitionOwners implements Ownership {
   route(p: number): Route {
     if (this.moving.has(p)) return { kind: "moving", p };
     const { membership } = this.options;
-    return this.placement.route(p, membership.registration(), membership.members(), this.records);
+    return this.placement.route(p, membership.registration(), membership.members(), this.records, this.overrides);
   }
 
   /** Called after each claim this node wins (lazy, at start, or of a partition handed to it): its queues come back. */
@@ -99,9 +109,38 @@ export class PartitionOwners implements Ownership {
     return () => this.claimedListeners.delete(listener);
   }
 
-  /** The owner the ring over the active members gives `p` (undefined when none is active). */
+  /** Who should hold `p`: its pin, or the ring over the eligible members (undefined when none is active). */
   desiredOwner(p: number): string | undefined {
-    return this.placement.desiredOwner(p, this.options.membership.members());
+    return this.placement.desiredOwner(p, this.options.membership.members(), this.overrides);
+  }
+
+  /** The desired owner of every partition, indexed by partition (GetClusterStatus). */
+  desiredOwners(): string[] {
+    return this.placement.desiredOwners(this.options.membership.members(), this.overrides);
+  }
+
+  /** The members partitions may be placed on (active, not drained). */
+  eligibleMembers(): string[] {
+    return this.placement.eligible(this.options.membership.members(), this.overrides);
+  }
+
+  /** Is `nodeId` drained by an operator? */
+  drained(nodeId: string): boolean {
+    return this.overrides.drains.has(nodeId);
+  }
+
+  /** Partitions whose record names `nodeId` as holder, or as the receiver of a handoff not yet claimed: what a drain of it still has to move. */
+  heldBy(nodeId: string): number[] {
+    const out: number[] = [];
+    for (const [p, { record }] of this.records) {
+      if ((record.state === "owned" && record.owner === nodeId) || (record.state === "released" && record.to === nodeId)) out.push(p);
+    }
+    return out.sort((a, b) => a - b);
+  }
+
+  /** The partition's record as this node sees it (undefined: nobody has claimed it). */
+  record(p: number): PartitionEntry | undefined {
+    return this.records.get(p);
   }
 
   /** Partitions this node holds now (recorded as its current registration's). */
@@ -168,16 +207,17 @@ export class PartitionOwners implements Ownership {
       .map((m) => ({ nodeId: m.record.nodeId, address: m.record.grpc }));
   }
 
-  /** Every partition as recorded, for GetClusterStatus. */
+  /** Every partition as recorded, with its pin, for GetClusterStatus. */
   states(): PartitionStatus[] {
     const members = this.options.membership.members();
     return Array.from({ length: this.partitions }, (_, partition) => {
+      const pinnedTo = this.overrides.pins.get(partition) ?? "";
       const entry = this.records.get(partition);
-      if (!entry) return { partition, owner: "", epoch: 0, state: "unclaimed" as const, ownerDown: false };
+      if (!entry) return { partition, owner: "", epoch: 0, state: "unclaimed" as const, ownerDown: false, pinnedTo };
       const owner = members.get(entry.record.owner);
       return {
         partition, owner: entry.record.owner, epoch: entry.epoch, state: entry.record.state,
-        ownerDown: entry.record.state === "owned" && owner === undefined,
+        ownerDown: entry.record.state === "owned" && owner === undefined, pinnedTo,
       };
     });
   }

@@ -4,8 +4,13 @@
  * the shell (partition-owners.ts) feeds it and acts on its answers.
  *
  * Two owners must not be confused:
- * - the *desired* owner: the consistent-hash ring over the active members says who
- *   should hold p (partitions.ts). It only decides who claims a partition nobody holds.
+ * - the *desired* owner: who should hold p. An operator's pin (`conveyor cluster move`)
+ *   when the pinned node is an active member that is not drained; else the
+ *   consistent-hash ring (partitions.ts) over the *eligible* members: the active ones
+ *   not drained (`conveyor cluster drain`). If every active member is drained, the ring
+ *   ignores the drains rather than leave every partition without an owner. The desired
+ *   owner decides who claims a partition nobody holds, and where each holder's
+ *   rebalancer hands its partitions (server/handoff/rebalancer.ts).
  * - the *recorded* owner: whoever claimed p in etcd, at an epoch (the key's mod
  *   revision). Calls always go to the recorded owner while its registration lives, even
  *   when the ring now prefers another node: moving a partition takes a handoff (its rows
@@ -28,7 +33,7 @@
  * A partition this node is handing off is `moving` (partition-owners.ts): calls for it
  * wait for the move to end, then route again.
  */
-import type { MemberEntry, PartitionRecord } from "./coordination.js";
+import { NO_OVERRIDES, type MemberEntry, type PartitionRecord, type PlacementOverrides } from "./coordination.js";
 import { PartitionMap } from "./partitions.js";
 
 export type Route =
@@ -58,7 +63,10 @@ export class Placement {
   constructor(readonly partitions: number) {}
 
   /** The route of partition `p` given the members and records as this node sees them. */
-  route(p: number, self: SelfRegistration, members: ReadonlyMap<string, MemberEntry>, records: ReadonlyMap<number, PartitionEntry>): Route {
+  route(
+    p: number, self: SelfRegistration, members: ReadonlyMap<string, MemberEntry>, records: ReadonlyMap<number, PartitionEntry>,
+    overrides: PlacementOverrides = NO_OVERRIDES,
+  ): Route {
     const entry = records.get(p);
     if (entry && entry.record.state === "owned") {
       const { record, epoch } = entry;
@@ -76,22 +84,41 @@ export class Placement {
       const receiver = members.get(to);
       return receiver ? { kind: "remote", p, nodeId: to, address: receiver.record.grpc, epoch: 0 } : { kind: "down", p, nodeId: to };
     }
-    const target = this.desiredOwner(p, members);
+    const target = this.desiredOwner(p, members, overrides);
     if (target === undefined) return { kind: "none", p };
     if (target === self.nodeId) return { kind: "claim", p };
     return { kind: "remote", p, nodeId: target, address: members.get(target)!.record.grpc, epoch: 0 };
   }
 
-  /** The node the ring over the active members names for `p`; undefined when none is active. */
-  desiredOwner(p: number, members: ReadonlyMap<string, MemberEntry>): string | undefined {
+  /** Who should hold `p`: its pin if the pinned node is eligible, else the ring over the eligible members; undefined when none is active. */
+  desiredOwner(p: number, members: ReadonlyMap<string, MemberEntry>, overrides: PlacementOverrides = NO_OVERRIDES): string | undefined {
+    const eligible = this.eligible(members, overrides);
+    const pinned = overrides.pins.get(p);
+    if (pinned !== undefined && eligible.includes(pinned)) return pinned;
+    return this.ring(eligible)?.owner(p);
+  }
+
+  /** The desired owner of every partition, indexed by partition (empty when no member is active). */
+  desiredOwners(members: ReadonlyMap<string, MemberEntry>, overrides: PlacementOverrides = NO_OVERRIDES): string[] {
+    if (this.eligible(members, overrides).length === 0) return [];
+    return Array.from({ length: this.partitions }, (_, p) => this.desiredOwner(p, members, overrides)!);
+  }
+
+  /** The members partitions may be placed on: active and not drained (all active ones if every one is drained). */
+  eligible(members: ReadonlyMap<string, MemberEntry>, overrides: PlacementOverrides = NO_OVERRIDES): string[] {
     const active = [...members.values()].filter((m) => m.record.state === "active").map((m) => m.record.nodeId).sort();
-    if (active.length === 0) return undefined;
-    // The ring is rebuilt only when the active set changes (160 virtual nodes per member).
-    const key = active.join("\n");
+    const undrained = active.filter((n) => !overrides.drains.has(n));
+    return undrained.length > 0 ? undrained : active;
+  }
+
+  /** The ring over `nodes` (sorted), rebuilt only when that set changes (160 virtual nodes per member). */
+  private ring(nodes: string[]): PartitionMap | undefined {
+    if (nodes.length === 0) return undefined;
+    const key = nodes.join("\n");
     if (key !== this.desiredKey || !this.desired) {
-      this.desired = new PartitionMap(active, this.partitions);
+      this.desired = new PartitionMap(nodes, this.partitions);
       this.desiredKey = key;
     }
-    return this.desired.owner(p);
+    return this.desired;
   }
 }

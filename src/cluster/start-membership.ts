@@ -13,6 +13,7 @@ import { ClusterMember, SoloMembership, type ClusterLogger, type MembershipStatu
 import type { MemberRecord } from "./coordination.js";
 import { EtcdCoordination } from "./etcd-coordination.js";
 import { PartitionOwners } from "./partition-owners.js";
+import { PlacementControl } from "./placement-control.js";
 
 export interface MembershipSettings {
   /** etcd client URLs, comma-separated; empty: a single node. */
@@ -36,6 +37,8 @@ export type StartedMembership = MembershipStatusSource & {
   owners: PartitionOwners | undefined;
   /** The cluster member itself (undefined for a single node). */
   member: ClusterMember | undefined;
+  /** The operator's drains and moves (undefined for a single node). */
+  placement: PlacementControl | undefined;
   stop(): Promise<void>;
 };
 
@@ -44,7 +47,7 @@ export async function startMembership(settings: MembershipSettings): Promise<Sta
   const endpoints = parseEndpoints(settings.etcd);
   if (endpoints.length === 0) {
     const solo = new SoloMembership(settings.self, settings.partitions);
-    return Object.assign(solo, { owners: undefined, member: undefined, stop: async () => {} });
+    return Object.assign(solo, { owners: undefined, member: undefined, placement: undefined, stop: async () => {} });
   }
   const clock = settings.clock ?? systemClock;
   const coordination = new EtcdCoordination({ endpoints, cluster: settings.cluster, callTimeoutMs: Math.max(1_000, Math.floor(settings.ttlMs / 2)) });
@@ -65,10 +68,15 @@ export async function startMembership(settings: MembershipSettings): Promise<Sta
   }
   const stopMember = member.stop.bind(member);
   const memberStatus = member.status.bind(member);
+  const placement = new PlacementControl({ coordination, owners, members: () => member.members(), clock });
   return Object.assign(member, {
     owners,
     member,
-    status: async (withLeases = false) => ({ ...(await memberStatus(withLeases)), partitionStates: owners.states() }),
+    placement,
+    // The owners the placement wants (pins and drains honoured), not the bare ring's.
+    status: async (withLeases = false) => ({
+      ...(await memberStatus(withLeases)), owners: owners.desiredOwners(), partitionStates: owners.states(), drained: [...owners.overrides.drains].sort(),
+    }),
     stop: async () => {
       await owners.stop();
       await stopMember();

@@ -21,6 +21,7 @@ import type { RuleRegistry } from "./rules/rule-registry.js";
 import type { TaskAccess } from "./task-access.js";
 import type { TaskAction } from "../grains/queue/queue-grain.js";
 import type { ScheduleMethods } from "./schedule-rpcs.js";
+import type { PlacementMethods } from "./placement-rpcs.js";
 import { BULK_ACTION_STATES, type BulkAction } from "../grains/queue/bulk-actions.js";
 import { checkDurationMs, checkLength, checkRate, checkPageToken, checkQueueName, checkTaskId } from "./validate.js";
 
@@ -55,8 +56,8 @@ const BULK_ACTIONS: Readonly<Record<Exclude<WireBulkAction, WireBulkAction.UNSPE
   [WireBulkAction.DELETE]: "delete", [WireBulkAction.CANCEL]: "cancel",
 };
 
-/** Every AdminService method but the schedules' (schedule-rpcs.ts; node.ts joins the two). */
-export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof AdminService>, ScheduleMethods> {
+/** Every AdminService method but the schedules' (schedule-rpcs.ts) and drain/move (placement-rpcs.ts); node.ts joins them. */
+export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof AdminService>, ScheduleMethods | PlacementMethods> {
   /** A task as the wire shows it, with the worker holding it and since when while it is active. */
   const withHolder = (record: TaskRecord) => {
     const task = taskToWire(record);

@@ -26,7 +26,7 @@ export class ClusterMetrics {
     this.forwarded = new Counter({ name: "conveyor_cluster_forwarded_calls_total", help: "Calls this node forwarded to the node holding their queue, by method.", labelNames: ["method"] as const, registers });
     this.wrongOwner = new Counter({ name: "conveyor_cluster_wrong_owner_total", help: "Forwarded calls this node answered WRONG_OWNER (it no longer held the partition), by method.", labelNames: ["method"] as const, registers });
     this.claims = new Counter({ name: "conveyor_cluster_partition_claims_total", help: "Partitions this node claimed in etcd (each claim is a new epoch).", registers });
-    this.handoffs = new Counter({ name: "conveyor_cluster_handoffs_total", help: "Partitions this node handed to another node, by cause (rebalance, drain) and outcome (ok, failed).", labelNames: ["cause", "outcome"] as const, registers });
+    this.handoffs = new Counter({ name: "conveyor_cluster_handoffs_total", help: "Partitions this node handed to another node, by cause (rebalance, drain, move) and outcome (ok, failed).", labelNames: ["cause", "outcome"] as const, registers });
     this.handoffSeconds = new Histogram({ name: "conveyor_cluster_handoff_seconds", help: "Time a partition was not served during a handoff this node made (its calls waited meanwhile).", labelNames: ["cause"] as const, buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30], registers });
     new Gauge({
       name: "conveyor_cluster_members", help: "Cluster members by state, as this node sees them.", labelNames: ["state"] as const, registers,

@@ -2,8 +2,11 @@
  * What a node does as a cluster member once it has joined: claim back the partitions it
  * has rows of and bring their queues back, bring back the queues of every partition it
  * claims later (a handoff to it, or a first call), move partitions to where the ring
- * wants them (handoff/rebalancer.ts), and on stop drain: mark itself draining, hand
- * every partition off, then leave. A single node does none of this.
+ * and the operator's drains and pins want them (handoff/rebalancer.ts), and on stop
+ * drain: mark itself draining, hand every partition off, then leave. A node an operator
+ * drained (`conveyor cluster drain`) keeps running and serving forwarded calls, but the
+ * placement gives it nothing, so its rebalancer hands everything off the same way.
+ * A single node does none of this.
  */
 import type { Logger } from "pino";
 import type { Clock } from "../base/clock.js";
@@ -62,7 +65,9 @@ export async function runClusterMember(deps: ClusterNodeDeps): Promise<{ drain: 
   let draining = false;
   const rebalancer = new Rebalancer({
     owners, rows: deps.rows, peers: deps.peers, releaseParked: deps.releaseParked, retireGrain: deps.retireGrain,
-    committed: deps.committed, logger, clock: deps.clock, retryMs: 1_000, cause: () => (draining ? "drain" : "rebalance"),
+    committed: deps.committed, logger, clock: deps.clock, retryMs: 1_000,
+    // A stop or an operator's drain empties this node; an operator's pin moves one partition; else the ring changed.
+    cause: (p, to) => (draining || owners.drained(owners.nodeId) ? "drain" : owners.overrides.pins.get(p) === to ? "move" : "rebalance"),
     ...(deps.onHandedOff ? { onHandedOff: deps.onHandedOff } : {}),
     ...(deps.onHandoffFailed ? { onHandoffFailed: deps.onHandoffFailed } : {}),
   });

@@ -19,10 +19,12 @@ export function clusterStatusHandler(source: MembershipStatusSource): UnaryImpl<
       incarnation: status.incarnation, serving: status.serving, fences: status.fences, ringVersion: BigInt(status.ringVersion),
       partitions: status.partitions, partitionOwners: [...status.owners], etcd,
       partitionStates: (status.partitionStates ?? []).map((p) => ({ ...p, epoch: BigInt(p.epoch) })),
+      drainedNodes: status.drained ?? [],
       members: status.members.map((m) => ({
         nodeId: m.entry.record.nodeId, self: m.self, state: WIRE_STATE[m.entry.record.state], incarnation: m.entry.record.incarnation,
         leaseLeftMs: m.leaseLeftMs ?? -1, grpcAddress: m.entry.record.grpc, httpAddress: m.entry.record.http,
         version: m.entry.record.version, partitionsOwned: owned.get(m.entry.record.nodeId) ?? 0, memberRevision: BigInt(m.entry.createRevision),
+        drained: (status.drained ?? []).includes(m.entry.record.nodeId),
       })),
     };
   };

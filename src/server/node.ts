@@ -19,6 +19,7 @@ import { mintTaskId } from "../cluster/task-ids.js";
 import { Peers } from "./forwarding/peers.js";
 import type { PartitionOwners } from "../cluster/partition-owners.js";
 import type { ClusterMember } from "../cluster/cluster-member.js";
+import type { PlacementControl } from "../cluster/placement-control.js";
 import { forwardingService, type ForwarderDeps } from "./forwarding/forwarder.js";
 import { runClusterMember } from "./cluster-node.js";
 import { ClusterMetrics, type ClusterMetricSources } from "./cluster-metrics.js";
@@ -53,6 +54,7 @@ import { workerService } from "./worker-service.js";
 import { adminService } from "./admin-service.js";
 import { withOperatorLog } from "./operator-log.js";
 import { scheduleRpcs } from "./schedule-rpcs.js";
+import { PlacementLink, placementRpcs } from "./placement-rpcs.js";
 import { cronCalendar } from "./cron-calendar.js";
 import type { TaskDefaults } from "./validate.js";
 import { createHttpServer } from "./http.js";
@@ -121,7 +123,8 @@ export class ConveyorNode {
     janitor.start();
     const stopJanitor = () => janitor.stop();
     const membership = new MembershipLink(config.nodeId, clustered);
-    const services = buildServices(storage, runtime, { config, clock, metrics, logger, membership });
+    const placement = new PlacementLink(config.clusterPartitions);
+    const services = buildServices(storage, runtime, { config, clock, metrics, logger, membership, placement });
     const { authn, tls } = loaded;
     const security = new NodeSecurity(loaded, { registry: metrics.registry, logger, config, queueOfTask: queueOfTaskIn(storage.store) });
     const peers = new Peers();
@@ -137,6 +140,7 @@ export class ConveyorNode {
     };
     const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security, forwarding, rows: storage.rows });
     const joined = await joinCluster(config, transports, dataDir, logger, membership);
+    placement.control = joined.placement;
     let drain = async () => {};
     if (joined.owners && joined.member && ownership instanceof OwnershipLink) {
       const owners = joined.owners;
@@ -330,7 +334,7 @@ interface Services {
 
 /** One implementation per service, each given only what it uses. */
 function buildServices(
-  storage: Storage, runtime: GrainRuntime, env: Pick<RuntimeEnv, "config" | "clock" | "metrics" | "logger"> & { membership: MembershipLink },
+  storage: Storage, runtime: GrainRuntime, env: Pick<RuntimeEnv, "config" | "clock" | "metrics" | "logger"> & { membership: MembershipLink; placement: PlacementLink },
 ): Services {
   const { db, store, queries, rules } = storage;
   const { host, router, broker, waiters, workers } = runtime;
@@ -351,6 +355,7 @@ function buildServices(
         queueExists: (queue) => store.queueExists(queue),
       }),
       ...scheduleRpcs({ router, schedules: store.schedules, rules, taskDefaults: taskDefaultsOf(config), clock }),
+      ...placementRpcs(env.placement),
     }, logger),
   };
 }
@@ -449,7 +454,7 @@ async function startTransports(
  */
 async function joinCluster(
   config: NodeConfig, transports: Transports, dataDir: DataDir, logger: Logger, link: MembershipLink,
-): Promise<{ owners: PartitionOwners | undefined; member: ClusterMember | undefined; leave: () => Promise<void> }> {
+): Promise<{ owners: PartitionOwners | undefined; member: ClusterMember | undefined; placement: PlacementControl | undefined; leave: () => Promise<void> }> {
   try {
     const membership = await startMembership({
       etcd: config.clusterEtcd, cluster: config.clusterName, partitions: config.clusterPartitions, ttlMs: config.clusterMemberTtlMs, logger,
@@ -459,7 +464,7 @@ async function joinCluster(
       },
     });
     link.link(membership);
-    return { owners: membership.owners, member: membership.member, leave: () => membership.stop() };
+    return { owners: membership.owners, member: membership.member, placement: membership.placement, leave: () => membership.stop() };
   } catch (error) {
     transports.grpcServer.forceShutdown();
     transports.httpServer.closeAllConnections();

@@ -61,6 +61,10 @@ export const OPERATOR_ACTIONS: { [M in Method]?: Describe<M> } = {
   deleteQueue: (r, res) => ({ queue: r.queue, ...(res ? { deletedTasks: Number(res.deletedTasks) } : {}) }),
   bulkTaskAction: (r, res) => ({ queue: r.queue, action: r.action, state: r.state, ...(res ? { affected: Number(res.affected) } : {}) }),
   runScheduleNow: (r, res) => ({ queue: r.queue, target: r.name, ...(res ? { taskId: res.taskId } : {}) }),
+  drainNode: (r, res) => ({ target: r.nodeId, undo: r.undo, ...(res ? { partitionsLeft: res.partitionsLeft, finished: res.finished } : {}) }),
+  movePartition: (r, res) => ({
+    target: String(r.partition), ...(r.unpin ? { unpin: true } : { to: r.toNodeId }), ...(res ? { from: res.fromNodeId, finished: res.finished } : {}),
+  }),
 };
 
 export const OPERATOR_READS: ReadonlySet<Method> = new Set<Method>([

@@ -14,6 +14,8 @@ import { Client, json, newTask } from "../../src/index.js";
 import { Dashboard, NARROW, hasText, pageOverflow } from "../support/dashboard.js";
 import { startEtcd, type EtcdCluster } from "../support/etcd.js";
 import { NodeProcess } from "../support/node-process.js";
+import { RpcChannel } from "../../src/rpc/client.js";
+import { AdminService } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 
 let d: Dashboard;
 
@@ -55,7 +57,7 @@ describe("cluster tab, single node", () => {
     await page.locator("tr[data-partition]").nth(63).waitFor();
     const rows = await partitionRows(page);
     expect(rows).toHaveLength(64);
-    rows.forEach((row, p) => expect(row.map((c) => c.trim())).toEqual([String(p), node, "1", "owned", node]));
+    rows.forEach((row, p) => expect(row.map((c) => c.trim())).toEqual([String(p), node, "1", "owned", "—", node]));
     await hasText(page.locator("[data-partition-tally]"), `64 partitions: held by ${node} 64`);
     expect(await page.locator("[data-owner-down]").count()).toBe(0);
     expect(await page.getByRole("button", { name: "Next page" }).count()).toBe(0); // 64 rows: one page
@@ -157,6 +159,22 @@ describe("cluster tab, two nodes on etcd", () => {
     await page.waitForURL(/#\/cluster\?partitions=node%3An2$/);
     await page.waitForFunction("document.querySelectorAll('tr[data-partition]').length === 2");
     await d.screenshot(page, "cluster-two-nodes");
+
+    // An operator pins an unclaimed partition to n2 (conveyor cluster move): the table and the tally show the pin.
+    const heldPartitions = new Set([...placed.keys()].map((q) => ring.partitionOf(q)));
+    const free = Array.from({ length: 64 }, (_, p) => p).find((p) => !heldPartitions.has(p))!;
+    const admin = new RpcChannel({ address: n1.grpcAddress });
+    try {
+      expect((await admin.service(AdminService).movePartition({ partition: free, toNodeId: "n2", waitMs: 5_000 })).finished).toBe(true);
+    } finally {
+      admin.close();
+    }
+    await page.getByLabel("Show").selectOption("pinned");
+    await page.waitForURL(/#\/cluster\?partitions=pinned$/);
+    await hasText(page.locator(`tr[data-partition="${free}"] td[data-col="pinned"]`), "n2");
+    await hasText(page.locator(`tr[data-partition="${free}"] td[data-col="ring-owner"]`), "n2");
+    expect(await page.locator("tr[data-partition]").count()).toBe(1);
+    expect(await page.locator("[data-partition-tally]").textContent()).toContain("1 pinned");
 
     // Any node's overview lists every queue with its owner.
     const overview = await d.open("#/overview", undefined, n2);

@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Etcd3 } from "etcd3";
-import { WatchCompactedError, type Claimant, type Coordination, type MemberChange, type MemberRecord } from "../../src/cluster/coordination.js";
+import { WatchCompactedError, type Claimant, type Coordination, type MemberChange, type MemberRecord, type OverrideChange } from "../../src/cluster/coordination.js";
 import { EtcdCoordination } from "../../src/cluster/etcd-coordination.js";
 import { MemoryCoordination, MemoryEtcd } from "../../src/cluster/memory-coordination.js";
 import { startEtcd, type EtcdCluster } from "../support/etcd.js";
@@ -136,6 +136,39 @@ function contract(name: string, harness: () => Harness) {
       expect(back.ok && back.epoch > taken.epoch).toBe(true);
       const all = (await h.run(c.partitions())).records;
       expect(all.get(7)).toMatchObject({ record: { owner: "a", state: "owned", memberRevision: a2.memberRevision } });
+      await c.close();
+    });
+
+    it("stores drains and pins with no lease: set, removed, read back, watched in order; idempotent", async () => {
+      const cluster = `c${randomUUID().slice(0, 8)}`;
+      const c = h.client(cluster);
+      const before = await h.run(c.overrides());
+      expect([...before.drains]).toEqual([]);
+      expect([...before.pins]).toEqual([]);
+      const seen: OverrideChange[] = [];
+      const watch = await h.run(c.watchOverrides(before.revision + 1, (ch) => seen.push(ch), () => {}));
+      await h.run(c.setDrain("n2", true));
+      await h.run(c.setDrain("n2", true));
+      await h.run(c.setPin(7, "n1"));
+      await h.run(c.setPin(7, "n3"));
+      await h.run(c.setDrain("n4", true));
+      await h.run(c.setDrain("n4", false));
+      await h.run(c.setPin(9, "n1"));
+      await h.run(c.setPin(9, undefined));
+      const read = await h.run(c.overrides());
+      expect([...read.drains]).toEqual(["n2"]);
+      expect([...read.pins]).toEqual([[7, "n3"]]);
+      await h.until("the watch to see every override change", async () => seen.length >= 8, 5_000);
+      expect(seen.map((ch) => (ch.kind === "drain" ? ["drain", ch.nodeId, ch.drained] : ["pin", ch.p, ch.nodeId ?? null]))).toEqual([
+        ["drain", "n2", true], ["drain", "n2", true], ["pin", 7, "n1"], ["pin", 7, "n3"],
+        ["drain", "n4", true], ["drain", "n4", false], ["pin", 9, "n1"], ["pin", 9, null],
+      ]);
+      for (let i = 1; i < seen.length; i++) expect(seen[i]!.revision).toBeGreaterThan(seen[i - 1]!.revision);
+      // Another cluster's overrides are its own.
+      const other = h.client(`c${randomUUID().slice(0, 8)}`);
+      expect([...(await h.run(other.overrides())).drains]).toEqual([]);
+      await watch.cancel();
+      await other.close();
       await c.close();
     });
 

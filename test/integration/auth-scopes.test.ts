@@ -25,8 +25,8 @@ const OUT = "other-out";
 const IN_REMOVABLE = "scoped-removable";
 const OUT_REMOVABLE = "other-removable";
 
-/** Operator rules apply in every queue: only an unscoped admin changes them. */
-const EVERY_QUEUE_WRITES = new Set(["AdminService/SetStrategies", "AdminService/DeleteStrategies"]);
+/** Operator rules apply in every queue, and a drain or move moves whole partitions: only an unscoped admin does these. */
+const EVERY_QUEUE_WRITES = new Set(["AdminService/SetStrategies", "AdminService/DeleteStrategies", "AdminService/DrainNode", "AdminService/MovePartition"]);
 
 /** Each walk makes a few hundred calls (a snapshot around every refusal): on a loaded 2-core machine that takes a while. */
 const WALK_TIMEOUT_MS = 90_000;

@@ -186,6 +186,9 @@ export const RPC_ROUTES: Readonly<Record<string, RpcRoute>> = {
   "AdminService/GetClusterStatus": here,
   "AdminService/DeleteQueue": byQueue(),
   "AdminService/BulkTaskAction": byQueue(),
+  // Written to etcd by whichever node receives them; every node's rebalancer acts on them.
+  "AdminService/DrainNode": here,
+  "AdminService/MovePartition": here,
 };
 
 /** For a `queue` route built by byQueueOrEvery: the fan-out used when the queue is left empty. */

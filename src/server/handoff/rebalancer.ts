@@ -1,9 +1,11 @@
 /**
- * Moves partitions to where the ring wants them, one at a time: after every change of the
- * members or the partition records, each partition this node holds whose ring owner is
- * another *active* member is handed to that member (partition-handoff.ts). That one rule
- * covers a node that joins (the ring gives it a share, its holders hand it over) and a
- * node that drains (it is not active, so the ring gives all its partitions to others).
+ * Moves partitions to where the placement wants them, one at a time: after every change
+ * of the members, the partition records or the operator's overrides, each partition this
+ * node holds whose desired owner (placement.ts) is another *eligible* member is handed to
+ * that member (partition-handoff.ts). That one rule covers a node that joins (the ring
+ * gives it a share, its holders hand it over), a node that leaves on SIGTERM (it is not
+ * active), a node an operator drained (it is not eligible) and a partition an operator
+ * moved (its pin names another node).
  *
  * One handoff at a time per node keeps the stall of each partition short and the load
  * bounded; a failed handoff is retried after `retryMs`, not in a hot loop.
@@ -21,7 +23,9 @@ export class Rebalancer {
   private idleWaiters: Array<() => void> = [];
 
   constructor(private readonly deps: HandoffDeps & {
-    owners: PartitionOwners; clock: Clock; logger: Logger; retryMs: number; cause: () => string;
+    owners: PartitionOwners; clock: Clock; logger: Logger; retryMs: number;
+    /** Why `p` goes to `to` (a metric label: rebalance, drain, move). */
+    cause: (p: number, to: string) => string;
     onHandoffFailed?: (cause: string) => void;
   }) {}
 
@@ -44,10 +48,10 @@ export class Rebalancer {
     });
   }
 
-  /** Partitions this node holds that the ring gives to another active member. */
+  /** Partitions this node holds that the placement gives to another eligible member. */
   misplaced(): Array<{ p: number; to: string }> {
     const { owners } = this.deps;
-    const active = new Set(owners.activeMembers());
+    const active = new Set(owners.eligibleMembers());
     return owners.held().flatMap((p) => {
       const to = owners.desiredOwner(p);
       return to !== undefined && to !== owners.nodeId && active.has(to) ? [{ p, to }] : [];
@@ -85,10 +89,10 @@ export class Rebalancer {
       const address = addresses.get(to);
       if (!address) continue;
       try {
-        await handOffPartition(p, { nodeId: to, address }, this.deps.cause(), this.deps);
+        await handOffPartition(p, { nodeId: to, address }, this.deps.cause(p, to), this.deps);
       } catch (err) {
         this.deps.logger.warn({ err, partition: p, to }, "handoff failed; retrying later");
-        this.deps.onHandoffFailed?.(this.deps.cause());
+        this.deps.onHandoffFailed?.(this.deps.cause(p, to));
         this.cancelRetry();
         this.cancelRetry = this.deps.clock.setTimer(this.deps.retryMs, () => this.poke());
         return;

@@ -101,6 +101,9 @@ export const RPC_TABLE: Readonly<Record<string, RpcRule>> = {
   "AdminService/RunScheduleNow": { roles: ADMIN, queues: SCHEDULE_QUEUE },
   "AdminService/DeleteQueue": { roles: ADMIN, queues: QUEUE_FIELD },
   "AdminService/BulkTaskAction": { roles: ADMIN, queues: QUEUE_FIELD },
+  // Moving partitions moves every queue in them: an unscoped admin only.
+  "AdminService/DrainNode": { roles: ADMIN, queues: everyQueue() },
+  "AdminService/MovePartition": { roles: ADMIN, queues: everyQueue() },
   // Node-to-node: a handoff's rows, of every queue of a partition. An unscoped admin only,
   // until nodes have an identity of their own.
   "ClusterService/AcceptPartition": { roles: ADMIN, queues: everyQueue() },

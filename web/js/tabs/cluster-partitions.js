@@ -16,15 +16,17 @@ export function partitionState(p) {
 
 /**
  * Filters of the table, by `partitions=` in the hash. "moved" names the partitions whose
- * holder is not the node the ring would give them now: they stay where they are until a
- * handoff moves them (a claim never takes a partition from a live holder).
+ * holder is not the node the placement would give them now (its pin, else the ring over
+ * the members not drained): they stay where they are until a handoff moves them (a claim
+ * never takes a partition from a live holder). "pinned" names those an operator moved.
  */
 const FILTERS = [
   { id: "", label: "All partitions", keep: () => true },
   { id: "down", label: "Waiting for a down node", keep: (p) => p.ownerDown },
   { id: "unclaimed", label: "Unclaimed", keep: (p) => partitionState(p) === "unclaimed" },
   { id: "released", label: "Released", keep: (p) => partitionState(p) === "released" },
-  { id: "moved", label: "Held off their ring owner", keep: (p, ringOwner) => Boolean(p.owner) && p.owner !== ringOwner },
+  { id: "moved", label: "Held off their desired owner", keep: (p, ringOwner) => Boolean(p.owner) && p.owner !== ringOwner },
+  { id: "pinned", label: "Pinned by an operator", keep: (p) => Boolean(p.pinnedTo) },
 ];
 
 function filterFor(id) {
@@ -35,7 +37,7 @@ function filterFor(id) {
   return FILTERS.find((f) => f.id === id) ?? FILTERS[0];
 }
 
-/** "held by n1 40, n2 20 · 4 unclaimed · 1 waiting for a down node" */
+/** "held by n1 40, n2 20 · 4 unclaimed · 1 waiting for a down node · 2 pinned" */
 function tally(states) {
   const held = new Map();
   const other = { released: 0, unclaimed: 0, "owner down": 0 };
@@ -49,6 +51,8 @@ function tally(states) {
   if (other.unclaimed) parts.push(`${count(other.unclaimed)} unclaimed (claimed on first use)`);
   if (other.released) parts.push(`${count(other.released)} released`);
   if (other["owner down"]) parts.push(`${count(other["owner down"])} waiting for a down node`);
+  const pinned = states.filter((p) => p.pinnedTo).length;
+  if (pinned) parts.push(`${count(pinned)} pinned`);
   return `${count(states.length)} partitions: ${parts.join(" · ") || "none recorded yet"}`;
 }
 
@@ -108,9 +112,9 @@ export function partitionsPanel(go) {
       tableBox.replaceChildren(h("p", { class: "empty" }, `No partition: ${filter.label.toLowerCase()}.`));
     } else {
       replaceKeepingFocus(tableBox, table({
-        caption: "Partitions: who holds each, at which epoch, and who the ring would give it to",
+        caption: "Partitions: who holds each, at which epoch, its pin (conveyor cluster move), and who the placement would give it to",
         className: "data partitions",
-        head: [{ text: "Partition", class: "num" }, "Held by", { text: "Epoch", class: "num" }, "State", "Ring owner"],
+        head: [{ text: "Partition", class: "num" }, "Held by", { text: "Epoch", class: "num" }, "State", "Pinned to", "Desired owner"],
         rows: shown.map((p) => {
           const state = partitionState(p);
           const ringOwner = owners[p.partition] ?? "";
@@ -119,6 +123,7 @@ export function partitionsPanel(go) {
             h("td", { class: "mono", dataset: { col: "holder" } }, p.owner || "—"),
             h("td", { class: "num", dataset: { col: "epoch" } }, toNum(p.epoch) > 0 ? String(p.epoch) : "—"),
             h("td", { dataset: { col: "state" } }, h("span", { class: `badge ${BADGE[state] ?? ""}` }, state)),
+            h("td", { class: "mono", dataset: { col: "pinned" } }, p.pinnedTo || "—"),
             h("td", { class: ["mono", p.owner && ringOwner !== p.owner ? "moved" : ""], dataset: { col: "ring-owner" } }, ringOwner || "—"));
         }),
       }));

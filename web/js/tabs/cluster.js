@@ -1,7 +1,8 @@
 // Cluster: what `conveyor cluster status --partitions` prints — the answering node and its
-// phase, etcd's health, the members (GetClusterStatus with lease times) and every
-// partition (cluster-partitions.js) — with a warning when partitions wait for a node
-// that is down. Read-only: reader tokens see it all.
+// phase, etcd's health, the members (GetClusterStatus with lease times; drained ones
+// marked) and every partition with its pin (cluster-partitions.js) — with a warning when
+// partitions wait for a node that is down, and a note naming drained nodes. Read-only:
+// reader tokens see it all (drain and move are the CLI's).
 
 import { h, replaceKeepingFocus, table } from "../dom.js";
 import { count, relative, toNum } from "../format.js";
@@ -42,6 +43,17 @@ function ownerDownWarning(status) {
     `, which ${nodes.length === 1 ? "is" : "are"} down. Their queues answer OWNER_DOWN until ${nodes.length === 1 ? "that node comes" : "those nodes come"} back with ${nodes.length === 1 ? "its" : "their"} data directory; no other node serves them empty.`);
 }
 
+/** The note naming drained nodes (members or not): they own nothing until undrained. */
+function drainedNote(status) {
+  const drained = status.drainedNodes ?? [];
+  if (drained.length === 0) return null;
+  return h("div", { class: "alert info", dataset: { drained: drained.join(",") } },
+    h("strong", null, "Drained: "),
+    drained.map((n, i) => [i ? ", " : "", h("code", null, n)]),
+    `. ${drained.length === 1 ? "It keeps" : "They keep"} serving forwarded calls but ${drained.length === 1 ? "owns" : "own"} no partition until undrained (`,
+    h("code", null, "conveyor cluster drain NODE --undo"), ").");
+}
+
 function membersTable(status) {
   const members = status.members ?? [];
   if (members.length === 0) return h("p", { class: "empty" }, "No members yet: the node is still registering.");
@@ -53,7 +65,8 @@ function membersTable(status) {
       const lease = toNum(m.leaseLeftMs);
       return h("tr", { dataset: { member: m.nodeId } },
         h("th", { scope: "row", class: "mono" }, m.nodeId),
-        h("td", { dataset: { col: "state" } }, h("span", { class: `badge member-${memberState(m.state)}` }, memberState(m.state))),
+        h("td", { dataset: { col: "state" } }, h("span", { class: `badge member-${memberState(m.state)}` }, memberState(m.state)),
+          m.drained ? [" ", h("span", { class: "badge member-drained", title: "drained by an operator: owns no partition" }, "drained")] : null),
         // Eight characters tell registrations apart; the whole id is in the tooltip.
         h("td", { class: "mono", dataset: { col: "incarnation" }, title: m.incarnation || false }, m.incarnation ? m.incarnation.slice(0, 8) : "—"),
         h("td", { class: "num", dataset: { col: "lease" } }, lease >= 0 ? `${Math.round(lease / 1000)} s` : "—"),
@@ -74,6 +87,7 @@ registerTab({
     const { api } = ctx;
     const messages = messageArea();
     const warning = h("div");
+    const drainedBox = h("div");
     const factsBox = h("div");
     const membersBox = h("div");
     const partitions = partitionsPanel((params) => ctx.navigate(["cluster"], params));
@@ -82,6 +96,7 @@ registerTab({
         "The ring of nodes as the node you are connected to sees it in etcd (a single node is a ring of one). Each queue belongs to a partition, and each partition is served by the node that claimed it; any node forwards a call to that node."),
       messages.el,
       warning,
+      drainedBox,
       h("section", { class: "panel" }, h("h2", null, "This node"), factsBox),
       h("section", { class: "panel" }, h("h2", null, "Members"), membersBox),
       partitions.el);
@@ -119,6 +134,7 @@ registerTab({
         lastDown = down;
         warning.replaceChildren(ownerDownWarning(status) ?? "");
       }
+      drainedBox.replaceChildren(drainedNote(status) ?? "");
       replaceKeepingFocus(membersBox, membersTable(status));
       partitions.show(status);
     }

@@ -99,7 +99,8 @@ class ClusterMember(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., self: bool = ...) -> None: ...
 
 class ClusterMemberStatus(_message.Message):
-    __slots__ = ["grpc_address", "http_address", "incarnation", "lease_left_ms", "member_revision", "node_id", "partitions_owned", "self", "state", "version"]
+    __slots__ = ["drained", "grpc_address", "http_address", "incarnation", "lease_left_ms", "member_revision", "node_id", "partitions_owned", "self", "state", "version"]
+    DRAINED_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     HTTP_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +111,7 @@ class ClusterMemberStatus(_message.Message):
     SELF_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    drained: bool
     grpc_address: str
     http_address: str
     incarnation: str
@@ -120,7 +122,7 @@ class ClusterMemberStatus(_message.Message):
     self: bool
     state: MemberState
     version: str
-    def __init__(self, node_id: _Optional[str] = ..., self: bool = ..., state: _Optional[_Union[MemberState, str]] = ..., incarnation: _Optional[str] = ..., lease_left_ms: _Optional[int] = ..., grpc_address: _Optional[str] = ..., http_address: _Optional[str] = ..., version: _Optional[str] = ..., partitions_owned: _Optional[int] = ..., member_revision: _Optional[int] = ...) -> None: ...
+    def __init__(self, node_id: _Optional[str] = ..., self: bool = ..., state: _Optional[_Union[MemberState, str]] = ..., incarnation: _Optional[str] = ..., lease_left_ms: _Optional[int] = ..., grpc_address: _Optional[str] = ..., http_address: _Optional[str] = ..., version: _Optional[str] = ..., partitions_owned: _Optional[int] = ..., member_revision: _Optional[int] = ..., drained: bool = ...) -> None: ...
 
 class ConcurrencyLimit(_message.Message):
     __slots__ = ["held", "in_flight", "max", "queue"]
@@ -210,6 +212,30 @@ class DeleteTaskResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class DrainNodeRequest(_message.Message):
+    __slots__ = ["node_id", "undo", "wait_ms"]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    UNDO_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    undo: bool
+    wait_ms: int
+    def __init__(self, node_id: _Optional[str] = ..., undo: bool = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class DrainNodeResponse(_message.Message):
+    __slots__ = ["drained", "finished", "node_id", "partitions_left", "waited_ms"]
+    DRAINED_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_LEFT_FIELD_NUMBER: _ClassVar[int]
+    WAITED_MS_FIELD_NUMBER: _ClassVar[int]
+    drained: bool
+    finished: bool
+    node_id: str
+    partitions_left: int
+    waited_ms: int
+    def __init__(self, node_id: _Optional[str] = ..., drained: bool = ..., partitions_left: _Optional[int] = ..., finished: bool = ..., waited_ms: _Optional[int] = ...) -> None: ...
+
 class EtcdEndpointHealth(_message.Message):
     __slots__ = ["endpoint", "healthy"]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
@@ -261,9 +287,10 @@ class GetClusterStatusRequest(_message.Message):
     def __init__(self, with_leases: bool = ...) -> None: ...
 
 class GetClusterStatusResponse(_message.Message):
-    __slots__ = ["cluster_name", "clustered", "etcd", "fences", "incarnation", "members", "node_id", "partition_owners", "partition_states", "partitions", "phase", "ring_version", "serving"]
+    __slots__ = ["cluster_name", "clustered", "drained_nodes", "etcd", "fences", "incarnation", "members", "node_id", "partition_owners", "partition_states", "partitions", "phase", "ring_version", "serving"]
     CLUSTERED_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    DRAINED_NODES_FIELD_NUMBER: _ClassVar[int]
     ETCD_FIELD_NUMBER: _ClassVar[int]
     FENCES_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
@@ -277,6 +304,7 @@ class GetClusterStatusResponse(_message.Message):
     SERVING_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     clustered: bool
+    drained_nodes: _containers.RepeatedScalarFieldContainer[str]
     etcd: _containers.RepeatedCompositeFieldContainer[EtcdEndpointHealth]
     fences: int
     incarnation: str
@@ -288,7 +316,7 @@ class GetClusterStatusResponse(_message.Message):
     phase: str
     ring_version: int
     serving: bool
-    def __init__(self, clustered: bool = ..., cluster_name: _Optional[str] = ..., node_id: _Optional[str] = ..., phase: _Optional[str] = ..., incarnation: _Optional[str] = ..., serving: bool = ..., fences: _Optional[int] = ..., ring_version: _Optional[int] = ..., partitions: _Optional[int] = ..., members: _Optional[_Iterable[_Union[ClusterMemberStatus, _Mapping]]] = ..., partition_owners: _Optional[_Iterable[str]] = ..., etcd: _Optional[_Iterable[_Union[EtcdEndpointHealth, _Mapping]]] = ..., partition_states: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ...) -> None: ...
+    def __init__(self, clustered: bool = ..., cluster_name: _Optional[str] = ..., node_id: _Optional[str] = ..., phase: _Optional[str] = ..., incarnation: _Optional[str] = ..., serving: bool = ..., fences: _Optional[int] = ..., ring_version: _Optional[int] = ..., partitions: _Optional[int] = ..., members: _Optional[_Iterable[_Union[ClusterMemberStatus, _Mapping]]] = ..., partition_owners: _Optional[_Iterable[str]] = ..., etcd: _Optional[_Iterable[_Union[EtcdEndpointHealth, _Mapping]]] = ..., partition_states: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., drained_nodes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GroupConfig(_message.Message):
     __slots__ = ["grace_ms", "group", "max_delay_ms", "max_size", "queue"]
@@ -438,19 +466,49 @@ class ListWorkersResponse(_message.Message):
     workers: _containers.RepeatedCompositeFieldContainer[WorkerInfo]
     def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
 
+class MovePartitionRequest(_message.Message):
+    __slots__ = ["partition", "to_node_id", "unpin", "wait_ms"]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    TO_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    UNPIN_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    to_node_id: str
+    unpin: bool
+    wait_ms: int
+    def __init__(self, partition: _Optional[int] = ..., to_node_id: _Optional[str] = ..., unpin: bool = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class MovePartitionResponse(_message.Message):
+    __slots__ = ["finished", "from_node_id", "held_by", "partition", "pinned_to", "waited_ms"]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    FROM_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    HELD_BY_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PINNED_TO_FIELD_NUMBER: _ClassVar[int]
+    WAITED_MS_FIELD_NUMBER: _ClassVar[int]
+    finished: bool
+    from_node_id: str
+    held_by: str
+    partition: int
+    pinned_to: str
+    waited_ms: int
+    def __init__(self, partition: _Optional[int] = ..., from_node_id: _Optional[str] = ..., held_by: _Optional[str] = ..., pinned_to: _Optional[str] = ..., finished: bool = ..., waited_ms: _Optional[int] = ...) -> None: ...
+
 class PartitionState(_message.Message):
-    __slots__ = ["epoch", "owner", "owner_down", "partition", "state"]
+    __slots__ = ["epoch", "owner", "owner_down", "partition", "pinned_to", "state"]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OWNER_DOWN_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PINNED_TO_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     owner: str
     owner_down: bool
     partition: int
+    pinned_to: str
     state: str
-    def __init__(self, partition: _Optional[int] = ..., owner: _Optional[str] = ..., epoch: _Optional[int] = ..., state: _Optional[str] = ..., owner_down: bool = ...) -> None: ...
+    def __init__(self, partition: _Optional[int] = ..., owner: _Optional[str] = ..., epoch: _Optional[int] = ..., state: _Optional[str] = ..., owner_down: bool = ..., pinned_to: _Optional[str] = ...) -> None: ...
 
 class PauseQueueRequest(_message.Message):
     __slots__ = ["queue"]

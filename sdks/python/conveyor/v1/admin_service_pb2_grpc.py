@@ -190,6 +190,16 @@ class AdminServiceStub(object):
                 request_serializer=conveyor_dot_v1_dot_admin__service__pb2.BulkTaskActionRequest.SerializeToString,
                 response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.BulkTaskActionResponse.FromString,
                 )
+        self.DrainNode = channel.unary_unary(
+                '/conveyor.v1.AdminService/DrainNode',
+                request_serializer=conveyor_dot_v1_dot_admin__service__pb2.DrainNodeRequest.SerializeToString,
+                response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.DrainNodeResponse.FromString,
+                )
+        self.MovePartition = channel.unary_unary(
+                '/conveyor.v1.AdminService/MovePartition',
+                request_serializer=conveyor_dot_v1_dot_admin__service__pb2.MovePartitionRequest.SerializeToString,
+                response_deserializer=conveyor_dot_v1_dot_admin__service__pb2.MovePartitionResponse.FromString,
+                )
 
 
 class AdminServiceServicer(object):
@@ -443,6 +453,32 @@ class AdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DrainNode(self, request, context):
+        """Drains a cluster member (or, undo, un-drains it): the mark is kept in etcd until
+        undone, also across the node's restarts. A drained node keeps running and serving
+        forwarded calls but owns no partition: every holder hands its partitions to the other
+        members. NOT_FOUND (NODE_NOT_FOUND) for a node that is not a member;
+        FAILED_PRECONDITION (PLACEMENT_REFUSED) when no other member could take its
+        partitions, (NOT_A_CLUSTER) on a single node. With wait_ms, answers once the node
+        holds nothing or the wait is over, saying how many partitions it still holds.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MovePartition(self, request, context):
+        """Moves a partition to a member by pinning it there (kept in etcd; the placement
+        honours a pin while its node is active and not drained), or removes its pin
+        (unpin): the ring places it again. INVALID_ARGUMENT for a partition out of range;
+        NOT_FOUND (NODE_NOT_FOUND) for a node that is not a member; FAILED_PRECONDITION
+        (PLACEMENT_REFUSED) for a drained or inactive node or a partition whose holder is
+        down, (NOT_A_CLUSTER) on a single node. With wait_ms, answers once the node holds it
+        or the wait is over.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -620,6 +656,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.BulkTaskAction,
                     request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.BulkTaskActionRequest.FromString,
                     response_serializer=conveyor_dot_v1_dot_admin__service__pb2.BulkTaskActionResponse.SerializeToString,
+            ),
+            'DrainNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainNode,
+                    request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.DrainNodeRequest.FromString,
+                    response_serializer=conveyor_dot_v1_dot_admin__service__pb2.DrainNodeResponse.SerializeToString,
+            ),
+            'MovePartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.MovePartition,
+                    request_deserializer=conveyor_dot_v1_dot_admin__service__pb2.MovePartitionRequest.FromString,
+                    response_serializer=conveyor_dot_v1_dot_admin__service__pb2.MovePartitionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1224,5 +1270,39 @@ class AdminService(object):
         return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/BulkTaskAction',
             conveyor_dot_v1_dot_admin__service__pb2.BulkTaskActionRequest.SerializeToString,
             conveyor_dot_v1_dot_admin__service__pb2.BulkTaskActionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DrainNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/DrainNode',
+            conveyor_dot_v1_dot_admin__service__pb2.DrainNodeRequest.SerializeToString,
+            conveyor_dot_v1_dot_admin__service__pb2.DrainNodeResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def MovePartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/conveyor.v1.AdminService/MovePartition',
+            conveyor_dot_v1_dot_admin__service__pb2.MovePartitionRequest.SerializeToString,
+            conveyor_dot_v1_dot_admin__service__pb2.MovePartitionResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
