@@ -92,10 +92,24 @@ describe("cluster: task-type rules in etcd (real processes)", { timeout: 120_000
     const expected = await sameEverywhere(n3, [n1, n2], "after RegisterTaskTypes on n3");
     expect(expected.map((t) => [t.type, t.source])).toEqual([["mail", "operator"], ["sms", "worker"]]);
 
+    // Cost: a write through n1 (etcd transaction + n1's watch), and until n3 lists it (n3's watch, seen by polling n3).
+    const writeMs: number[] = [];
+    const seenMs: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const started = performance.now();
+      await client(n1).admin.setStrategies(`m${i}`, oneAtATime);
+      writeMs.push(performance.now() - started);
+      await eventually(`n3 to list m${i}`, async () => ((await rulesOn(n3)).some((t) => t.type === `m${i}`) ? true : undefined), 15_000);
+      seenMs.push(performance.now() - started);
+    }
+    const fmt = (ms: number[]) => ms.map((m) => m.toFixed(0)).join(", ");
+    console.log(`rules write through n1: ${fmt(writeMs)} ms; listed by n3 after: ${fmt(seenMs)} ms`);
+
     // A node that starts now reads the set before it serves: its first answer has it (no waiting).
+    const everything = await sameEverywhere(n1, [n2, n3], "after the timed writes");
     const n4 = await NodeProcess.start({ settings: { cluster_etcd: fixture.etcd.endpoints, cluster_name: cluster, node_id: "n4", cluster_member_ttl: `${TTL_S}s` } });
     nodes.push(n4);
-    expect(await rulesOn(n4)).toEqual(expected);
+    expect(await rulesOn(n4)).toEqual(everything);
     expect(await rulesVersion(cluster)).toBeGreaterThan(0);
   });
 

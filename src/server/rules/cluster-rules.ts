@@ -194,7 +194,7 @@ export class ClusterRules implements RuleWriter {
       const decoded = this.decode(e.type, e.value);
       if (decoded) entries.push(decoded);
     }
-    this.deps.registry.replaceAll(entries);
+    this.mirrored(() => this.deps.registry.replaceAll(entries));
     this.readRevision = read.revision;
     this.advance(read.version);
     return read;
@@ -204,11 +204,24 @@ export class ClusterRules implements RuleWriter {
     if (this.stopped || change.revision <= this.readRevision) return;
     if (change.kind === "put") {
       const decoded = this.decode(change.entry.type, change.entry.value);
-      if (decoded) this.deps.registry.apply({ puts: [decoded], deletes: [] });
+      if (decoded) this.mirrored(() => this.deps.registry.apply({ puts: [decoded], deletes: [] }));
     } else {
-      this.deps.registry.apply({ puts: [], deletes: [change.type] });
+      this.mirrored(() => this.deps.registry.apply({ puts: [], deletes: [change.type] }));
     }
     this.advance(change.revision);
+  }
+
+  /**
+   * Applies a change to the registry, whose memory follows the cluster even when its
+   * SQLite mirror cannot be written (disk full): that is logged, and the next start reads
+   * the set from etcd anyway.
+   */
+  private mirrored(apply: () => void): void {
+    try {
+      apply();
+    } catch (err) {
+      this.deps.logger.error({ err }, "could not mirror the cluster's task-type rules into this node's data file; it serves them from memory");
+    }
   }
 
   /** A stored record this node cannot read: logged, and the type keeps what the cache had (never a half-read rule). */

@@ -63,17 +63,19 @@ export class RuleRegistry {
    * wrote it): held in memory and mirrored into this node's store, without validation.
    */
   apply(plan: RulesPlan): void {
-    for (const t of plan.puts) {
-      this.store.save(t);
-      this.cache(t);
-    }
-    for (const type of plan.deletes) this.delete(type);
+    // Memory first: it is what enqueue reads, and it must follow the cluster even when
+    // the mirror cannot be written (the error is thrown after, for the caller to log).
+    for (const t of plan.puts) this.cache(t);
+    for (const type of plan.deletes) this.types.delete(type);
+    for (const t of plan.puts) this.store.save(t);
+    for (const type of plan.deletes) this.store.delete(type);
   }
 
-  /** Makes the whole set `entries` (a cluster member's read of the cluster's rules): types not in it are removed. */
+  /** Makes the whole set `entries` (a cluster member's read of the cluster's rules): types not in it are removed, unchanged ones not rewritten. */
   replaceAll(entries: readonly TypeRules[]): void {
     const keep = new Set(entries.map((t) => t.type));
-    this.apply({ puts: [...entries], deletes: [...this.types.keys()].filter((type) => !keep.has(type)) });
+    const changed = entries.filter((t) => JSON.stringify(this.types.get(t.type)) !== JSON.stringify(t));
+    this.apply({ puts: changed, deletes: [...this.types.keys()].filter((type) => !keep.has(type)) });
   }
 
   /**
