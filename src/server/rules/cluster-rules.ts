@@ -66,7 +66,7 @@ export class ClusterRules implements RuleWriter {
         return;
       } catch (err) {
         if (this.deps.clock.nowMs() >= deadlineMs) throw err;
-        this.deps.logger.warn({ err }, "cannot read the cluster's task-type rules from etcd yet; retrying");
+        this.deps.logger.warn({ err, reading: "task-type rules" }, "cannot read the cluster from etcd yet; retrying");
         await new Promise<void>((resolve) => this.deps.clock.setTimer(this.deps.rewatchMs, resolve));
       }
     }
