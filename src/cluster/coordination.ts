@@ -22,6 +22,11 @@
  *   partitions/<p>   PartitionRecord; its mod revision after a claim is p's epoch
  *   placement/drains/<node>  { nodeId, atMs }: an operator drained the node (it owns nothing); no lease, so it outlives restarts
  *   placement/pins/<p>       { nodeId, atMs }: an operator moved p to the node; the placement honours it while that node is eligible
+ *   rules/<type>     one task type's concurrency rules, opaque here (server/rules/rule-record.ts
+ *                    encodes them: JSON with a version field)
+ *   rules-version    rewritten by every rules write, in the same transaction: its mod
+ *                    revision is the version of the whole rule set, which a write must
+ *                    name (a write made against an older set is refused and re-validated)
  */
 
 /** A member's lifecycle as the cluster sees it (a fenced node has no key at all). */
@@ -132,10 +137,43 @@ export interface OverridesRead {
   revision: number;
 }
 
+/** One task type's stored rules, as the opaque value the server encoded. */
+export interface TypeRulesEntry {
+  type: string;
+  value: string;
+}
+
+export interface TypeRulesRead {
+  entries: TypeRulesEntry[];
+  /** The rule set's version: the revision of the last rules write (0: none yet). Name it in the next write. */
+  version: number;
+  /** The store's revision at the read: watch from the next one. */
+  revision: number;
+}
+
 /** One change under `placement/`, in revision order (undefined node: the drain or pin was removed). */
 export type OverrideChange =
   | { kind: "drain"; nodeId: string; drained: boolean; revision: number }
   | { kind: "pin"; p: number; nodeId: string | undefined; revision: number };
+/** One change under `rules/`, in revision order; every change of one write has that write's revision (the new version). */
+export type TypeRulesChange =
+  | { kind: "put"; entry: TypeRulesEntry; revision: number }
+  | { kind: "delete"; type: string; revision: number };
+
+/** A write of the rule set: types stored (replaced) and types removed, all in one transaction. */
+export interface TypeRulesWrite {
+  puts: TypeRulesEntry[];
+  deletes: string[];
+}
+
+/** Accepted at the new version, or refused because the set is no longer at the version named. */
+export type TypeRulesWriteResult = { ok: true; version: number } | { ok: false };
+
+/**
+ * The most types one rules write may touch: etcd refuses a transaction of more than
+ * 128 operations by default (`--max-txn-ops`), and the version key is one of them.
+ */
+export const TYPE_RULES_WRITE_MAX = 127;
 
 export interface EndpointHealth {
   endpoint: string;
@@ -201,6 +239,16 @@ export interface Coordination {
   overrides(): Promise<OverridesRead>;
   /** As `watchMembers`, for the changes under `placement/`. */
   watchOverrides(fromRevision: number, onChange: (change: OverrideChange) => void, onError: (error: Error) => void): Promise<Watch>;
+  /** Every task type's stored rules, the rule set's version, and the revision of the read (one consistent read). */
+  typeRules(): Promise<TypeRulesRead>;
+  /**
+   * Applies `write` in one transaction if the rule set is still at `expectVersion`
+   * (0: never written), bumping the version; else changes nothing and answers not ok.
+   * At most TYPE_RULES_WRITE_MAX types (puts and deletes together); never an empty write.
+   */
+  writeTypeRules(write: TypeRulesWrite, expectVersion: number): Promise<TypeRulesWriteResult>;
+  /** As `watchMembers`, for the changes under `rules/`. */
+  watchTypeRules(fromRevision: number, onChange: (change: TypeRulesChange) => void, onError: (error: Error) => void): Promise<Watch>;
   health(): Promise<EndpointHealth[]>;
   close(): Promise<void>;
 }
@@ -239,6 +287,23 @@ export class ClusterKeys {
   pin(p: number): string {
     return `${this.overridesPrefix}pins/${p}`;
   }
+  get rulesPrefix(): string {
+    return `${this.root}rules/`;
+  }
+  typeRules(type: string): string {
+    return `${this.rulesPrefix}${type}`;
+  }
+  /** Outside `rules/`, so a watch of the rules sees only types. */
+  get rulesVersion(): string {
+    return `${this.root}rules-version`;
+  }
+}
+
+/** Checks a rules write against the port's bounds (both implementations refuse the same writes). */
+export function checkTypeRulesWrite(write: TypeRulesWrite): void {
+  const count = write.puts.length + write.deletes.length;
+  if (count === 0) throw new Error("an empty rules write");
+  if (count > TYPE_RULES_WRITE_MAX) throw new Error(`a rules write touches ${count} types; at most ${TYPE_RULES_WRITE_MAX}`);
 }
 
 /**

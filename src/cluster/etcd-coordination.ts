@@ -11,11 +11,11 @@
  */
 import { Etcd3, EtcdLeaseInvalidError, type IKeyValue, type Lease } from "etcd3";
 import {
-  applyOverride, claimAllowed, ClusterKeys, heldBy, parseMemberRecord, parseOverride, parsePartitionRecord,
+  applyOverride, checkTypeRulesWrite, claimAllowed, ClusterKeys, heldBy, parseMemberRecord, parseOverride, parsePartitionRecord,
   type Claimant, type ClaimResult, type ClusterMeta, type Coordination, type EndpointHealth, type KeepAliveResult,
   type MemberChange, type MemberEntry, type MemberRecord, type MembersRead, type OverrideChange, type OverridesRead,
-  type PartitionChange, type PartitionRecord, type PartitionsRead,
-  type PutMemberResult, type Watch,
+  type PartitionChange, type PartitionRecord, type PartitionsRead, type PutMemberResult,
+  type TypeRulesChange, type TypeRulesRead, type TypeRulesWrite, type TypeRulesWriteResult, type Watch,
   WatchCompactedError,
 } from "./coordination.js";
 
@@ -237,6 +237,42 @@ export class EtcdCoordination implements Coordination {
     return this.watchPrefix(prefix, fromRevision, (event, revision) => {
       const change = parseOverride(event.kv.key.toString().slice(prefix.length), event.type === "Put" ? event.kv.value.toString() : undefined, revision);
       if (change) onChange(change);
+    }, onError);
+  }
+
+  async typeRules(): Promise<TypeRulesRead> {
+    const prefix = this.keys.rulesPrefix;
+    // Both reads in one transaction, so the version matches the entries. The condition only
+    // picks a branch; both branches read the same.
+    const reads = () => [this.client.get(this.keys.rulesVersion), this.client.getAll().prefix(prefix)];
+    const res = await this.client.if(this.keys.rulesVersion, "Create", "==", 0).then(...reads()).else(...reads()).commit();
+    const version = res.responses[0]?.response_range?.kvs[0];
+    const kvs = res.responses[1]?.response_range?.kvs ?? [];
+    return {
+      entries: kvs.map((kv) => ({ type: kv.key.toString().slice(prefix.length), value: kv.value.toString() })),
+      version: version ? Number(version.mod_revision) : 0,
+      revision: Number(res.header.revision),
+    };
+  }
+
+  async writeTypeRules(write: TypeRulesWrite, expectVersion: number): Promise<TypeRulesWriteResult> {
+    checkTypeRulesWrite(write);
+    const res = await this.client.if(this.keys.rulesVersion, "Mod", "==", expectVersion)
+      .then(
+        this.client.put(this.keys.rulesVersion).value(""),
+        ...write.puts.map((e) => this.client.put(this.keys.typeRules(e.type)).value(e.value)),
+        ...write.deletes.map((type) => this.client.delete().key(this.keys.typeRules(type))),
+      )
+      .commit();
+    return res.succeeded ? { ok: true, version: Number(res.header.revision) } : { ok: false };
+  }
+
+  watchTypeRules(fromRevision: number, onChange: (change: TypeRulesChange) => void, onError: (error: Error) => void): Promise<Watch> {
+    const prefix = this.keys.rulesPrefix;
+    return this.watchPrefix(prefix, fromRevision, (event, revision) => {
+      const type = event.kv.key.toString().slice(prefix.length);
+      if (event.type === "Put") onChange({ kind: "put", entry: { type, value: event.kv.value.toString() }, revision });
+      else onChange({ kind: "delete", type, revision });
     }, onError);
   }
 

@@ -20,11 +20,11 @@
 import type { Clock } from "../base/clock.js";
 import type { Random } from "../base/random.js";
 import {
-  applyOverride, claimAllowed, ClusterKeys, heldBy, parseMemberRecord, parseOverride, parsePartitionRecord,
+  applyOverride, checkTypeRulesWrite, claimAllowed, ClusterKeys, heldBy, parseMemberRecord, parseOverride, parsePartitionRecord,
   type Claimant, type ClaimResult, type ClusterMeta, type Coordination, type EndpointHealth, type KeepAliveResult,
   type MemberChange, type MemberEntry, type MemberRecord, type MembersRead, type OverrideChange, type OverridesRead,
-  type PartitionChange, type PartitionRecord, type PartitionsRead,
-  type PutMemberResult, type Watch,
+  type PartitionChange, type PartitionRecord, type PartitionsRead, type PutMemberResult,
+  type TypeRulesChange, type TypeRulesRead, type TypeRulesWrite, type TypeRulesWriteResult, type Watch,
   WatchCompactedError,
 } from "./coordination.js";
 
@@ -375,6 +375,36 @@ export class MemoryCoordination implements Coordination {
     return this.watchPrefix(prefix, fromRevision, (e) => {
       const change = parseOverride(e.key.slice(prefix.length), e.kind === "put" ? e.kv.value : undefined, e.revision);
       if (change) onChange(change);
+    }, onError);
+  }
+
+  typeRules(): Promise<TypeRulesRead> {
+    const prefix = this.keys.rulesPrefix;
+    return this.call(false, () => ({
+      entries: this.store.range(prefix).map(([k, kv]) => ({ type: k.slice(prefix.length), value: kv.value })),
+      version: this.store.get(this.keys.rulesVersion)?.mod ?? 0,
+      revision: this.store.revision,
+    }));
+  }
+
+  async writeTypeRules(write: TypeRulesWrite, expectVersion: number): Promise<TypeRulesWriteResult> {
+    checkTypeRulesWrite(write);
+    return this.call(true, (): TypeRulesWriteResult => {
+      if ((this.store.get(this.keys.rulesVersion)?.mod ?? 0) !== expectVersion) return { ok: false };
+      const version = this.store.write([
+        { key: this.keys.rulesVersion, value: "" },
+        ...write.puts.map((e) => ({ key: this.keys.typeRules(e.type), value: e.value })),
+        ...write.deletes.map((type) => ({ key: this.keys.typeRules(type) })),
+      ]);
+      return { ok: true, version };
+    });
+  }
+
+  watchTypeRules(fromRevision: number, onChange: (change: TypeRulesChange) => void, onError: (error: Error) => void): Promise<Watch> {
+    const prefix = this.keys.rulesPrefix;
+    return this.watchPrefix(prefix, fromRevision, (e) => {
+      const type = e.key.slice(prefix.length);
+      onChange(e.kind === "put" ? { kind: "put", entry: { type, value: e.kv.value }, revision: e.revision } : { kind: "delete", type, revision: e.revision });
     }, onError);
   }
 

@@ -10,7 +10,7 @@
 import { randomUUID } from "node:crypto";
 import { systemClock, type Clock } from "../base/clock.js";
 import { ClusterMember, SoloMembership, type ClusterLogger, type MembershipStatusSource } from "./cluster-member.js";
-import type { MemberRecord } from "./coordination.js";
+import type { Coordination, MemberRecord } from "./coordination.js";
 import { EtcdCoordination } from "./etcd-coordination.js";
 import { PartitionOwners } from "./partition-owners.js";
 import { PlacementControl } from "./placement-control.js";
@@ -24,6 +24,11 @@ export interface MembershipSettings {
   self: Omit<MemberRecord, "state" | "incarnation">;
   logger: ClusterLogger;
   clock?: Clock;
+  /**
+   * Runs on the cluster's coordination before this node registers (so before it is active
+   * and serves): the node reads the cluster-wide state it must hold first (task-type rules).
+   */
+  beforeJoin?: (coordination: Coordination, deadlineMs: number) => Promise<void>;
 }
 
 /** The endpoints of a `cluster_etcd` value (comma-separated URLs; a bare host:port gets http://). */
@@ -59,6 +64,7 @@ export async function startMembership(settings: MembershipSettings): Promise<Sta
     coordination, membership: member, partitions: settings.partitions, clock, logger: settings.logger, rewatchMs: Math.floor(settings.ttlMs / 3),
   });
   try {
+    await settings.beforeJoin?.(coordination, clock.nowMs() + settings.ttlMs * 2 + 5_000);
     await member.start();
     await owners.start();
   } catch (err) {

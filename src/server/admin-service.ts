@@ -18,6 +18,7 @@ import { ACTIVITY_BUCKET_MS, type ActivityHistory } from "./activity-history.js"
 import type { AdminQueries } from "../storage/admin-queries.js";
 import type { NodeConfig } from "./config.js";
 import type { RuleRegistry } from "./rules/rule-registry.js";
+import type { RuleWriter } from "./rules/rule-writer.js";
 import type { TaskAccess } from "./task-access.js";
 import type { TaskAction } from "../grains/queue/queue-grain.js";
 import type { ScheduleMethods } from "./schedule-rpcs.js";
@@ -32,7 +33,9 @@ export interface AdminServiceDeps extends TaskAccess {
   router: Pick<Router, "grainFor" | "ownerOf" | "ownership" | "selfId">;
   /** Operator reads: durable facts from storage (they never activate a grain). */
   queries: Pick<AdminQueries, "listQueues" | "listTasks" | "queueSummary" | "queueSettings" | "listGroupConfigs">;
-  rules: Pick<RuleRegistry, "list" | "prepare" | "set" | "get" | "delete">;
+  /** Task types' rules: read here, written through `ruleWriter` (this node's, or the cluster's). */
+  rules: Pick<RuleRegistry, "list" | "prepare" | "get">;
+  ruleWriter: RuleWriter;
   broker: Pick<LeaseBroker, "parked">;
   /** The workers calling this node, and who holds which lease. */
   workers: Pick<WorkerRegistry, "list" | "holderOf" | "canTakeBatches">;
@@ -266,7 +269,7 @@ export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof Admin
       if (call.request.rules.length === 0) throw invalidField("rules", "give at least one rule (use DeleteStrategies to clear)");
       const rules = call.request.rules.map(ruleFromWire);
       await ctx.rules.prepare(rules);
-      const saved = ctx.rules.set(type, rules, "operator");
+      const saved = await ctx.ruleWriter.set(type, rules, "operator");
       await ctx.committed();
       return { rules: typeRulesToWire(saved) };
     },
@@ -274,7 +277,7 @@ export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof Admin
     async deleteStrategies(call) {
       const type = checkLength(call.request.type, "type", KEY_MAX_CHARS);
       if (!ctx.rules.get(type)) throw new ConveyorError("NOT_FOUND", "RULES_NOT_FOUND", `task type ${quote(type)} has no concurrency rules`);
-      ctx.rules.delete(type);
+      await ctx.ruleWriter.delete(type);
       await ctx.committed();
       return {};
     },

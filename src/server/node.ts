@@ -33,6 +33,9 @@ import { LocalQueueRef, type QueueRef } from "../grains/runtime/queue-ref.js";
 import { SharedSlotLedger } from "../grains/runtime/shared-slots.js";
 import { SqliteRuleStore } from "../storage/rule-store.js";
 import { RuleRegistry } from "./rules/rule-registry.js";
+import { ClusterRules } from "./rules/cluster-rules.js";
+import { localRuleWriter, type RuleWriter } from "./rules/rule-writer.js";
+import type { Coordination } from "../cluster/coordination.js";
 import { LeaseBroker } from "../grains/runtime/lease-broker.js";
 import { WorkerRegistry } from "../grains/runtime/worker-registry.js";
 import type { Database } from "../storage/database.js";
@@ -124,7 +127,12 @@ export class ConveyorNode {
     const stopJanitor = () => janitor.stop();
     const membership = new MembershipLink(config.nodeId, clustered);
     const placement = new PlacementLink(config.clusterPartitions);
-    const services = buildServices(storage, runtime, { config, clock, metrics, logger, membership, placement });
+    // A cluster member's task-type rules follow the cluster's set in etcd (read before it joins); a single node's are its own.
+    const clusterRules = clustered
+      ? new ClusterRules({ registry: storage.rules, clock, logger, rewatchMs: Math.floor(config.clusterMemberTtlMs / 3), catchUpMs: RULES_CATCH_UP_MS })
+      : undefined;
+    const ruleWriter = clusterRules ?? localRuleWriter(storage.rules);
+    const services = buildServices(storage, runtime, { config, clock, metrics, logger, membership, placement, ruleWriter });
     const { authn, tls } = loaded;
     const security = new NodeSecurity(loaded, { registry: metrics.registry, logger, config, queueOfTask: queueOfTaskIn(storage.store) });
     const peers = new Peers();
@@ -139,7 +147,7 @@ export class ConveyorNode {
       observe: { forwarded: (method) => clusterMetrics.forwarded.inc({ method }), wrongOwner: (method) => clusterMetrics.wrongOwner.inc({ method }) },
     };
     const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security, forwarding, rows: storage.rows });
-    const joined = await joinCluster(config, transports, dataDir, logger, membership);
+    const joined = await joinCluster(config, transports, dataDir, logger, membership, clusterRules);
     placement.control = joined.placement;
     let drain = async () => {};
     if (joined.owners && joined.member && ownership instanceof OwnershipLink) {
@@ -170,6 +178,7 @@ export class ConveyorNode {
     }
     const leaveCluster = async () => {
       await drain();
+      await clusterRules?.stop();
       await joined.leave();
       peers.close();
     };
@@ -220,6 +229,12 @@ export class ConveyorNode {
     logger.info("conveyord stopped");
   }
 }
+
+/**
+ * How long a rules write that etcd accepted waits for this node's watch to bring it
+ * (normally milliseconds) before it reads the rule set instead.
+ */
+const RULES_CATCH_UP_MS = 2_000;
 
 /** The node's storage: the data file and what reads and writes it. */
 interface Storage {
@@ -334,11 +349,12 @@ interface Services {
 
 /** One implementation per service, each given only what it uses. */
 function buildServices(
-  storage: Storage, runtime: GrainRuntime, env: Pick<RuntimeEnv, "config" | "clock" | "metrics" | "logger"> & { membership: MembershipLink; placement: PlacementLink },
+  storage: Storage, runtime: GrainRuntime,
+  env: Pick<RuntimeEnv, "config" | "clock" | "metrics" | "logger"> & { membership: MembershipLink; placement: PlacementLink; ruleWriter: RuleWriter },
 ): Services {
   const { db, store, queries, rules } = storage;
   const { host, router, broker, waiters, workers } = runtime;
-  const { config, clock, metrics, logger } = env;
+  const { config, clock, metrics, logger, ruleWriter } = env;
   const committed = () => db.committed();
   const tasksById = taskAccess(router, store);
   return {
@@ -346,11 +362,11 @@ function buildServices(
       ...tasksById, router, rules, metrics, clock, newTaskId: (queue) => mintTaskId(router.ownership.partitionOf(queue)), waiters,
       taskDefaults: taskDefaultsOf(config),
     }),
-    workers: workerService({ router, broker, workers, rules, config, committed }),
+    workers: workerService({ router, broker, workers, rules, ruleWriter, config, committed }),
     // Operator actions are logged here, so gRPC and the dashboard's JSON API log alike.
     admin: withOperatorLog({
       ...adminService({
-        ...tasksById, router, queries, rules, broker, workers, activity: metrics.activity, config, startedAtMs: clock.nowMs(), committed,
+        ...tasksById, router, queries, rules, ruleWriter, broker, workers, activity: metrics.activity, config, startedAtMs: clock.nowMs(), committed,
         activeQueues: () => host.activeQueues(), clusterStatus: clusterStatusHandler(env.membership),
         queueExists: (queue) => store.queueExists(queue),
       }),
@@ -453,11 +469,12 @@ async function startTransports(
  * Returns the member's partitions (a cluster member) and how to leave.
  */
 async function joinCluster(
-  config: NodeConfig, transports: Transports, dataDir: DataDir, logger: Logger, link: MembershipLink,
+  config: NodeConfig, transports: Transports, dataDir: DataDir, logger: Logger, link: MembershipLink, rules: ClusterRules | undefined,
 ): Promise<{ owners: PartitionOwners | undefined; member: ClusterMember | undefined; placement: PlacementControl | undefined; leave: () => Promise<void> }> {
   try {
     const membership = await startMembership({
       etcd: config.clusterEtcd, cluster: config.clusterName, partitions: config.clusterPartitions, ttlMs: config.clusterMemberTtlMs, logger,
+      ...(rules ? { beforeJoin: (coordination: Coordination, deadlineMs: number) => rules.start(coordination, deadlineMs) } : {}),
       self: {
         nodeId: config.nodeId, grpc: config.clusterAdvertise || transports.grpcAddress, http: transports.httpAddress,
         version: packageInfo().version, dataDirId: dataDir.identity.id, startedAtMs: Date.now(),
@@ -466,6 +483,7 @@ async function joinCluster(
     link.link(membership);
     return { owners: membership.owners, member: membership.member, placement: membership.placement, leave: () => membership.stop() };
   } catch (error) {
+    await rules?.stop();
     transports.grpcServer.forceShutdown();
     transports.httpServer.closeAllConnections();
     await new Promise<void>((resolve) => transports.httpServer.close(() => resolve()));

@@ -15,6 +15,7 @@ import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
 import type { WorkerRegistry } from "../grains/runtime/worker-registry.js";
 import type { NodeConfig } from "./config.js";
 import type { RuleRegistry } from "./rules/rule-registry.js";
+import type { RuleWriter } from "./rules/rule-writer.js";
 import { WorkSlicer, chunksBy } from "./work-slicer.js";
 import { BATCH_MAX, checkLength, checkQueueName } from "./validate.js";
 import {
@@ -55,8 +56,9 @@ export interface WorkerServiceDeps {
   broker: Pick<LeaseBroker, "lease" | "drain" | "undrain">;
   /** Who calls: every call says its worker is still there; heartbeats and settles end leases. */
   workers: Pick<WorkerRegistry, "seen" | "registered" | "heartbeat" | "settled">;
-  /** Task types' rules, which workers register. */
-  rules: Pick<RuleRegistry, "prepare" | "registerAll">;
+  /** Task types' rules, which workers register: compiled here, written through `ruleWriter` (this node's, or the cluster's). */
+  rules: Pick<RuleRegistry, "prepare">;
+  ruleWriter: Pick<RuleWriter, "registerAll">;
   config: Pick<NodeConfig, "leaseWaitMaxMs" | "leaseTtlMs" | "heartbeatIntervalMs">;
   /** Resolves once every write so far is durable (the rule registry's writes). */
   committed: () => Promise<void>;
@@ -215,7 +217,7 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
       });
       const staged = types.map((t) => ({ type: t.type, rules: t.concurrency.map(ruleFromWire) }));
       await ctx.rules.prepare(staged.flatMap((t) => t.rules));
-      ctx.rules.registerAll(staged.map((t, i) => ({ ...t, field: `types[${i}].concurrency` })));
+      await ctx.ruleWriter.registerAll(staged.map((t, i) => ({ ...t, field: `types[${i}].concurrency` })));
       // A worker registers when it starts: a restarted worker with a fixed id is not draining.
       ctx.broker.undrain(call.request.workerId);
       ctx.workers.registered(call.request.workerId, types.map((t) => t.type));

@@ -6,7 +6,10 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Etcd3 } from "etcd3";
-import { WatchCompactedError, type Claimant, type Coordination, type MemberChange, type MemberRecord, type OverrideChange } from "../../src/cluster/coordination.js";
+import {
+  TYPE_RULES_WRITE_MAX, WatchCompactedError, type Claimant, type Coordination, type MemberChange, type MemberRecord, type OverrideChange,
+  type TypeRulesChange,
+} from "../../src/cluster/coordination.js";
 import { EtcdCoordination } from "../../src/cluster/etcd-coordination.js";
 import { MemoryCoordination, MemoryEtcd } from "../../src/cluster/memory-coordination.js";
 import { startEtcd, type EtcdCluster } from "../support/etcd.js";
@@ -91,6 +94,53 @@ function contract(name: string, harness: () => Harness) {
       let failure: Error | undefined;
       const watch = await h.run(c.watchMembers(put.revision, () => {}, (err) => (failure = err)));
       await h.until("the watch to fail", async () => failure !== undefined, 5_000);
+      expect(failure).toBeInstanceOf(WatchCompactedError);
+      await watch.cancel().catch(() => {});
+      await c.close();
+    });
+
+    it("stores task-type rules in versioned transactions: a write naming an old version changes nothing; reads and watches see each write whole", async () => {
+      const c = h.client(`c${randomUUID().slice(0, 8)}`);
+      const empty = await h.run(c.typeRules());
+      expect(empty).toMatchObject({ entries: [], version: 0 });
+      const seen: TypeRulesChange[] = [];
+      const watch = await h.run(c.watchTypeRules(empty.revision + 1, (ch) => seen.push(ch), () => {}));
+      const first = await h.run(c.writeTypeRules({ puts: [{ type: "email", value: "v-email" }, { type: "a/b", value: "v-ab" }], deletes: [] }, 0));
+      expect(first.ok).toBe(true);
+      const v1 = first.ok ? first.version : 0;
+      expect(v1).toBeGreaterThan(empty.revision);
+      // Another writer still at version 0 (it has not seen the first write) is refused, and nothing changes.
+      expect(await h.run(c.writeTypeRules({ puts: [{ type: "email", value: "stale" }], deletes: [] }, 0))).toEqual({ ok: false });
+      const afterFirst = await h.run(c.typeRules());
+      expect(afterFirst.version).toBe(v1);
+      expect(afterFirst.entries).toEqual([{ type: "a/b", value: "v-ab" }, { type: "email", value: "v-email" }]);
+      const second = await h.run(c.writeTypeRules({ puts: [{ type: "sms", value: "v-sms" }], deletes: ["email", "never-stored"] }, v1));
+      expect(second.ok).toBe(true);
+      const v2 = second.ok ? second.version : 0;
+      const afterSecond = await h.run(c.typeRules());
+      expect(afterSecond).toMatchObject({ version: v2, entries: [{ type: "a/b", value: "v-ab" }, { type: "sms", value: "v-sms" }] });
+      await h.until("the watch to see both writes", async () => seen.length >= 4, 5_000);
+      expect(seen.map((ch) => (ch.kind === "put" ? ["put", ch.entry.type, ch.entry.value, ch.revision] : ["delete", ch.type, ch.revision])).sort())
+        .toEqual([["delete", "email", v2], ["put", "a/b", "v-ab", v1], ["put", "email", "v-email", v1], ["put", "sms", "v-sms", v2]].sort());
+      await watch.cancel();
+      // Writes beyond the port's bound, or empty, are refused before reaching the store.
+      const tooMany = { puts: Array.from({ length: TYPE_RULES_WRITE_MAX + 1 }, (_, i) => ({ type: `t${i}`, value: "x" })), deletes: [] };
+      await expect(c.writeTypeRules(tooMany, v2)).rejects.toThrow(/at most/);
+      await expect(c.writeTypeRules({ puts: [], deletes: [] }, v2)).rejects.toThrow(/empty/);
+      expect((await h.run(c.typeRules())).version).toBe(v2);
+      await c.close();
+    });
+
+    it("a rules watch from a compacted revision ends with WatchCompactedError", async () => {
+      const c = h.client(`c${randomUUID().slice(0, 8)}`);
+      const written = await h.run(c.writeTypeRules({ puts: [{ type: "t", value: "1" }], deletes: [] }, 0));
+      const version = written.ok ? written.version : 0;
+      expect(version).toBeGreaterThan(0);
+      expect((await h.run(c.writeTypeRules({ puts: [{ type: "t", value: "2" }], deletes: [] }, version))).ok).toBe(true);
+      await h.compact((await h.run(c.typeRules())).revision);
+      let failure: Error | undefined;
+      const watch = await h.run(c.watchTypeRules(version, () => {}, (err) => (failure = err)));
+      await h.until("the rules watch to fail", async () => failure !== undefined, 5_000);
       expect(failure).toBeInstanceOf(WatchCompactedError);
       await watch.cancel().catch(() => {});
       await c.close();

@@ -126,8 +126,6 @@ class MethodForwarding {
         return forwarded ? this.localClaiming(call, ((request["queues"] ?? []) as Msg[]).map((q) => String(q["queue"] ?? ""))) : this.lease(call);
       case "every":
         return this.every(call, route, forwarded);
-      case "broadcast":
-        return forwarded ? this.local(call) : this.broadcast(call);
     }
   }
 
@@ -411,20 +409,6 @@ class MethodForwarding {
     if (forwarded) return mine;
     const theirs = await Promise.all(this.deps.others().map((m) => this.forward(call, call.request, m, undefined) as Promise<Msg>));
     return route.merge([mine, ...theirs]);
-  }
-
-  /** A node-wide setting: applied here, then on every other member; fails naming a member that did not take it. */
-  private async broadcast(call: CallLike): Promise<unknown> {
-    const response = await this.local(call);
-    const others = this.deps.others();
-    const results = await Promise.allSettled(others.map((m) => this.forward(call, call.request, m, undefined)));
-    const failed = results.findIndex((r) => r.status === "rejected");
-    if (failed >= 0) {
-      const reason = (results[failed] as PromiseRejectedResult).reason as unknown;
-      throw new ConveyorError("UNAVAILABLE", "UNREACHABLE",
-        `applied on this node but not on node ${others[failed]!.nodeId} (${reason instanceof Error ? reason.message : String(reason)}); retry: the call is idempotent`);
-    }
-    return response;
   }
 
   /** The call with another request (the part of a split call); everything else is the caller's. */

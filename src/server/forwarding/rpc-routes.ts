@@ -2,7 +2,9 @@
  * Where every RPC of every service is served in a cluster: one table, walked by a test
  * (every method of every service must have a route, as every method must have a role).
  *
- * - `here`: the receiving node answers (its own state: cluster status, node info, task-type rules).
+ * - `here`: the receiving node answers (its own state: cluster status, node info; and the
+ *   task-type rules, whose writes go to the cluster's rule set in etcd, which every member
+ *   follows: server/rules/cluster-rules.ts).
  * - `queue`: the owner of the queue named in the request.
  * - `task`: the owner of the task's partition (server-made ids carry it, see task-ids.ts),
  *   then every other member when that owner does not have it (caller-chosen ids).
@@ -12,7 +14,6 @@
  * - `lease`: the Lease long poll (forwarder.ts explains how it splits).
  * - `every`: reads of the whole cluster; each member answers for the partitions it holds
  *   (`keep`), and the answers are merged.
- * - `broadcast`: writes of node-wide settings every member must apply (task-type rules).
  */
 import type { MessageShape } from "@bufbuild/protobuf";
 import type { ActivityBucket, GetActivityResponseSchema } from "../../gen/conveyor/v1/admin_service_pb.js";
@@ -57,11 +58,9 @@ export type RpcRoute =
   | { kind: "task"; id(request: Msg): string }
   | ItemsRoute
   | { kind: "lease" }
-  | EveryRoute
-  | { kind: "broadcast" };
+  | EveryRoute;
 
 const here: RpcRoute = { kind: "here" };
-const broadcast: RpcRoute = { kind: "broadcast" };
 const byQueue = (field = "queue"): RpcRoute => ({ kind: "queue", queue: (r) => String(r[field] ?? "") });
 const byTaskId: RpcRoute = { kind: "task", id: (r) => String(r["id"] ?? "") };
 /** A queue-scoped request whose queue may be left empty to mean every queue. */
@@ -148,7 +147,7 @@ export const RPC_ROUTES: Readonly<Record<string, RpcRoute>> = {
   "WorkerService/Lease": { kind: "lease" },
   "WorkerService/Heartbeat": itemsRoute("leases", (l) => String(l["queue"] ?? ""), "leases"),
   "WorkerService/Settle": itemsRoute("settlements", (s) => String(s["queue"] ?? ""), "results", "error"),
-  "WorkerService/RegisterTaskTypes": broadcast,
+  "WorkerService/RegisterTaskTypes": here,
 
   "AdminService/ListQueues": concatEvery("queues", (q) => String(q["name"] ?? "")),
   "AdminService/PauseQueue": byQueue(),
@@ -171,8 +170,8 @@ export const RPC_ROUTES: Readonly<Record<string, RpcRoute>> = {
   "AdminService/DeleteGroupConfig": byQueue(),
   "AdminService/ListGroups": byQueue(),
   "AdminService/ListStrategies": here,
-  "AdminService/SetStrategies": broadcast,
-  "AdminService/DeleteStrategies": broadcast,
+  "AdminService/SetStrategies": here,
+  "AdminService/DeleteStrategies": here,
   "AdminService/GetClusterInfo": here,
   // Each node lists the workers connected to it; a worker polling several nodes appears once per node.
   "AdminService/ListWorkers": concatEvery("workers", undefined),

@@ -29,6 +29,12 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]*$/;
 /** Compiled programs kept beyond those of the current rules (a cache, pruned past this). */
 const SPARE_PROGRAMS_MAX = 1024;
 
+/** A change of the rule set: types stored (replacing theirs) and types removed. */
+export interface RulesPlan {
+  puts: TypeRules[];
+  deletes: string[];
+}
+
 export class RuleRegistry {
   private readonly types = new Map<string, TypeRules>();
   /** Compiled programs (or why the source does not compile) by source text. */
@@ -38,15 +44,38 @@ export class RuleRegistry {
 
   /** Loads the stored rules (at node start). */
   load(): void {
-    for (const t of this.store.loadAll()) {
-      // A stored rule that no longer compiles (stored before a bound existed) fails its
-      // tasks with the reason, as any evaluation error does; the node still starts.
-      for (const r of t.rules) {
-        this.compile(r.expression);
-        if (r.maxRunsExpression) this.compile(r.maxRunsExpression);
-      }
-      this.types.set(t.type, t);
+    for (const t of this.store.loadAll()) this.cache(t);
+  }
+
+  /** Puts one type's rules in memory, compiling its expressions. */
+  private cache(t: TypeRules): void {
+    // A stored rule that no longer compiles (stored before a bound existed) fails its
+    // tasks with the reason, as any evaluation error does; the node still starts.
+    for (const r of t.rules) {
+      this.compile(r.expression);
+      if (r.maxRunsExpression) this.compile(r.maxRunsExpression);
     }
+    this.types.set(t.type, t);
+  }
+
+  /**
+   * Applies rules decided elsewhere (a cluster's rule set, validated by the node that
+   * wrote it): held in memory and mirrored into this node's store, without validation.
+   */
+  apply(plan: RulesPlan): void {
+    // Memory first: it is what enqueue reads, and it must follow the cluster even when
+    // the mirror cannot be written (the error is thrown after, for the caller to log).
+    for (const t of plan.puts) this.cache(t);
+    for (const type of plan.deletes) this.types.delete(type);
+    for (const t of plan.puts) this.store.save(t);
+    for (const type of plan.deletes) this.store.delete(type);
+  }
+
+  /** Makes the whole set `entries` (a cluster member's read of the cluster's rules): types not in it are removed, unchanged ones not rewritten. */
+  replaceAll(entries: readonly TypeRules[]): void {
+    const keep = new Set(entries.map((t) => t.type));
+    const changed = entries.filter((t) => JSON.stringify(this.types.get(t.type)) !== JSON.stringify(t));
+    this.apply({ puts: changed, deletes: [...this.types.keys()].filter((type) => !keep.has(type)) });
   }
 
   /**
@@ -77,8 +106,13 @@ export class RuleRegistry {
 
   /** Validates and stores a type's rules, replacing the previous ones. */
   set(type: string, rules: RuleDef[], source: RuleSource, field = "rules"): TypeRules {
+    return this.save(this.planSet(type, rules, source, field));
+  }
+
+  /** What `set` would store, validated against the current rules; stores nothing. */
+  planSet(type: string, rules: RuleDef[], source: RuleSource, field = "rules"): TypeRules {
     this.validate(type, rules, field, this.types);
-    return this.save({ type, rules, source, updatedAtMs: this.nowMs() });
+    return { type, rules, source, updatedAtMs: this.nowMs() };
   }
 
   private save(entry: TypeRules): TypeRules {
@@ -93,6 +127,13 @@ export class RuleRegistry {
    * but leaves rules an operator set.
    */
   registerAll(types: ReadonlyArray<{ type: string; rules: RuleDef[]; field: string }>): void {
+    const plan = this.planRegisterAll(types);
+    for (const t of plan.puts) this.save(t);
+    for (const type of plan.deletes) this.delete(type);
+  }
+
+  /** What `registerAll` would store and remove, validated against the current rules; changes nothing. */
+  planRegisterAll(types: ReadonlyArray<{ type: string; rules: RuleDef[]; field: string }>): RulesPlan {
     // Every type is checked against the state the whole call leads to (stored types it
     // does not replace, and the other types of the call), then all are applied.
     const updatedAtMs = this.nowMs();
@@ -102,10 +143,23 @@ export class RuleRegistry {
       else if (after.get(t.type)?.source === "worker") after.delete(t.type);
     }
     for (const t of types) if (t.rules.length > 0) this.validate(t.type, t.rules, t.field, after);
+    // The types in call order, as if applied one after the other (a type named twice ends as its last mention says).
+    const current = new Map(this.types);
+    const puts = new Map<string, TypeRules>();
+    const deletes = new Set<string>();
     for (const t of types) {
-      if (t.rules.length > 0) this.save(after.get(t.type)!);
-      else if (this.types.get(t.type)?.source === "worker") this.delete(t.type);
+      if (t.rules.length > 0) {
+        const entry: TypeRules = { type: t.type, rules: t.rules, source: "worker", updatedAtMs };
+        current.set(t.type, entry);
+        puts.set(t.type, entry);
+        deletes.delete(t.type);
+      } else if (current.get(t.type)?.source === "worker") {
+        current.delete(t.type);
+        puts.delete(t.type);
+        if (this.types.has(t.type)) deletes.add(t.type);
+      }
     }
+    return { puts: [...puts.values()], deletes: [...deletes] };
   }
 
   delete(type: string): boolean {
