@@ -72,6 +72,7 @@ export function matrixRequest(rpc: string, target: { queue: string; removableQue
     "AdminService/SetSchedule": { schedule: { name: "s2", task: { queue, type: "t" }, cadence: { case: "intervalMs", value: 3_600_000n } } },
     "AdminService/DeleteQueue": { queue: target.removableQueue },
     "AdminService/BulkTaskAction": { queue, action: BulkAction.DELETE, state: TaskState.CANCELLED },
+    "ClusterService/ReportSlots": { fromNode: "n", seq: 1n, partitions: [], slots: [] },
   };
   const method = rpc.split("/")[1]!;
   return requests[rpc] ?? (/Task$/.test(method) ? { id: taskId } : /Schedule/.test(method) ? { queue, name: "s" } : /Queue|Limit|Group|Activity|Tasks/.test(method) ? { queue } : {});

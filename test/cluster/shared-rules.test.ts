@@ -1,0 +1,85 @@
+/**
+ * Named (shared) concurrency rules are counted cluster-wide (issue 13, "Cluster-wide
+ * state"), with real processes: one etcd and three conveyord nodes, a queue on each node,
+ * every task naming the same shared rule with a limit of N, and one SDK worker running
+ * them all (so its handler sees every running task of the cluster and counts them
+ * exactly). Without the rule's ledger each node would admit N and the count would reach
+ * 3N. The second test moves the ledger mid-run (SIGTERM of the node holding it): the new
+ * ledger grants nothing until every member has reported, so the count stays ≤ N, and
+ * every task still completes.
+ */
+import { describe, expect, it } from "vitest";
+import { Mux, Worker, json, newTask } from "../../src/index.js";
+import { clusterFixture, queuesOn, startCluster } from "../support/cluster.js";
+import { eventually, type NodeProcess } from "../support/node-process.js";
+import { Ring } from "../support/ring.js";
+
+const TTL_S = 3;
+const IDS = ["n1", "n2", "n3"];
+const LIMIT = 3;
+const PER_QUEUE = 12;
+/** How long a task's handler works: long enough for tasks on different nodes to overlap. */
+const WORK_MS = 120;
+const fixture = clusterFixture();
+const { nodes, closers, client } = fixture;
+
+/** A worker over `queues` counting the tasks running at once (the cluster's, as it runs them all). */
+function countingWorker(address: string, queues: string[]) {
+  const stats = { running: 0, maxRunning: 0, done: new Set<string>() };
+  const worker = new Worker({
+    address, queues, concurrency: 4 * LIMIT * queues.length, handleSignals: false, leaseWaitMs: 2_000, logger: null,
+    mux: new Mux().handle("job", async (task) => {
+      stats.running += 1;
+      stats.maxRunning = Math.max(stats.maxRunning, stats.running);
+      try {
+        await new Promise((resolve) => setTimeout(resolve, WORK_MS));
+      } finally {
+        stats.running -= 1;
+        stats.done.add(task.id);
+      }
+    }),
+  });
+  closers.push(() => worker.stop());
+  return { worker, stats };
+}
+
+async function setup(): Promise<{ byId: Map<string, NodeProcess>; queues: string[]; ids: string[] }> {
+  const { byId } = await startCluster(fixture.etcd, IDS, nodes, TTL_S, closers);
+  const queues = [...queuesOn(IDS, 1).values()].flat();
+  // Task-type rules reach every member that is up (they are broadcast).
+  await client(byId.get("n1")!).admin.setStrategies("job", [{ name: "tenant", expression: "'all'", maxRuns: LIMIT, limitStrategy: "GROUP_ROUND_ROBIN" }]);
+  const ids: string[] = [];
+  for (const queue of queues) {
+    const c = client(byId.get("n2")!);
+    for (let i = 0; i < PER_QUEUE; i++) ids.push((await c.enqueue(newTask("job", json({ i })), { queue })).id);
+  }
+  return { byId, queues, ids };
+}
+
+describe("named (shared) rules are counted cluster-wide (real processes)", { timeout: 120_000 }, () => {
+  it("three nodes' queues naming one shared rule never run more than its limit at once, and every task completes", async () => {
+    const { byId, queues, ids } = await setup();
+    const { worker, stats } = countingWorker(byId.get("n1")!.grpcAddress, queues);
+    const started = Date.now();
+    worker.start();
+    await eventually(`all ${ids.length} tasks to complete`, async () => (ids.every((id) => stats.done.has(id)) ? true : undefined), 60_000);
+    process.stdout.write(`shared rule, limit ${LIMIT}, ${ids.length} tasks of ${WORK_MS} ms on 3 nodes: ${Date.now() - started} ms, at most ${stats.maxRunning} running at once\n`);
+    expect(stats.maxRunning).toBeLessThanOrEqual(LIMIT);
+    // The budget was used, not starved: tasks of different nodes ran side by side.
+    expect(stats.maxRunning).toBeGreaterThan(1);
+  });
+
+  it("the ledger's node stopping mid-run (SIGTERM) moves the ledger without over-admitting, and every task completes", async () => {
+    const { byId, queues, ids } = await setup();
+    const ledgerNode = new Ring(IDS, 1).ownerOf("rule:@tenant");
+    const survivor = IDS.find((id) => id !== ledgerNode)!;
+    const { worker, stats } = countingWorker(byId.get(survivor)!.grpcAddress, queues);
+    worker.start();
+    await eventually("a third of the tasks to complete", async () => (stats.done.size >= ids.length / 3 ? true : undefined), 60_000);
+    const exit = await byId.get(ledgerNode)!.stop();
+    expect(exit).toBe(0);
+    await eventually(`all ${ids.length} tasks to complete after ${ledgerNode} left`, async () => (ids.every((id) => stats.done.has(id)) ? true : undefined), 60_000);
+    process.stdout.write(`ledger moved off ${ledgerNode} mid-run: at most ${stats.maxRunning} running at once (limit ${LIMIT})\n`);
+    expect(stats.maxRunning).toBeLessThanOrEqual(LIMIT);
+  });
+});
