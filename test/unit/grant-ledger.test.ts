@@ -50,6 +50,17 @@ describe("GrantLedger", () => {
     expect(ledger.countedOf(SLOT)).toBe(4);
   });
 
+  it("takes the newest limit setting of any node, and answers it to every node", () => {
+    const ledger = new GrantLedger();
+    ledger.report(report("a", 1, 0, 0, 5, 5, 10), ["a", "b"]);
+    // b set the key's limit later (its newest task says 2); a's older setting does not undo
+    // it, and the two share the 2 evenly.
+    expect(ledger.report(report("b", 1, 0, 0, 2, 2, 20), ["a", "b"])).toEqual([{ slot: SLOT, grant: 1, limit: 2 }]);
+    expect(ledger.report(report("a", 2, 0, 0, 5, 5, 10), ["a", "b"])).toEqual([{ slot: SLOT, grant: 1, limit: 2 }]);
+    expect(ledger.countedOf(SLOT)).toBe(2);
+    expect(ledger.limitOf(SLOT)).toBe(2);
+  });
+
   it("ignores a report older than one it took, and forgets members that left", () => {
     const ledger = new GrantLedger();
     ledger.report(report("a", 2, 0, 0, 1, 1), ["a"]);
