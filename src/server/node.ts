@@ -112,8 +112,13 @@ export class ConveyorNode {
       ? new OwnershipLink(config.nodeId, config.clusterPartitions, partitionOfQueue)
       : new SoloOwnership(config.nodeId, config.clusterPartitions, partitionOfQueue);
     // A cluster member admits tasks on shared rules up to its grants from the rules' ledgers;
-    // a single node's limits are its whole budget (no grants).
-    const grants = clustered ? new NodeGrants() : undefined;
+    // a single node's limits are its whole budget (no grants). Reports between nodes are
+    // plain ClusterService calls with no identity of their own (as handoffs are): with auth
+    // or TLS on they would be refused and no ledger could ever grant, so such a cluster
+    // keeps counting shared rules per node until nodes have a cluster identity.
+    const nodeToNodeWorks = !loaded.authn.enabled && !loaded.tls;
+    const grants = clustered && nodeToNodeWorks ? new NodeGrants() : undefined;
+    if (clustered && !nodeToNodeWorks) logger.warn("auth or TLS is on: named (shared) concurrency rules are counted per node, not cluster-wide (nodes have no cluster identity yet)");
     let grantsWanted = () => {};
     const runtime = startGrainRuntime(storage, { config, clock, random, metrics, logger }, ownership,
       grants ? { grants, nowMs: () => clock.nowMs(), onWaiting: () => grantsWanted() } : undefined);
