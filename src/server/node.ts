@@ -30,7 +30,10 @@ import { clusterStatusHandler, MembershipLink } from "./cluster-status.js";
 import { packageInfo } from "../version.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
 import { LocalQueueRef, type QueueRef } from "../grains/runtime/queue-ref.js";
-import { SharedSlotLedger } from "../grains/runtime/shared-slots.js";
+import { SharedSlotLedger, type SharedGrants } from "../grains/runtime/shared-slots.js";
+import { NodeGrants } from "../grains/ledger/node-grants.js";
+import { LedgerHost } from "./ledger/ledger-host.js";
+import { GrantExchange } from "./ledger/grant-exchange.js";
 import { SqliteRuleStore } from "../storage/rule-store.js";
 import { RuleRegistry } from "./rules/rule-registry.js";
 import { ClusterRules } from "./rules/cluster-rules.js";
@@ -113,7 +116,18 @@ export class ConveyorNode {
     const ownership = clustered
       ? new OwnershipLink(config.nodeId, config.clusterPartitions, partitionOfQueue)
       : new SoloOwnership(config.nodeId, config.clusterPartitions, partitionOfQueue);
-    const runtime = startGrainRuntime(storage, { config, clock, random, metrics, logger }, ownership);
+    // A cluster member admits tasks on shared rules up to its grants from the rules' ledgers;
+    // a single node's limits are its whole budget (no grants). Reports between nodes are
+    // plain ClusterService calls with no identity of their own (as handoffs are): with auth
+    // or TLS on they would be refused and no ledger could ever grant, so such a cluster
+    // keeps counting shared rules per node until nodes have a cluster identity.
+    const nodeToNodeWorks = !loaded.authn.enabled && !loaded.tls;
+    const grants = clustered && nodeToNodeWorks ? new NodeGrants() : undefined;
+    if (clustered && !nodeToNodeWorks) logger.warn("auth or TLS is on: named (shared) concurrency rules are counted per node, not cluster-wide (nodes have no cluster identity yet)");
+    let grantsWanted = () => {};
+    const runtime = startGrainRuntime(storage, { config, clock, random, metrics, logger }, ownership,
+      grants ? { grants, nowMs: () => clock.nowMs(), onWaiting: () => grantsWanted() } : undefined);
+    const ledgers = new LedgerHost(ownership);
     // Queues with unfinished tasks come back at start (their timers, their leases' lapses).
     // So do queues with unpaused schedules (their ticks, missed ones included).
     const startQueues = new Set([...storage.queries.queuesWithUnfinishedTasks(), ...storage.store.schedules.queuesWithSchedules()]);
@@ -146,14 +160,19 @@ export class ConveyorNode {
       ...(ownership instanceof OwnershipLink ? { joined: ownership.linked } : {}),
       observe: { forwarded: (method) => clusterMetrics.forwarded.inc({ method }), wrongOwner: (method) => clusterMetrics.wrongOwner.inc({ method }) },
     };
-    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security, forwarding, rows: storage.rows });
+    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security, forwarding, rows: storage.rows, ledgers });
     const joined = await joinCluster(config, transports, dataDir, logger, membership, clusterRules);
     placement.control = joined.placement;
     let drain = async () => {};
-    if (joined.owners && joined.member && ownership instanceof OwnershipLink) {
+    let stopGrants = () => {};
+    if (joined.owners && joined.member && ownership instanceof OwnershipLink && grants) {
       const owners = joined.owners;
       ownership.link(owners);
       others = () => owners.others();
+      const exchange = new GrantExchange({ ownership, grants, shared: runtime.sharedSlots, host: ledgers, peers, others, clock, logger });
+      grantsWanted = () => exchange.soon();
+      exchange.start();
+      stopGrants = () => exchange.stop();
       const member = joined.member;
       clusterSources = {
         members: () => {
@@ -179,6 +198,7 @@ export class ConveyorNode {
     const leaveCluster = async () => {
       await drain();
       await clusterRules?.stop();
+      stopGrants();
       await joined.leave();
       peers.close();
     };
@@ -267,6 +287,7 @@ interface GrainRuntime {
   broker: LeaseBroker;
   waiters: TaskWaiters;
   workers: WorkerRegistry;
+  sharedSlots: SharedSlotLedger;
 }
 
 /**
@@ -274,10 +295,10 @@ interface GrainRuntime {
  * and the ledger to the parts built on them: readiness and pinning go to the broker;
  * reminders and shared-slot wakes go through the router, like every other queue call.
  */
-function startGrainRuntime(storage: Storage, env: RuntimeEnv, ownership: Ownership): GrainRuntime {
+function startGrainRuntime(storage: Storage, env: RuntimeEnv, ownership: Ownership, grants: SharedGrants | undefined): GrainRuntime {
   const { db, store } = storage;
   const { config, clock, random, metrics, logger } = env;
-  const sharedSlots = new SharedSlotLedger();
+  const sharedSlots = new SharedSlotLedger(undefined, grants);
   sharedSlots.restoreLimits(store.slotLimits(""));
   const waiters = new TaskWaiters({ clock, max: TASK_WAITERS_MAX });
   // Waiters hear of an end once it is committed (after a failed commit they read the
@@ -335,7 +356,7 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv, ownership: Ownersh
     host.deactivateAll("failed");
   });
   host.start();
-  return { host, router, broker, waiters, workers };
+  return { host, router, broker, waiters, workers, sharedSlots };
 }
 
 /** The queue holding task `id` (undefined: no such task), from the task store's index. */
@@ -399,7 +420,7 @@ async function startTransports(
   bare: Services, runtime: GrainRuntime,
   env: {
     config: NodeConfig; metrics: NodeMetrics; logger: Logger; db: Database; queries: Pick<AdminQueries, "depth">; clock: Clock; security: NodeSecurity;
-    forwarding: ForwarderDeps; rows: PartitionRows;
+    forwarding: ForwarderDeps; rows: PartitionRows; ledgers: LedgerHost;
   },
 ): Promise<Transports> {
   const { config, metrics, logger, db, queries, clock, security, forwarding } = env;
@@ -424,7 +445,7 @@ async function startTransports(
   addUnaryService(grpcServer, AdminService, services.admin, onInternal, observe);
   // Node-to-node (handoffs): served here, never forwarded.
   addUnaryService(grpcServer, ClusterService,
-    security.guard(ClusterService, clusterService({ rows: env.rows, partitions: config.clusterPartitions, logger, nowMs: () => clock.nowMs() })), onInternal, observe);
+    security.guard(ClusterService, clusterService({ rows: env.rows, partitions: config.clusterPartitions, logger, nowMs: () => clock.nowMs(), ledgers: env.ledgers })), onInternal, observe);
   // grpcurl and `buf curl` discover the services and their messages from the node itself.
   // Open even with auth on: it tells the schema, which the package publishes (proto/), and no data.
   addReflection(grpcServer, [TaskService, WorkerService, AdminService]);

@@ -18,10 +18,14 @@ import { eventually, NodeProcess } from "./node-process.js";
  */
 export async function startCluster(etcd: EtcdCluster, ids: string[], nodes: NodeProcess[], memberTtlS: number, closers: Array<() => unknown>): Promise<{ cluster: string; byId: Map<string, NodeProcess> }> {
   const cluster = `f-${randomUUID().slice(0, 8)}`;
-  const started = await Promise.all(ids.map((id) => NodeProcess.start({
+  const starts = await Promise.allSettled(ids.map((id) => NodeProcess.start({
     settings: { cluster_etcd: etcd.endpoints, cluster_name: cluster, node_id: id, cluster_member_ttl: `${memberTtlS}s` },
   })));
-  nodes.push(...started);
+  // The nodes that did start are the caller's to kill, even when another failed to.
+  for (const s of starts) if (s.status === "fulfilled") nodes.push(s.value);
+  const failed = starts.find((s) => s.status === "rejected");
+  if (failed) throw failed.reason;
+  const started = starts.map((s) => (s as PromiseFulfilledResult<NodeProcess>).value);
   const byId = new Map(ids.map((id, i) => [id, started[i]!]));
   await eventually("every node to see all members active", async () => {
     const views = await Promise.all(started.map((n) => statusOf(n, closers)));

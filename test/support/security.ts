@@ -75,6 +75,7 @@ export function matrixRequest(rpc: string, target: { queue: string; removableQue
     // A single node answers these NOT_A_CLUSTER once allowed; a refusal comes first.
     "AdminService/DrainNode": { nodeId: "n2" },
     "AdminService/MovePartition": { partition: 0, toNodeId: "n2" },
+    "ClusterService/ReportSlots": { fromNode: "n", seq: 1n, partitions: [], slots: [] },
   };
   const method = rpc.split("/")[1]!;
   return requests[rpc] ?? (/Task$/.test(method) ? { id: taskId } : /Schedule/.test(method) ? { queue, name: "s" } : /Queue|Limit|Group|Activity|Tasks/.test(method) ? { queue } : {});

@@ -13,7 +13,8 @@ export const readyOrder = (a: ReadyItem, b: ReadyItem): boolean =>
 /**
  * A slot: one budget that tasks count against, `${ruleId}\0${key}`. The queue's own
  * per-key limit is the rule "q"; each concurrency rule of a task type is another rule.
- * Rule ids starting with "@" are shared (named) rules, counted node-wide.
+ * Rule ids starting with "@" are shared (named) rules, counted node-wide (and, in a
+ * cluster, admitted up to the node's grant from the rule's ledger).
  */
 export const slotOf = (ruleId: string, key: string): string => `${ruleId}\u0000${key}`;
 export const ruleOfSlot = (slot: string): string => slot.slice(0, slot.indexOf("\u0000"));
@@ -27,8 +28,14 @@ export const QUEUE_RULE = "q";
 export interface SlotLedger {
   inflightOf(slot: string): number;
   adjust(slot: string, delta: 1 | -1): void;
+  /** The slot's limit as set here (the newest task's value): what strategies compare with. */
   limitOf(slot: string): number | undefined;
   setLimit(slot: string, limit: number | undefined): void;
+  /**
+   * How many tasks of the slot may run here, when that differs from `limitOf`: in a
+   * cluster, a shared slot's grant from its ledger (grant-ledger.ts). Undefined: no limit.
+   */
+  admissionLimitOf?(slot: string): number | undefined;
 }
 
 export class LocalSlotLedger implements SlotLedger {
@@ -118,8 +125,14 @@ export class KeySlots {
     return total;
   }
 
+  /** What admission is checked against: a shared slot's grant in a cluster, else its limit. */
+  private admissionLimitOf(slot: string): number | undefined {
+    const ledger = this.ledgerOf(slot);
+    return ledger.admissionLimitOf ? ledger.admissionLimitOf(slot) : this.limitOf(slot);
+  }
+
   isSaturated(slot: string): boolean {
-    const limit = this.limitOf(slot);
+    const limit = this.admissionLimitOf(slot);
     return limit !== undefined && this.inflightOf(slot) >= limit;
   }
 
@@ -164,13 +177,15 @@ export class KeySlots {
     const heap = this.held.get(slot);
     if (!heap) return [];
     const out: ReadyItem[] = [];
-    const limit = this.limitOf(slot);
+    const limit = this.admissionLimitOf(slot);
     const room = limit === undefined ? Infinity : limit - this.inflightOf(slot);
     while (out.length < room && heap.size > 0) {
       const item = heap.pop()!;
       if (this.isLive(item)) out.push(item);
     }
     if (heap.size === 0) this.held.delete(slot);
+    // Still holding tasks on a shared slot: keep watching it (a wake clears the watch).
+    else if (isSharedSlot(slot)) this.shared?.watch(slot);
     return out;
   }
 }

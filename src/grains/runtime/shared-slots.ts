@@ -7,10 +7,21 @@
  * slot (or its limit changes), the watchers are woken after the current turn, so a
  * held task in another queue dispatches without waiting for a sweep.
  *
- * Clustering will place this ledger in a grain of its own on the ring (keyed by rule
- * name), so that queues on different nodes share it; the `SlotLedger` port stays.
+ * In a cluster (`grants` given) a shared slot with a limit admits up to this node's grant
+ * from the rule's ledger (grains/ledger): the in-flight count stays local, the limit a
+ * queue sets is declared to the ledger, and a grant that rises wakes every queue watching
+ * the slot. A single node gives no `grants`: its limit is the whole budget, as before.
  */
+import type { NodeGrants } from "../ledger/node-grants.js";
 import { LocalSlotLedger, type SlotLedger } from "../queue/key-slots.js";
+
+/** A cluster member's grants, and the hooks they need. */
+export interface SharedGrants {
+  grants: NodeGrants;
+  nowMs: () => number;
+  /** A queue started holding tasks on a shared slot: ask the ledger soon. */
+  onWaiting: (slot: string) => void;
+}
 
 export class SharedSlotLedger {
   private readonly ledger = new LocalSlotLedger();
@@ -22,7 +33,7 @@ export class SharedSlotLedger {
    * @param wake called once per (queue, slot) after the turn that freed the slot; the
    * node links it after its router exists (`link`), tests may give it here.
    */
-  constructor(private wake: (queue: string, slot: string) => void = () => {}) {}
+  constructor(private wake: (queue: string, slot: string) => void = () => {}, private readonly shared?: SharedGrants) {}
 
   /** Sets where wakes go (the node: the watching queue's ref, through the router). */
   link(wake: (queue: string, slot: string) => void): void {
@@ -40,14 +51,34 @@ export class SharedSlotLedger {
       limitOf: (slot) => this.ledger.limitOf(slot),
       setLimit: (slot, limit) => {
         this.ledger.setLimit(slot, limit);
+        this.shared?.grants.declare(slot, limit, this.shared.nowMs());
         this.notify(slot, queue);
       },
+      ...(this.shared ? { admissionLimitOf: (slot: string) => this.shared!.grants.admissionLimitOf(slot) } : {}),
       watch: (slot) => {
         let set = this.watchers.get(slot);
         if (!set) this.watchers.set(slot, (set = new Set()));
         set.add(queue);
+        this.shared?.onWaiting(slot);
       },
     };
+  }
+
+  /** Does some queue hold tasks back on `slot` (waiting for room)? */
+  isWaitedOn(slot: string): boolean {
+    return (this.watchers.get(slot)?.size ?? 0) > 0;
+  }
+
+  /** Shared slots this node has anything of: tasks running, tasks waiting, or a limit set. */
+  slots(): Set<string> {
+    const out = new Set<string>(this.watchers.keys());
+    for (const [slot] of this.ledger.entries()) out.add(slot);
+    return out;
+  }
+
+  /** Room was granted on `slot`: wake every queue watching it. */
+  granted(slot: string): void {
+    this.notify(slot, "");
   }
 
   inflightOf(slot: string): number {
@@ -56,7 +87,11 @@ export class SharedSlotLedger {
 
   /** Restores the stored dynamic limits of shared keys (at node start). */
   restoreLimits(limits: ReadonlyMap<string, number>): void {
-    for (const [slot, limit] of limits) this.ledger.setLimit(slot, limit);
+    // Stored limits are older than any a task sets from now on (time 0 loses to them).
+    for (const [slot, limit] of limits) {
+      this.ledger.setLimit(slot, limit);
+      this.shared?.grants.declare(slot, limit, 0);
+    }
   }
 
   /** Wakes the other queues watching `slot` (the caller wakes its own held tasks). */

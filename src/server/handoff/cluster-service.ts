@@ -1,5 +1,6 @@
 /**
- * The node-to-node service: the receiving side of a handoff. Chunks of one transfer are
+ * The node-to-node service: the receiving side of a handoff, and the shared-rule ledgers
+ * held here (ReportSlots). For a handoff: Chunks of one transfer are
  * gathered in memory (a partition is tens of MB at most: its rows within retention) and
  * the last one loads the rows in one write. The rows stay invisible here until this node
  * claims the partition, which it does as soon as etcd shows it released to this node
@@ -11,6 +12,7 @@ import type { ClusterService } from "../../gen/conveyor/v1/cluster_service_pb.js
 import type { UnaryImpl } from "../../rpc/service-definition.js";
 import type { PartitionRows } from "../../storage/partition-rows.js";
 import type { Logger } from "pino";
+import type { LedgerHost } from "../ledger/ledger-host.js";
 
 /** Transfers not finished after this long are dropped (their sender gave up). */
 const TRANSFER_STALE_MS = 120_000;
@@ -22,7 +24,7 @@ interface Transfer {
   startedAtMs: number;
 }
 
-export function clusterService(deps: { rows: PartitionRows; partitions: number; logger: Logger; nowMs: () => number }): UnaryImpl<typeof ClusterService> {
+export function clusterService(deps: { rows: PartitionRows; partitions: number; logger: Logger; nowMs: () => number; ledgers: LedgerHost }): UnaryImpl<typeof ClusterService> {
   const transfers = new Map<string, Transfer>();
   return {
     async acceptPartition(call) {
@@ -54,6 +56,22 @@ export function clusterService(deps: { rows: PartitionRows; partitions: number; 
       deps.logger.info({ partition: r.partition, from: r.fromNode, epoch: String(r.epoch), tasks: loaded.tasks, queues: loaded.queues.length },
         "received a partition's rows");
       return { tasks: BigInt(loaded.tasks) };
+    },
+
+    // Shared-rule ledgers held here (ledger/ledger-host.ts).
+    async reportSlots(call) {
+      const r = call.request;
+      const answer = await deps.ledgers.report({
+        fromNode: r.fromNode, seq: Number(r.seq), partitions: r.partitions,
+        slots: r.slots.map((s) => ({
+          slot: s.slot, held: s.held, inflight: s.inflight, want: s.want,
+          ...(s.limitSetAtMs !== undefined ? { limit: s.limit, limitSetAtMs: Number(s.limitSetAtMs) } : {}),
+        })),
+      });
+      return {
+        grants: answer.grants.map((g) => ({ slot: g.slot, grant: g.grant, ...(g.limit !== undefined ? { limit: g.limit } : {}) })),
+        refusedPartitions: answer.refusedPartitions,
+      };
     },
   };
 }

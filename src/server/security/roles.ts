@@ -107,6 +107,8 @@ export const RPC_TABLE: Readonly<Record<string, RpcRule>> = {
   // Node-to-node: a handoff's rows, of every queue of a partition. An unscoped admin only,
   // until nodes have an identity of their own.
   "ClusterService/AcceptPartition": { roles: ADMIN, queues: everyQueue() },
+  // Node-to-node: a node's counts on shared rules (rules span queues), for the ledgers held here.
+  "ClusterService/ReportSlots": { roles: ADMIN, queues: everyQueue() },
 };
 
 /** The roles that may call `rpc` (admin always among them); undefined for an RPC not in the table. */

@@ -1,6 +1,7 @@
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from typing import ClassVar as _ClassVar, Optional as _Optional
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -27,3 +28,49 @@ class AcceptPartitionResponse(_message.Message):
     TASKS_FIELD_NUMBER: _ClassVar[int]
     tasks: int
     def __init__(self, tasks: _Optional[int] = ...) -> None: ...
+
+class ReportSlotsRequest(_message.Message):
+    __slots__ = ["from_node", "partitions", "seq", "slots"]
+    FROM_NODE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    from_node: str
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    seq: int
+    slots: _containers.RepeatedCompositeFieldContainer[SharedSlotReport]
+    def __init__(self, from_node: _Optional[str] = ..., seq: _Optional[int] = ..., partitions: _Optional[_Iterable[int]] = ..., slots: _Optional[_Iterable[_Union[SharedSlotReport, _Mapping]]] = ...) -> None: ...
+
+class ReportSlotsResponse(_message.Message):
+    __slots__ = ["grants", "refused_partitions"]
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    grants: _containers.RepeatedCompositeFieldContainer[SharedSlotGrant]
+    refused_partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, grants: _Optional[_Iterable[_Union[SharedSlotGrant, _Mapping]]] = ..., refused_partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class SharedSlotGrant(_message.Message):
+    __slots__ = ["grant", "limit", "slot"]
+    GRANT_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    grant: int
+    limit: int
+    slot: str
+    def __init__(self, slot: _Optional[str] = ..., grant: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class SharedSlotReport(_message.Message):
+    __slots__ = ["held", "inflight", "limit", "limit_set_at_ms", "slot", "want"]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    INFLIGHT_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_SET_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    WANT_FIELD_NUMBER: _ClassVar[int]
+    held: int
+    inflight: int
+    limit: int
+    limit_set_at_ms: int
+    slot: str
+    want: int
+    def __init__(self, slot: _Optional[str] = ..., held: _Optional[int] = ..., inflight: _Optional[int] = ..., want: _Optional[int] = ..., limit: _Optional[int] = ..., limit_set_at_ms: _Optional[int] = ...) -> None: ...

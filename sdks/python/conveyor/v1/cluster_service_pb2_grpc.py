@@ -21,6 +21,11 @@ class ClusterServiceStub(object):
                 request_serializer=conveyor_dot_v1_dot_cluster__service__pb2.AcceptPartitionRequest.SerializeToString,
                 response_deserializer=conveyor_dot_v1_dot_cluster__service__pb2.AcceptPartitionResponse.FromString,
                 )
+        self.ReportSlots = channel.unary_unary(
+                '/conveyor.v1.ClusterService/ReportSlots',
+                request_serializer=conveyor_dot_v1_dot_cluster__service__pb2.ReportSlotsRequest.SerializeToString,
+                response_deserializer=conveyor_dot_v1_dot_cluster__service__pb2.ReportSlotsResponse.FromString,
+                )
 
 
 class ClusterServiceServicer(object):
@@ -37,6 +42,16 @@ class ClusterServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportSlots(self, request, context):
+        """A node's in-flight counts and grants on shared (named) concurrency rules, for the
+        ledgers this node holds (one per rule, on the owner of partition("rule:<name>")),
+        answered with the node's new grants. Sent by every member to every member, once per
+        interval and when tasks start waiting on a shared slot.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -44,6 +59,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.AcceptPartition,
                     request_deserializer=conveyor_dot_v1_dot_cluster__service__pb2.AcceptPartitionRequest.FromString,
                     response_serializer=conveyor_dot_v1_dot_cluster__service__pb2.AcceptPartitionResponse.SerializeToString,
+            ),
+            'ReportSlots': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportSlots,
+                    request_deserializer=conveyor_dot_v1_dot_cluster__service__pb2.ReportSlotsRequest.FromString,
+                    response_serializer=conveyor_dot_v1_dot_cluster__service__pb2.ReportSlotsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -71,5 +91,22 @@ class ClusterService(object):
         return grpc.experimental.unary_unary(request, target, '/conveyor.v1.ClusterService/AcceptPartition',
             conveyor_dot_v1_dot_cluster__service__pb2.AcceptPartitionRequest.SerializeToString,
             conveyor_dot_v1_dot_cluster__service__pb2.AcceptPartitionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ReportSlots(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/conveyor.v1.ClusterService/ReportSlots',
+            conveyor_dot_v1_dot_cluster__service__pb2.ReportSlotsRequest.SerializeToString,
+            conveyor_dot_v1_dot_cluster__service__pb2.ReportSlotsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -10,7 +10,151 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file conveyor/v1/cluster_service.proto.
  */
 export const file_conveyor_v1_cluster_service: GenFile = /*@__PURE__*/
-  fileDesc("CiFjb252ZXlvci92MS9jbHVzdGVyX3NlcnZpY2UucHJvdG8SC2NvbnZleW9yLnYxIo0BChZBY2NlcHRQYXJ0aXRpb25SZXF1ZXN0EhEKCXBhcnRpdGlvbhgBIAEoDRIRCglmcm9tX25vZGUYAiABKAkSDQoFZXBvY2gYAyABKAMSEwoLdHJhbnNmZXJfaWQYBCABKAkSDQoFY2h1bmsYBSABKA0SDAoEbGFzdBgGIAEoCBIMCgRkYXRhGAcgASgMIigKF0FjY2VwdFBhcnRpdGlvblJlc3BvbnNlEg0KBXRhc2tzGAEgASgEMm4KDkNsdXN0ZXJTZXJ2aWNlElwKD0FjY2VwdFBhcnRpdGlvbhIjLmNvbnZleW9yLnYxLkFjY2VwdFBhcnRpdGlvblJlcXVlc3QaJC5jb252ZXlvci52MS5BY2NlcHRQYXJ0aXRpb25SZXNwb25zZWIGcHJvdG8z");
+  fileDesc("CiFjb252ZXlvci92MS9jbHVzdGVyX3NlcnZpY2UucHJvdG8SC2NvbnZleW9yLnYxInYKElJlcG9ydFNsb3RzUmVxdWVzdBIRCglmcm9tX25vZGUYASABKAkSCwoDc2VxGAIgASgEEhIKCnBhcnRpdGlvbnMYAyADKA0SLAoFc2xvdHMYBCADKAsyHS5jb252ZXlvci52MS5TaGFyZWRTbG90UmVwb3J0Ip4BChBTaGFyZWRTbG90UmVwb3J0EgwKBHNsb3QYASABKAkSDAoEaGVsZBgCIAEoDRIQCghpbmZsaWdodBgDIAEoDRIMCgR3YW50GAQgASgNEhIKBWxpbWl0GAUgASgNSACIAQESHAoPbGltaXRfc2V0X2F0X21zGAYgASgDSAGIAQFCCAoGX2xpbWl0QhIKEF9saW1pdF9zZXRfYXRfbXMiXwoTUmVwb3J0U2xvdHNSZXNwb25zZRIsCgZncmFudHMYASADKAsyHC5jb252ZXlvci52MS5TaGFyZWRTbG90R3JhbnQSGgoScmVmdXNlZF9wYXJ0aXRpb25zGAIgAygNIkwKD1NoYXJlZFNsb3RHcmFudBIMCgRzbG90GAEgASgJEg0KBWdyYW50GAIgASgNEhIKBWxpbWl0GAMgASgNSACIAQFCCAoGX2xpbWl0Io0BChZBY2NlcHRQYXJ0aXRpb25SZXF1ZXN0EhEKCXBhcnRpdGlvbhgBIAEoDRIRCglmcm9tX25vZGUYAiABKAkSDQoFZXBvY2gYAyABKAMSEwoLdHJhbnNmZXJfaWQYBCABKAkSDQoFY2h1bmsYBSABKA0SDAoEbGFzdBgGIAEoCBIMCgRkYXRhGAcgASgMIigKF0FjY2VwdFBhcnRpdGlvblJlc3BvbnNlEg0KBXRhc2tzGAEgASgEMsABCg5DbHVzdGVyU2VydmljZRJcCg9BY2NlcHRQYXJ0aXRpb24SIy5jb252ZXlvci52MS5BY2NlcHRQYXJ0aXRpb25SZXF1ZXN0GiQuY29udmV5b3IudjEuQWNjZXB0UGFydGl0aW9uUmVzcG9uc2USUAoLUmVwb3J0U2xvdHMSHy5jb252ZXlvci52MS5SZXBvcnRTbG90c1JlcXVlc3QaIC5jb252ZXlvci52MS5SZXBvcnRTbG90c1Jlc3BvbnNlYgZwcm90bzM");
+
+/**
+ * @generated from message conveyor.v1.ReportSlotsRequest
+ */
+export type ReportSlotsRequest = Message<"conveyor.v1.ReportSlotsRequest"> & {
+  /**
+   * @generated from field: string from_node = 1;
+   */
+  fromNode: string;
+
+  /**
+   * Increases with every round of the sender's reports; an older report is ignored.
+   *
+   * @generated from field: uint64 seq = 2;
+   */
+  seq: bigint;
+
+  /**
+   * The partitions the sender routes to this node: for each, the report is the sender's
+   * whole state (a slot of them it does not list, it holds nothing of).
+   *
+   * @generated from field: repeated uint32 partitions = 3;
+   */
+  partitions: number[];
+
+  /**
+   * @generated from field: repeated conveyor.v1.SharedSlotReport slots = 4;
+   */
+  slots: SharedSlotReport[];
+};
+
+/**
+ * Describes the message conveyor.v1.ReportSlotsRequest.
+ * Use `create(ReportSlotsRequestSchema)` to create a new message.
+ */
+export const ReportSlotsRequestSchema: GenMessage<ReportSlotsRequest> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_cluster_service, 0);
+
+/**
+ * @generated from message conveyor.v1.SharedSlotReport
+ */
+export type SharedSlotReport = Message<"conveyor.v1.SharedSlotReport"> & {
+  /**
+   * `<rule>\0<key>`, the rule starting with "@".
+   *
+   * @generated from field: string slot = 1;
+   */
+  slot: string;
+
+  /**
+   * The grant the sender admits up to now.
+   *
+   * @generated from field: uint32 held = 2;
+   */
+  held: number;
+
+  /**
+   * Its tasks of the slot running now.
+   *
+   * @generated from field: uint32 inflight = 3;
+   */
+  inflight: number;
+
+  /**
+   * How many it would run if it could.
+   *
+   * @generated from field: uint32 want = 4;
+   */
+  want: number;
+
+  /**
+   * The slot's limit as the sender last set it, and when (ms since the epoch); the newest wins.
+   *
+   * @generated from field: optional uint32 limit = 5;
+   */
+  limit?: number | undefined;
+
+  /**
+   * @generated from field: optional int64 limit_set_at_ms = 6;
+   */
+  limitSetAtMs?: bigint | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.SharedSlotReport.
+ * Use `create(SharedSlotReportSchema)` to create a new message.
+ */
+export const SharedSlotReportSchema: GenMessage<SharedSlotReport> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_cluster_service, 1);
+
+/**
+ * @generated from message conveyor.v1.ReportSlotsResponse
+ */
+export type ReportSlotsResponse = Message<"conveyor.v1.ReportSlotsResponse"> & {
+  /**
+   * @generated from field: repeated conveyor.v1.SharedSlotGrant grants = 1;
+   */
+  grants: SharedSlotGrant[];
+
+  /**
+   * Listed partitions this node does not hold (the sender routes them again).
+   *
+   * @generated from field: repeated uint32 refused_partitions = 2;
+   */
+  refusedPartitions: number[];
+};
+
+/**
+ * Describes the message conveyor.v1.ReportSlotsResponse.
+ * Use `create(ReportSlotsResponseSchema)` to create a new message.
+ */
+export const ReportSlotsResponseSchema: GenMessage<ReportSlotsResponse> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_cluster_service, 2);
+
+/**
+ * @generated from message conveyor.v1.SharedSlotGrant
+ */
+export type SharedSlotGrant = Message<"conveyor.v1.SharedSlotGrant"> & {
+  /**
+   * @generated from field: string slot = 1;
+   */
+  slot: string;
+
+  /**
+   * What the sender may run from now on (below what it holds: give the rest back).
+   *
+   * @generated from field: uint32 grant = 2;
+   */
+  grant: number;
+
+  /**
+   * The slot's limit the ledger knows; unset: no limit.
+   *
+   * @generated from field: optional uint32 limit = 3;
+   */
+  limit?: number | undefined;
+};
+
+/**
+ * Describes the message conveyor.v1.SharedSlotGrant.
+ * Use `create(SharedSlotGrantSchema)` to create a new message.
+ */
+export const SharedSlotGrantSchema: GenMessage<SharedSlotGrant> = /*@__PURE__*/
+  messageDesc(file_conveyor_v1_cluster_service, 3);
 
 /**
  * @generated from message conveyor.v1.AcceptPartitionRequest
@@ -63,7 +207,7 @@ export type AcceptPartitionRequest = Message<"conveyor.v1.AcceptPartitionRequest
  * Use `create(AcceptPartitionRequestSchema)` to create a new message.
  */
 export const AcceptPartitionRequestSchema: GenMessage<AcceptPartitionRequest> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_cluster_service, 0);
+  messageDesc(file_conveyor_v1_cluster_service, 4);
 
 /**
  * @generated from message conveyor.v1.AcceptPartitionResponse
@@ -82,7 +226,7 @@ export type AcceptPartitionResponse = Message<"conveyor.v1.AcceptPartitionRespon
  * Use `create(AcceptPartitionResponseSchema)` to create a new message.
  */
 export const AcceptPartitionResponseSchema: GenMessage<AcceptPartitionResponse> = /*@__PURE__*/
-  messageDesc(file_conveyor_v1_cluster_service, 1);
+  messageDesc(file_conveyor_v1_cluster_service, 5);
 
 /**
  * Node-to-node calls of a conveyor cluster. Not for clients: a node serves them to its
@@ -102,6 +246,19 @@ export const ClusterService: GenService<{
     methodKind: "unary";
     input: typeof AcceptPartitionRequestSchema;
     output: typeof AcceptPartitionResponseSchema;
+  },
+  /**
+   * A node's in-flight counts and grants on shared (named) concurrency rules, for the
+   * ledgers this node holds (one per rule, on the owner of partition("rule:<name>")),
+   * answered with the node's new grants. Sent by every member to every member, once per
+   * interval and when tasks start waiting on a shared slot.
+   *
+   * @generated from rpc conveyor.v1.ClusterService.ReportSlots
+   */
+  reportSlots: {
+    methodKind: "unary";
+    input: typeof ReportSlotsRequestSchema;
+    output: typeof ReportSlotsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_conveyor_v1_cluster_service, 0);

@@ -1,0 +1,151 @@
+/**
+ * A cluster member's side of the shared-rule ledgers: rounds of reports, each carrying
+ * every shared slot of this node to the node that holds its rule's ledger, and applying
+ * the grants that come back (a raised grant wakes the queues waiting on the slot).
+ *
+ * Every round reports to every member, an empty report included: a fresh ledger must hear
+ * from every member before it grants anything (a node it never heard of might hold
+ * grant). Rounds run one at a time (a reply is applied before the next report is built,
+ * which the ledger's arithmetic relies on), every `intervalMs`, and at once when a queue
+ * starts holding tasks on a shared slot, so a grant costs one round trip, not an interval.
+ */
+import type { DescMethod } from "@bufbuild/protobuf";
+import type { Logger } from "pino";
+import type { Clock } from "../../base/clock.js";
+import type { Ownership } from "../../cluster/ownership.js";
+import type { SlotGrant, SlotReport } from "../../grains/ledger/grant-ledger.js";
+import type { NodeGrants } from "../../grains/ledger/node-grants.js";
+import type { SharedSlotLedger } from "../../grains/runtime/shared-slots.js";
+import { ClusterService } from "../../gen/conveyor/v1/cluster_service_pb.js";
+import type { Peers } from "../forwarding/peers.js";
+import { ledgerPartitionOf, type LedgerHost, type SlotsReport } from "./ledger-host.js";
+
+/** How often every member reports to every other one (grants also move at once on demand). */
+export const GRANT_ROUND_INTERVAL_MS = 250;
+/** A report not answered within this is given up (its grant is not applied; the ledger may count it). */
+const REPORT_TIMEOUT_MS = 2_000;
+
+const reportSlots = (ClusterService.methods as DescMethod[]).find((m) => m.name === "ReportSlots")!;
+
+export interface GrantExchangeDeps {
+  ownership: Ownership;
+  grants: NodeGrants;
+  shared: SharedSlotLedger;
+  host: LedgerHost;
+  peers: Peers;
+  /** The other members' gRPC addresses. */
+  others: () => Array<{ nodeId: string; address: string }>;
+  clock: Clock;
+  logger: Logger;
+}
+
+export class GrantExchange {
+  private seq = 0;
+  private running = false;
+  private again = false;
+  private stopped = false;
+  private cancelTimer: (() => void) | undefined;
+  /** Rounds completed (for tests and metrics). */
+  rounds = 0;
+
+  constructor(private readonly deps: GrantExchangeDeps) {
+    // Seqs must grow across restarts of this node too (a ledger remembers the last one).
+    this.seq = deps.clock.nowMs() * 1000;
+  }
+
+  start(): void {
+    this.schedule(GRANT_ROUND_INTERVAL_MS);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.cancelTimer?.();
+  }
+
+  /** Runs a round as soon as possible (after the one running, if any). */
+  soon(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.cancelTimer?.();
+    this.schedule(0);
+  }
+
+  private schedule(delayMs: number): void {
+    this.cancelTimer = this.deps.clock.setTimer(delayMs, () => {
+      this.cancelTimer = undefined;
+      void this.round();
+    });
+  }
+
+  private async round(): Promise<void> {
+    if (this.stopped || this.running) return;
+    this.running = true;
+    try {
+      await this.exchange();
+    } catch (err) {
+      this.deps.logger.warn({ err }, "shared-rule grant round failed");
+    } finally {
+      this.running = false;
+      this.rounds += 1;
+      if (!this.stopped) {
+        const now = this.again;
+        this.again = false;
+        this.schedule(now ? 0 : GRANT_ROUND_INTERVAL_MS);
+      }
+    }
+  }
+
+  private async exchange(): Promise<void> {
+    const { ownership, grants, shared, host, peers } = this.deps;
+    this.seq += 1;
+    const seq = this.seq;
+    const self = ownership.nodeId;
+    // Which node holds each partition's ledgers, as this node routes now.
+    const partitionsOf = new Map<string, number[]>();
+    for (const m of ownership.members()) partitionsOf.set(m, []);
+    partitionsOf.set(self, partitionsOf.get(self) ?? []);
+    const holderOf = new Map<number, string>();
+    for (let p = 0; p < ownership.partitions; p++) {
+      const route = ownership.route(p);
+      const holder = route.kind === "local" || route.kind === "claim" ? self : route.kind === "remote" ? route.nodeId : undefined;
+      if (holder === undefined || !partitionsOf.has(holder)) continue;
+      holderOf.set(p, holder);
+      partitionsOf.get(holder)!.push(p);
+    }
+    const slots = new Set([...shared.slots(), ...grants.knownSlots()]);
+    const reports = grants.report(slots, (slot) => shared.inflightOf(slot), (slot) => shared.isWaitedOn(slot));
+    const slotsOf = new Map<string, SlotReport[]>();
+    for (const r of reports) {
+      const holder = holderOf.get(ledgerPartitionOf(ownership, r.slot));
+      if (holder === undefined) continue; // its ledger is unreachable now: keep what is held
+      let list = slotsOf.get(holder);
+      if (!list) slotsOf.set(holder, (list = []));
+      list.push(r);
+    }
+    const addresses = new Map(this.deps.others().map((o) => [o.nodeId, o.address]));
+    const calls = [...partitionsOf].map(async ([node, partitions]): Promise<SlotGrant[]> => {
+      const request: SlotsReport = { fromNode: self, seq, partitions, slots: slotsOf.get(node) ?? [] };
+      if (node === self) return (await host.report(request)).grants;
+      const address = addresses.get(node);
+      if (!address) return [];
+      try {
+        const answer = await peers.call(address, ClusterService, reportSlots, {
+          fromNode: self, seq: BigInt(seq), partitions,
+          slots: request.slots.map((s) => ({
+            slot: s.slot, held: s.held, inflight: s.inflight, want: s.want,
+            ...(s.limitSetAtMs !== undefined ? { limitSetAtMs: BigInt(s.limitSetAtMs), ...(s.limit !== undefined ? { limit: s.limit } : {}) } : {}),
+          })),
+        }, { from: self, route: "", deadlineMs: Date.now() + REPORT_TIMEOUT_MS }) as { grants: Array<{ slot: string; grant: number; limit?: number }> };
+        return answer.grants.map((g) => ({ slot: g.slot, grant: g.grant, limit: g.limit }));
+      } catch (err) {
+        this.deps.logger.debug({ err, node }, "a shared-rule report was not answered; its grants stay as they are");
+        return [];
+      }
+    });
+    const answers = await Promise.all(calls);
+    for (const slot of grants.apply(answers.flat())) shared.granted(slot);
+  }
+}
