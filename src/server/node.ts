@@ -124,7 +124,8 @@ export class ConveyorNode {
     const services = buildServices(storage, runtime, { config, clock, metrics, logger, membership });
     const { authn, tls } = loaded;
     const security = new NodeSecurity(loaded, { registry: metrics.registry, logger, config, queueOfTask: queueOfTaskIn(storage.store) });
-    const peers = new Peers();
+    // Every node-to-node call presents this node's cluster secret (security/cluster-secret.ts).
+    const peers = new Peers(security.presentedClusterSecret);
     let others: ForwarderDeps["others"] = () => [];
     let clusterSources: ClusterMetricSources = {
       members: () => ({ joining: 0, active: 1, draining: 0 }), ringVersion: () => 1, partitionsHeld: () => config.clusterPartitions,

@@ -11,6 +11,7 @@ import type { UnaryImpl } from "../../rpc/service-definition.js";
 import type { NodeConfig } from "../config.js";
 import type { HttpRoute } from "../http.js";
 import { readAuthFile } from "./auth-file.js";
+import { ClusterSecret, ClusterSecretHolder } from "./cluster-secret.js";
 import { exposureRefusal, INSECURE_FLAG } from "./exposure.js";
 import { AuthFailures } from "./failures.js";
 import { guardService } from "./guard.js";
@@ -34,22 +35,34 @@ export interface LoadedSecurity {
   tls: TlsMaterial | undefined;
   /** The auth file and the text loaded from it (undefined: auth is off). */
   authFile: { path: string; text: string } | undefined;
+  /** The cluster secret in force and its file (undefined: none configured). */
+  clusterSecret: { path: string; holder: ClusterSecretHolder } | undefined;
 }
 
 export function loadSecurity(
-  config: Pick<NodeConfig, "authFile" | "listen" | "http"> & TlsSettings, options: SecurityOptions, logger: Logger,
+  config: Pick<NodeConfig, "authFile" | "listen" | "http" | "clusterEtcd" | "clusterSecretFile"> & TlsSettings, options: SecurityOptions, logger: Logger,
 ): LoadedSecurity {
   let authn: Authenticator;
   let tls: TlsMaterial | undefined;
   let authFile: LoadedSecurity["authFile"];
+  let clusterSecret: LoadedSecurity["clusterSecret"];
   try {
     const auth = config.authFile ? readAuthFile(config.authFile) : undefined;
-    authn = new Authenticator(auth?.policy);
+    clusterSecret = config.clusterSecretFile
+      ? { path: config.clusterSecretFile, holder: new ClusterSecretHolder(ClusterSecret.read(config.clusterSecretFile)) }
+      : undefined;
+    authn = new Authenticator(auth?.policy, clusterSecret?.holder);
     authFile = auth && { path: config.authFile, text: auth.text };
     const files = tlsFilesOf(config);
     tls = files ? new TlsMaterial(files) : undefined;
   } catch (e) {
     throw new SecurityConfigError((e as Error).message);
+  }
+  // Better refused now than every handoff and forwarded call refused later.
+  if (authn.enabled && config.clusterEtcd.trim() !== "" && !clusterSecret) {
+    throw new SecurityConfigError("auth_file is set and cluster_etcd makes this node a cluster member, but cluster_secret_file is not set: " +
+      "the nodes could not authenticate to each other, so no partition could move and no call could be forwarded. " +
+      "Make a secret with `conveyord cluster-secret > cluster.secret`, give every node the same file, and set cluster_secret_file");
   }
   const refusal = exposureRefusal({ grpc: config.listen, http: config.http }, authn.enabled, options.allowUnauthenticatedNetwork === true);
   if (refusal) throw new SecurityConfigError(refusal);
@@ -57,12 +70,14 @@ export function loadSecurity(
     logger.warn({ grpc: config.listen, http: config.http },
       `${INSECURE_FLAG}: NO AUTHENTICATION. Anyone who can reach these ports can read every task and change anything`);
   }
-  return { authn, tls, authFile };
+  return { authn, tls, authFile, clusterSecret };
 }
 
 export class NodeSecurity {
   readonly authn: Authenticator;
   readonly tls: TlsMaterial | undefined;
+  /** The secret this node presents to the others (undefined: none configured). */
+  readonly presentedClusterSecret: () => string | undefined;
   private readonly failures: AuthFailures;
   private readonly reloader: SecurityReloader;
   private fileWatch: FileWatch | undefined;
@@ -77,6 +92,8 @@ export class NodeSecurity {
   ) {
     this.authn = loaded.authn;
     this.tls = loaded.tls;
+    const holder = loaded.clusterSecret?.holder;
+    this.presentedClusterSecret = () => holder?.secret.presented;
     this.failures = new AuthFailures(env.registry, env.logger);
     this.reloader = new SecurityReloader({ ...loaded, logger: env.logger });
   }
