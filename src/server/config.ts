@@ -78,6 +78,8 @@ export interface NodeConfig {
   clusterAdvertise: string;
   /** File with the cluster's shared secret (one per line; the first is presented, any is accepted): nodes authenticate to each other with it. Reloaded like the auth file. */
   clusterSecretFile: string;
+  /** PEM CA bundle the other nodes' TLS certificates chain to, for this node's calls to them; "" = grpc's default roots. Only with TLS on. */
+  clusterTlsCa: string;
 }
 
 /** The server-wide default rate limit, if one is configured. */
@@ -124,6 +126,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   clusterHandoffWaitMs: 2_000,
   clusterAdvertise: "",
   clusterSecretFile: "",
+  clusterTlsCa: "",
 };
 
 export const LOG_FORMATS = ["auto", "pretty", "json"] as const;
@@ -173,6 +176,7 @@ const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: n
   { key: "clusterHandoffWaitMs", yaml: "cluster_handoff_wait", kind: "duration", max: TIMER_MAX_MS },
   { key: "clusterAdvertise", yaml: "cluster_advertise", kind: "string" },
   { key: "clusterSecretFile", yaml: "cluster_secret_file", kind: "string" },
+  { key: "clusterTlsCa", yaml: "cluster_tls_ca", kind: "string" },
 ];
 
 /** Integers that have no tighter bound still travel as int32/uint32 on the wire. */

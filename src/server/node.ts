@@ -125,7 +125,7 @@ export class ConveyorNode {
     const { authn, tls } = loaded;
     const security = new NodeSecurity(loaded, { registry: metrics.registry, logger, config, queueOfTask: queueOfTaskIn(storage.store) });
     // Every node-to-node call presents this node's cluster secret (security/cluster-secret.ts).
-    const peers = new Peers(security.presentedClusterSecret);
+    const peers = new Peers(security.presentedClusterSecret, security.peerCredentials);
     let others: ForwarderDeps["others"] = () => [];
     let clusterSources: ClusterMetricSources = {
       members: () => ({ joining: 0, active: 1, draining: 0 }), ringVersion: () => 1, partitionsHeld: () => config.clusterPartitions,

@@ -4,7 +4,9 @@
  * partitions move with auth on; a forwarded call carries the caller's verified identity,
  * whose roles and queue scope the owner applies; a client cannot pass itself off as a
  * node; a node with the wrong secret gets no partition and loses nothing; and a node with
- * auth on in a cluster refuses to start without a cluster secret.
+ * auth on in a cluster refuses to start without a cluster secret; and with TLS and mTLS
+ * the nodes call each other over TLS, so a caller known only by its client certificate
+ * is identified at the owner.
  */
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -16,12 +18,14 @@ import { describe, expect, it } from "vitest";
 import { Client, ConveyorError, Mux, Worker, json, newTask } from "../../src/index.js";
 import { AdminService } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import { ClusterService } from "../../src/gen/conveyor/v1/cluster_service_pb.js";
+import { clientTlsCredentials, type ClientTlsPem } from "../../src/rpc/channel-tls.js";
 import { RpcChannel } from "../../src/rpc/client.js";
 import { toGrpcDefinition } from "../../src/rpc/service-definition.js";
 import { fromServiceError } from "../../src/rpc/status.js";
 import { newClusterSecret } from "../../src/server/security/cluster-secret.js";
 import { encodeOnBehalfOf, ON_BEHALF_OF } from "../../src/server/security/on-behalf-of.js";
 import { clusterFixture } from "../support/cluster.js";
+import { makeCerts } from "../support/certs.js";
 import { eventually, NodeProcess } from "../support/node-process.js";
 import { Ring } from "../support/ring.js";
 import { authFileWithRoles, rawHttp, startOutcome } from "../support/security.js";
@@ -38,11 +42,11 @@ function secretFile(secret = newClusterSecret()): string {
 }
 const SECRET = secretFile();
 
-function startNode(cluster: string, id: string, secret = SECRET): Promise<NodeProcess> {
+function startNode(cluster: string, id: string, secret = SECRET, extra: Record<string, string> = {}): Promise<NodeProcess> {
   return NodeProcess.start({
     settings: {
       cluster_etcd: fixture.etcd.endpoints, cluster_name: cluster, node_id: id, cluster_member_ttl: "3s",
-      auth_file: auth.file, cluster_secret_file: secret,
+      auth_file: auth.file, cluster_secret_file: secret, ...extra,
     },
   }).then((n) => {
     nodes.push(n);
@@ -56,23 +60,24 @@ function client(node: NodeProcess, token: string): Client {
   return c;
 }
 
-function statusOf(node: NodeProcess) {
-  const channel = new RpcChannel({ address: node.grpcAddress, token: tokens.reader });
+/** The node's cluster status, read with the reader token, or with a client certificate (`tls`) on an mTLS node. */
+function statusOf(node: NodeProcess, tls?: ClientTlsPem) {
+  const channel = new RpcChannel(tls ? { address: node.grpcAddress, credentials: clientTlsCredentials(tls) } : { address: node.grpcAddress, token: tokens.reader });
   closers.push(() => channel.close());
   return channel.service(AdminService).getClusterStatus({ withLeases: false }, { timeoutMs: 5_000 });
 }
 
 /** Waits until every node sees `count` active members (so the ring spreads the partitions). */
-async function allActive(started: NodeProcess[], count: number): Promise<void> {
+async function allActive(started: NodeProcess[], count: number, tls?: ClientTlsPem): Promise<void> {
   await eventually(`every node to see ${count} active members`, async () => {
-    const views = await Promise.all(started.map((n) => statusOf(n)));
+    const views = await Promise.all(started.map((n) => statusOf(n, tls)));
     return views.every((v) => v.members.length === count && v.members.every((m) => m.state === 2)) ? true : undefined;
   }, 20_000);
 }
 
 /** Where each queue's partition is held, as `node` sees it. */
-async function holders(node: NodeProcess, queues: string[]): Promise<Map<string, string>> {
-  const status = await statusOf(node);
+async function holders(node: NodeProcess, queues: string[], tls?: ClientTlsPem): Promise<Map<string, string>> {
+  const status = await statusOf(node, tls);
   const ring = new Ring(["x"], 1, status.partitions);
   return new Map(queues.map((q) => [q, status.partitionStates[ring.partitionOf(q)]!.owner]));
 }
@@ -244,6 +249,41 @@ describe("cluster with authentication on (real processes)", { timeout: 120_000 }
     const held = await holders(n1!, queues);
     expect(toN3.filter((q) => held.get(q) === "n3")).toEqual([]);
     for (const id of ids) expect((await admin.getTask(id)).id).toBe(id);
+  });
+
+  it("with TLS and mTLS the nodes call each other over TLS: a caller known only by its client certificate is identified at the owner, its scope held there", async () => {
+    const certs = makeCerts();
+    const nodeCert = certs.node("conveyor-node", "IP:127.0.0.1,DNS:localhost");
+    const certAuth = join(certs.dir, "auth.yaml");
+    writeFileSync(certAuth, [
+      "certificates:",
+      '  - { name: billing-cert, common_name: billing, roles: [producer, reader], queues: ["in-*"] }',
+      "  - { name: ops-cert, common_name: ops, roles: [admin] }",
+    ].join("\n") + "\n");
+    const tlsFor = (cn: string): { ca: Buffer; cert: Buffer; key: Buffer } => {
+      const c = certs.client(cn);
+      return { ca: certs.read(certs.caCert), cert: certs.read(c.cert), key: certs.read(c.key) };
+    };
+    const settings = { auth_file: certAuth, tls_cert: nodeCert.cert, tls_key: nodeCert.key, tls_client_ca: certs.caCert, cluster_tls_ca: certs.caCert };
+    const cluster = `a-${randomUUID().slice(0, 8)}`;
+    const [n1, n2] = await Promise.all([startNode(cluster, "n1", SECRET, settings), startNode(cluster, "n2", SECRET, settings)]);
+    const ops = tlsFor("ops");
+    await allActive([n1!, n2!], 2, ops);
+    const inside = queueOwnedBy("in-", ["n1", "n2"], "n2");
+    const outside = queueOwnedBy("out-", ["n1", "n2"], "n2");
+    const billing = new Client({ address: n1!.grpcAddress, tls: tlsFor("billing"), timeoutMs: 15_000 });
+    closers.push(() => billing.close());
+
+    // No token anywhere: n1 identifies the caller by its certificate and n2, the owner, gets that identity.
+    const task = await billing.enqueue(newTask("job", json({})), { queue: inside });
+    expect((await holders(n1!, [inside], ops)).get(inside)).toBe("n2");
+    expect((await billing.getTask(task.id)).queue).toBe(inside);
+    const opsOnN2 = new Client({ address: n2!.grpcAddress, tls: ops, timeoutMs: 15_000 });
+    closers.push(() => opsOnN2.close());
+    const foreign = await opsOnN2.enqueue(newTask("job", json({})), { queue: outside });
+    const hidden = await refusalOf(billing.getTask(foreign.id));
+    expect([hidden.code, hidden.reason]).toEqual(["NOT_FOUND", "TASK_NOT_FOUND"]);
+    expect(n2!.logs.some((l) => l.includes("QUEUE_NOT_IN_SCOPE") && l.includes("billing-cert"))).toBe(true);
   });
 
   it("refuses to start with an auth file in a cluster but no cluster_secret_file, naming the setting; refuses a short secret", async () => {

@@ -19,7 +19,8 @@ import { httpGate } from "./http-gate.js";
 import type { FileWatch } from "./file-watch.js";
 import { Authenticator } from "./identity.js";
 import { SecurityReloader, type ReloadTrigger } from "./reload.js";
-import { tlsFilesOf, TlsMaterial, type TlsSettings } from "./tls.js";
+import * as grpc from "@grpc/grpc-js";
+import { readPem, tlsFilesOf, TlsMaterial, type TlsSettings } from "./tls.js";
 
 export interface SecurityOptions {
   /** The operator passed --insecure-allow-unauthenticated-network. */
@@ -37,15 +38,18 @@ export interface LoadedSecurity {
   authFile: { path: string; text: string } | undefined;
   /** The cluster secret in force and its file (undefined: none configured). */
   clusterSecret: { path: string; holder: ClusterSecretHolder } | undefined;
+  /** `cluster_tls_ca`: what the other nodes' certificates chain to (undefined: the default roots). */
+  peerCa: Buffer | undefined;
 }
 
 export function loadSecurity(
-  config: Pick<NodeConfig, "authFile" | "listen" | "http" | "clusterEtcd" | "clusterSecretFile"> & TlsSettings, options: SecurityOptions, logger: Logger,
+  config: Pick<NodeConfig, "authFile" | "listen" | "http" | "clusterEtcd" | "clusterSecretFile" | "clusterTlsCa"> & TlsSettings, options: SecurityOptions, logger: Logger,
 ): LoadedSecurity {
   let authn: Authenticator;
   let tls: TlsMaterial | undefined;
   let authFile: LoadedSecurity["authFile"];
   let clusterSecret: LoadedSecurity["clusterSecret"];
+  let peerCa: Buffer | undefined;
   try {
     const auth = config.authFile ? readAuthFile(config.authFile) : undefined;
     clusterSecret = config.clusterSecretFile
@@ -55,6 +59,8 @@ export function loadSecurity(
     authFile = auth && { path: config.authFile, text: auth.text };
     const files = tlsFilesOf(config);
     tls = files ? new TlsMaterial(files) : undefined;
+    if (config.clusterTlsCa && !tls) throw new Error("cluster_tls_ca is set but tls_cert and tls_key are not: nodes call each other with TLS only when they serve it");
+    peerCa = config.clusterTlsCa ? readPem("cluster_tls_ca", config.clusterTlsCa) : undefined;
   } catch (e) {
     throw new SecurityConfigError((e as Error).message);
   }
@@ -70,7 +76,7 @@ export function loadSecurity(
     logger.warn({ grpc: config.listen, http: config.http },
       `${INSECURE_FLAG}: NO AUTHENTICATION. Anyone who can reach these ports can read every task and change anything`);
   }
-  return { authn, tls, authFile, clusterSecret };
+  return { authn, tls, authFile, clusterSecret, peerCa };
 }
 
 export class NodeSecurity {
@@ -78,6 +84,8 @@ export class NodeSecurity {
   readonly tls: TlsMaterial | undefined;
   /** The secret this node presents to the others (undefined: none configured). */
   readonly presentedClusterSecret: () => string | undefined;
+  /** Channel credentials for calls to the other nodes: TLS when this node serves TLS (they share its settings). */
+  readonly peerCredentials: () => grpc.ChannelCredentials;
   private readonly failures: AuthFailures;
   private readonly reloader: SecurityReloader;
   private fileWatch: FileWatch | undefined;
@@ -94,6 +102,8 @@ export class NodeSecurity {
     this.tls = loaded.tls;
     const holder = loaded.clusterSecret?.holder;
     this.presentedClusterSecret = () => holder?.secret.presented;
+    const { tls, peerCa } = loaded;
+    this.peerCredentials = () => (tls ? tls.peerCredentials(peerCa) : grpc.credentials.createInsecure());
     this.failures = new AuthFailures(env.registry, env.logger);
     this.reloader = new SecurityReloader({ ...loaded, logger: env.logger });
   }
