@@ -382,7 +382,7 @@ describe("deploy/ Kubernetes", () => {
     expect(mounts.get(container.args[container.args.indexOf("--config") + 1])).toBe("config");
     // auth_file and the TLS files sit in mounted Secrets that hold those keys.
     const volumes = new Map((pod.volumes as Doc[]).map((v) => [v.name, v]));
-    for (const path of [config.authFile, config.clusterSecretFile, config.tlsCert, config.tlsKey]) {
+    for (const path of [config.authFile, config.clusterSecretFile, config.tlsCert, config.tlsKey, config.clusterTlsCa]) {
       const volume = volumes.get(mounts.get(dirname(path))!);
       expect(volume?.secret, path).toBeDefined();
       expect(Object.keys(find("Secret", volume!.secret.secretName)!.stringData)).toContain(path.split("/").at(-1));
