@@ -3,6 +3,10 @@
  * authenticator makes of a cluster credential and of `conveyor-on-behalf-of` (trusted
  * from a node only). The real-process behaviour is in test/cluster/cluster-auth.test.ts.
  */
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { ConveyorError } from "../../src/base/errors.js";
 import { parseAuthPolicy } from "../../src/server/security/auth-file.js";
@@ -10,6 +14,7 @@ import { CLUSTER_SECRET_MIN_CHARS, ClusterSecret, ClusterSecretHolder, newCluste
 import { Authenticator, OPEN_IDENTITY, type Credentials } from "../../src/server/security/identity.js";
 import { encodeOnBehalfOf } from "../../src/server/security/on-behalf-of.js";
 import { QueueScope } from "../../src/server/security/queue-scope.js";
+import { SecurityReloader } from "../../src/server/security/reload.js";
 import { newToken } from "../../src/server/security/tokens.js";
 
 const secret = newClusterSecret();
@@ -59,6 +64,26 @@ describe("cluster secret file", () => {
     }
     expect(message).toMatch(/line 2 holds more than one word/);
     expect(message).not.toContain(secret);
+  });
+});
+
+describe("cluster secret reload", () => {
+  it("SIGHUP puts a new secret in force for the next call; a file that does not load keeps the one in force", () => {
+    const file = join(mkdtempSync(join(tmpdir(), "conveyor-secret-")), "cluster.secret");
+    writeFileSync(file, `${secret}\n`);
+    const holder = new ClusterSecretHolder(ClusterSecret.read(file));
+    const a = new Authenticator(policy, holder);
+    const reloader = new SecurityReloader({ authn: a, tls: undefined, authFile: undefined, clusterSecret: { path: file, holder }, logger: pino({ level: "silent" }) });
+    writeFileSync(file, `${other}\n${secret}\n`); // rotation, step 2: the new one presented, both accepted
+    reloader.reload("SIGHUP");
+    expect(holder.secret.presented).toBe(other);
+    expect(a.identify(grpc({ authorization: `Cluster ${secret}` })).via).toBe("cluster secret");
+    writeFileSync(file, "short\n");
+    reloader.reload("SIGHUP");
+    expect(holder.secret.presented).toBe(other);
+    writeFileSync(file, `${other}\n`); // step 3: the old one removed
+    reloader.reload("file change");
+    expect(refusal(() => a.identify(grpc({ authorization: `Cluster ${secret}` }))).code).toBe("UNAUTHENTICATED");
   });
 });
 
