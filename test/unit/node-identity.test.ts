@@ -120,7 +120,7 @@ describe("node identity", () => {
 
   it("a node never vouches for an open identity (its own auth off) or for another node", () => {
     const fromOpen = refusal(() => authn().identify(grpc({ authorization: `Cluster ${secret}`, onBehalfOf: encodeOnBehalfOf(OPEN_IDENTITY) })));
-    expect(fromOpen).toMatchObject({ code: "PERMISSION_DENIED" });
+    expect(fromOpen).toMatchObject({ code: "PERMISSION_DENIED", reason: "FORWARDED_IDENTITY_REFUSED" });
     expect(fromOpen.message).toMatch(/authentication off/);
     const node = { name: "node n2", roles: new Set(["node"] as const), via: "token" as const, scope: undefined };
     expect(refusal(() => authn().identify(grpc({ authorization: `Cluster ${secret}`, onBehalfOf: encodeOnBehalfOf(node) }))).code).toBe("PERMISSION_DENIED");

@@ -38,7 +38,7 @@ export function encodeOnBehalfOf(identity: Identity): string {
 /** The caller a node forwarded for; throws PERMISSION_DENIED for a value no node of ours would send. */
 export function decodeOnBehalfOf(value: string, node: string): Identity {
   const refuse = (why: string) =>
-    new ConveyorError("PERMISSION_DENIED", "CREDENTIALS_UNKNOWN", `the caller identity ${node} forwarded is not usable: ${why}`);
+    new ConveyorError("PERMISSION_DENIED", "FORWARDED_IDENTITY_REFUSED", `the caller identity ${node} forwarded is not usable: ${why}`);
   // A scope of many patterns is long, but not unbounded.
   if (value.length > AUTHORIZATION_MAX_CHARS * 16) throw refuse("it is too long");
   let wire: Wire;
