@@ -7,9 +7,9 @@
  *   (ownership.acquire), then the bare service runs, which checks ownership again
  *   synchronously in the router (nothing is served on a claim this node lost meanwhile).
  * - Forwarded: the caller's request goes to the owner with the route this node used
- *   and the caller's identity as this node's guard established it (peers.ts). The owner never forwards again: if it does not hold the partition it
- *   answers WRONG_OWNER, and this node reads the partition records again and retries
- *   once. A forwarded call is answered by the owner after its own commit, so "never
+ *   and the caller's identity as this node's guard established it (peers.ts). The
+ *   owner never forwards again: if it does not hold the partition it answers
+ *   WRONG_OWNER, and this node reads the partition records again and retries once. A forwarded call is answered by the owner after its own commit, so "never
  *   answer before the commit" holds wherever the owner is.
  * - Split: requests whose items name several queues are cut by owner, the parts are
  *   served concurrently, and the answers are put back in request order.
