@@ -78,6 +78,15 @@ token
     process.stdout.write(`${hashToken(value)}\n`);
   });
 
+program
+  .command("cluster-secret")
+  .description("Print a new random cluster secret (256 bits) for cluster_secret_file; give every node of the cluster the same file " +
+    "(see README \"Running a cluster\").")
+  .action(async () => {
+    const { newClusterSecret } = await import("./server/security/cluster-secret.js");
+    process.stdout.write(`${newClusterSecret()}\n`);
+  });
+
 async function runNode(): Promise<void> {
   const opts = program.opts<{
     listen?: string; http?: string; dataDir?: string; config?: string; logLevel?: string; logFormat?: string; set?: string[];

@@ -103,6 +103,8 @@ export type ErrorReason =
   | "CREDENTIALS_UNKNOWN"
   /** The caller's roles do not allow this call; `details` name what it needs. */
   | "ROLE_REQUIRED"
+  /** A node forwarded a call for a caller identity this node will not act for (malformed, a node's, or from a node with auth off). */
+  | "FORWARDED_IDENTITY_REFUSED"
   /** The caller's identity is scoped to queue patterns that leave out a queue this call touches (`details.queue`), or the call is about every queue. */
   | "QUEUE_NOT_IN_SCOPE"
   /** A bug on the server (logged there, never detailed to the caller), or a non-conveyor status. */

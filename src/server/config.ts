@@ -76,6 +76,10 @@ export interface NodeConfig {
   clusterHandoffWaitMs: number;
   /** The gRPC address other nodes and clients reach this node at; default the listen address. */
   clusterAdvertise: string;
+  /** File with the cluster's shared secret (one per line; the first is presented, any is accepted): nodes authenticate to each other with it. Reloaded like the auth file. */
+  clusterSecretFile: string;
+  /** PEM CA bundle the other nodes' TLS certificates chain to, for this node's calls to them; "" = grpc's default roots. Only with TLS on. */
+  clusterTlsCa: string;
 }
 
 /** The server-wide default rate limit, if one is configured. */
@@ -121,6 +125,8 @@ export const DEFAULT_CONFIG: NodeConfig = {
   clusterMemberTtlMs: 5_000,
   clusterHandoffWaitMs: 2_000,
   clusterAdvertise: "",
+  clusterSecretFile: "",
+  clusterTlsCa: "",
 };
 
 export const LOG_FORMATS = ["auto", "pretty", "json"] as const;
@@ -169,6 +175,8 @@ const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: n
   { key: "clusterMemberTtlMs", yaml: "cluster_member_ttl", kind: "duration", max: 60_000 },
   { key: "clusterHandoffWaitMs", yaml: "cluster_handoff_wait", kind: "duration", max: TIMER_MAX_MS },
   { key: "clusterAdvertise", yaml: "cluster_advertise", kind: "string" },
+  { key: "clusterSecretFile", yaml: "cluster_secret_file", kind: "string" },
+  { key: "clusterTlsCa", yaml: "cluster_tls_ca", kind: "string" },
 ];
 
 /** Integers that have no tighter bound still travel as int32/uint32 on the wire. */

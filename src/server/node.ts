@@ -116,14 +116,8 @@ export class ConveyorNode {
     const ownership = clustered
       ? new OwnershipLink(config.nodeId, config.clusterPartitions, partitionOfQueue)
       : new SoloOwnership(config.nodeId, config.clusterPartitions, partitionOfQueue);
-    // A cluster member admits tasks on shared rules up to its grants from the rules' ledgers;
-    // a single node's limits are its whole budget (no grants). Reports between nodes are
-    // plain ClusterService calls with no identity of their own (as handoffs are): with auth
-    // or TLS on they would be refused and no ledger could ever grant, so such a cluster
-    // keeps counting shared rules per node until nodes have a cluster identity.
-    const nodeToNodeWorks = !loaded.authn.enabled && !loaded.tls;
-    const grants = clustered && nodeToNodeWorks ? new NodeGrants() : undefined;
-    if (clustered && !nodeToNodeWorks) logger.warn("auth or TLS is on: named (shared) concurrency rules are counted per node, not cluster-wide (nodes have no cluster identity yet)");
+    // A cluster member admits tasks on shared rules up to the grants of the rules' ledgers.
+    const grants = clustered ? new NodeGrants() : undefined;
     let grantsWanted = () => {};
     const runtime = startGrainRuntime(storage, { config, clock, random, metrics, logger }, ownership,
       grants ? { grants, nowMs: () => clock.nowMs(), onWaiting: () => grantsWanted() } : undefined);
@@ -149,7 +143,8 @@ export class ConveyorNode {
     const services = buildServices(storage, runtime, { config, clock, metrics, logger, membership, placement, ruleWriter });
     const { authn, tls } = loaded;
     const security = new NodeSecurity(loaded, { registry: metrics.registry, logger, config, queueOfTask: queueOfTaskIn(storage.store) });
-    const peers = new Peers();
+    // Every node-to-node call presents this node's cluster secret (security/cluster-secret.ts).
+    const peers = new Peers(security.presentedClusterSecret, security.peerCredentials);
     let others: ForwarderDeps["others"] = () => [];
     let clusterSources: ClusterMetricSources = {
       members: () => ({ joining: 0, active: 1, draining: 0 }), ringVersion: () => 1, partitionsHeld: () => config.clusterPartitions,

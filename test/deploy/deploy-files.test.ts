@@ -20,6 +20,7 @@ import { describe, expect, it } from "vitest";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import { KNOWN_ENV_VARS, loadConfig, SETTING_NAMES, type NodeConfig } from "../../src/server/config.js";
 import { parseAuthPolicy } from "../../src/server/security/auth-file.js";
+import { ClusterSecret, newClusterSecret } from "../../src/server/security/cluster-secret.js";
 import { parseDurationMs } from "../../src/base/duration.js";
 import { REPO_ROOT } from "../support/node-process.js";
 import { etcdBinary } from "../support/etcd.js";
@@ -180,6 +181,11 @@ describe("deploy/ auth files", () => {
   it("a node would refuse the placeholders as they are (they cannot be deployed by accident)", () => {
     const [, text] = authFiles[2]!;
     expect(() => parseAuthPolicy(parseYaml(text), "secret")).toThrow(/sha256 must be 64 hex digits/);
+    // The cluster secrets too: Kubernetes' placeholder, and Compose's file that holds only how to make one.
+    const k8s = yamlDocs("deploy/kubernetes/secret.yaml").find((d) => d.metadata.name === "conveyor-cluster")!.stringData["cluster.secret"];
+    expect(() => ClusterSecret.parse(k8s, "conveyor-cluster")).toThrow(/more than one word/);
+    expect(() => ClusterSecret.parse(read("deploy/compose/cluster.secret"), "compose")).toThrow(/holds no secret/);
+    expect(() => ClusterSecret.parse(newClusterSecret(), "filled")).not.toThrow();
   });
 });
 
@@ -212,6 +218,7 @@ describe("deploy/ systemd", () => {
       advertised.add(config.clusterAdvertise);
       expect(config.clusterEtcd).not.toBe("");
       expect(config.authFile).not.toBe("");
+      expect(config.clusterSecretFile, "cluster_secret_file: required with auth_file in a cluster").not.toBe("");
       expect(config.tlsCert).not.toBe("");
       // The node trusts etcd's CA for both of its etcd connections (see node-N.env).
       expect(env.GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).toBe(env.NODE_EXTRA_CA_CERTS);
@@ -301,6 +308,7 @@ describe("deploy/ Docker Compose", () => {
       expect(configSource, `${name}: --config is mounted`).toBeDefined();
       const config = loadConfigText(readFileSync(resolve(composeDir, configSource), "utf8"), {});
       expect(mounts.has(config.authFile), `${name}: auth_file is mounted`).toBe(true);
+      expect(mounts.has(config.clusterSecretFile), `${name}: cluster_secret_file is mounted`).toBe(true);
       volumes.add(mounts.get(config.dataDir)!);
       expect(config.shutdownGraceMs).toBeLessThan(parseDurationMs(s.stop_grace_period));
       for (const url of config.clusterEtcd.split(",")) expect(etcds.map(([e]) => e)).toContain(new URL(url).hostname);
@@ -374,7 +382,7 @@ describe("deploy/ Kubernetes", () => {
     expect(mounts.get(container.args[container.args.indexOf("--config") + 1])).toBe("config");
     // auth_file and the TLS files sit in mounted Secrets that hold those keys.
     const volumes = new Map((pod.volumes as Doc[]).map((v) => [v.name, v]));
-    for (const path of [config.authFile, config.tlsCert, config.tlsKey]) {
+    for (const path of [config.authFile, config.clusterSecretFile, config.tlsCert, config.tlsKey, config.clusterTlsCa]) {
       const volume = volumes.get(mounts.get(dirname(path))!);
       expect(volume?.secret, path).toBeDefined();
       expect(Object.keys(find("Secret", volume!.secret.secretName)!.stringData)).toContain(path.split("/").at(-1));

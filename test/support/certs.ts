@@ -21,6 +21,8 @@ export interface CertFiles {
   client(cn: string, signer?: "ca" | "other"): { cert: string; key: string };
   /** Makes another server certificate signed by the CA (to swap in and reload). */
   server(name: string, sans: string): { cert: string; key: string };
+  /** Makes a cluster node's certificate signed by the CA: a server's that may also be a client's (nodes call each other with it under mTLS). */
+  node(name: string, sans: string): { cert: string; key: string };
   read(file: string): Buffer;
 }
 
@@ -46,6 +48,7 @@ export function makeCerts(): CertFiles {
     dir, caCert: join(dir, "test-ca.crt"), otherCaCert: join(dir, "other-ca.crt"), serverCert: s.cert, serverKey: s.key,
     client: (cn, signer = "ca") => sign(`client-${cn}-${signer}`, `/CN=${cn}`, "extendedKeyUsage=clientAuth\n", signer === "ca" ? "test-ca" : "other-ca"),
     server,
+    node: (name, sans) => sign(name, `/CN=${name}`, `subjectAltName=${sans}\nextendedKeyUsage=serverAuth,clientAuth\n`, "test-ca"),
     read: (file) => readFileSync(file),
   };
 }

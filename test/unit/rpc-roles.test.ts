@@ -41,8 +41,13 @@ describe("RPC table", () => {
     expect(Object.keys(RPC_TABLE).sort()).toEqual(rpcs);
   });
 
-  it("admin may call everything; reads are open to reader, writes are not", () => {
-    for (const rpc of Object.keys(RPC_TABLE)) expect(rolesFor(rpc)).toContain("admin");
+  it("admin may call everything but node-to-node calls; only a node may call ClusterService; reads are open to reader, writes are not", () => {
+    for (const rpc of Object.keys(RPC_TABLE)) {
+      if (rpc.startsWith("ClusterService/")) expect(rolesFor(rpc)).toEqual(["node"]);
+      else expect(rolesFor(rpc)).toContain("admin");
+      if (!rpc.startsWith("ClusterService/")) expect(rolesFor(rpc)).not.toContain("node");
+    }
+    expect(isAdminOnly("ClusterService/AcceptPartition")).toBe(false);
     expect(rolesFor("AdminService/ListTasks")).toContain("reader");
     expect(rolesFor("AdminService/PauseQueue")).toEqual(["admin"]);
     expect(isAdminOnly("AdminService/PauseQueue")).toBe(true);

@@ -7,9 +7,9 @@
  *   (ownership.acquire), then the bare service runs, which checks ownership again
  *   synchronously in the router (nothing is served on a claim this node lost meanwhile).
  * - Forwarded: the caller's request goes to the owner with the route this node used
- *   (peers.ts). The owner never forwards again: if it does not hold the partition it
- *   answers WRONG_OWNER, and this node reads the partition records again and retries
- *   once. A forwarded call is answered by the owner after its own commit, so "never
+ *   and the caller's identity as this node's guard established it (peers.ts). The
+ *   owner never forwards again: if it does not hold the partition it answers
+ *   WRONG_OWNER, and this node reads the partition records again and retries once. A forwarded call is answered by the owner after its own commit, so "never
  *   answer before the commit" holds wherever the owner is.
  * - Split: requests whose items name several queues are cut by owner, the parts are
  *   served concurrently, and the answers are put back in request order.
@@ -31,6 +31,8 @@ import type { UnaryImpl } from "../../rpc/service-definition.js";
 import type { Ownership } from "../../cluster/ownership.js";
 import type { Route } from "../../cluster/placement.js";
 import { partitionHint } from "../../cluster/task-ids.js";
+import { identityOf } from "../security/identity.js";
+import { encodeOnBehalfOf } from "../security/on-behalf-of.js";
 import { FORWARDED_BY, type Peers } from "./peers.js";
 import { everyWhenNoQueue, RPC_ROUTES, type EveryRoute, type ItemsRoute, type RpcRoute } from "./rpc-routes.js";
 
@@ -212,11 +214,11 @@ class MethodForwarding {
   }
 
   private forward(call: CallLike, request: unknown, target: { nodeId: string; address: string }, route: Route | undefined, deadlineMs?: number): Promise<unknown> {
-    const authorization = call.metadata.get("authorization")[0];
     const epoch = route && (route.kind === "remote" || route.kind === "local") ? route.epoch : 0;
     this.deps.observe?.forwarded(this.method.name);
     return this.deps.peers.call(target.address, this.service, this.method, request, {
-      authorization: typeof authorization === "string" ? authorization : undefined,
+      // The guard (which wraps this layer) identified the caller; the owner applies the same roles and scope.
+      onBehalfOf: encodeOnBehalfOf(identityOf(call)),
       from: this.deps.ownership.nodeId,
       route: `${route?.p ?? -1}:${epoch}:${this.deps.ownership.ringVersion}`,
       deadlineMs: deadlineMs ?? this.deadlineOf(call, 0),

@@ -1,9 +1,12 @@
 /**
  * gRPC channels to the other members, one per advertised address, for forwarded calls.
  * A forwarded call is the caller's own request message, sent as it came (same service,
- * same method) with the caller's `authorization` and the route this node computed, so
- * the owner authenticates, authorises, validates and answers exactly as if it had been
- * called directly. Answers come back as protobuf-es messages; errors as the owner's
+ * same method) with the route this node computed. Every call presents this node's
+ * cluster credential (`authorization: Cluster <secret>`, security/cluster-secret.ts) and,
+ * when it is forwarded for a caller, the identity this node's guard established for that
+ * caller (security/on-behalf-of.ts), never the caller's own token: the owner authorises
+ * and scopes the caller exactly as if it had been called directly, and a caller known
+ * only by its client certificate is known there too. Answers come back as protobuf-es messages; errors as the owner's
  * ConveyorError (its reason and details intact), which the forwarder passes on as they are.
  */
 import * as grpc from "@grpc/grpc-js";
@@ -13,14 +16,17 @@ import { CHANNEL_OPTIONS } from "../../rpc/client.js";
 import { toGrpcDefinition } from "../../rpc/service-definition.js";
 import { fromServiceError } from "../../rpc/status.js";
 
+import { CLUSTER_SCHEME } from "../security/cluster-secret.js";
+import { FORWARDED_BY, ON_BEHALF_OF } from "../security/on-behalf-of.js";
+
 /** Metadata keys of a forwarded call. */
-export const FORWARDED_BY = "conveyor-forwarded-by";
+export { FORWARDED_BY };
 /** `<partition>:<epoch>:<ring version>` the forwarder routed with (epoch 0: not claimed yet). */
 export const FORWARD_ROUTE = "conveyor-route";
 
 export interface ForwardOptions {
-  /** The caller's `authorization` value, passed on. */
-  authorization?: string | undefined;
+  /** The caller's identity, encoded (on-behalf-of.ts); undefined for the node's own calls (a handoff). */
+  onBehalfOf?: string | undefined;
   /** Who forwards, and the route it used. */
   from: string;
   route: string;
@@ -31,13 +37,19 @@ export class Peers {
   private readonly clients = new Map<string, grpc.Client>();
   private readonly definitions = new Map<DescService, grpc.ServiceDefinition>();
 
-  constructor(private readonly credentials: () => grpc.ChannelCredentials = () => grpc.credentials.createInsecure()) {}
+  constructor(
+    /** The cluster secret this node presents (read per call: a reload takes effect at once); undefined: none configured. */
+    private readonly clusterSecret: () => string | undefined = () => undefined,
+    private readonly credentials: () => grpc.ChannelCredentials = () => grpc.credentials.createInsecure(),
+  ) {}
 
   /** Sends `request` to `method` of `service` on the node at `address`. */
   call(address: string, service: DescService, method: DescMethod, request: unknown, options: ForwardOptions): Promise<unknown> {
     const client = this.client(address);
     const metadata = new grpc.Metadata();
-    if (options.authorization) metadata.set("authorization", options.authorization);
+    const secret = this.clusterSecret();
+    if (secret !== undefined) metadata.set("authorization", `${CLUSTER_SCHEME} ${secret}`);
+    if (options.onBehalfOf !== undefined) metadata.set(ON_BEHALF_OF, options.onBehalfOf);
     metadata.set(FORWARDED_BY, options.from);
     metadata.set(FORWARD_ROUTE, options.route);
     // The same path and (de)serializers as every client and the server (service-definition.ts).
@@ -51,6 +63,11 @@ export class Peers {
           else if (err.code === grpc.status.UNAVAILABLE && !err.metadata?.get("grpc-status-details-bin").length) {
             // A transport failure, not an answer of the peer's: name the peer.
             reject(new ConveyorError("UNAVAILABLE", "UNREACHABLE", `the node at ${address} that owns this call's queue is unreachable: ${err.details}`));
+          } else if (err.code === grpc.status.UNAUTHENTICATED) {
+            // The peer refused this node's credential, not the caller's (the caller was
+            // authenticated here): a cluster misconfiguration, never the caller's to fix.
+            reject(new ConveyorError("UNAVAILABLE", "UNREACHABLE",
+              `the node at ${address} refused this node's cluster credential (${err.details}); every node needs the same cluster_secret_file`));
           } else {
             reject(fromServiceError(err));
           }

@@ -10,7 +10,7 @@
  *   certificates:                     # with tls_client_ca: a client certificate's subject CN
  *     - name: worker-fleet
  *       common_name: worker-1.internal
- *       roles: [worker]               # queues: as for tokens
+ *       roles: [worker]               # queues: as for tokens; [node] for another node
  *   metrics_public: false             # true: GET /metrics needs no token
  *
  * Every mistake is refused at start with the file and the entry named: a typo in a role
@@ -83,7 +83,10 @@ export function parseAuthPolicy(doc: unknown, where: string): AuthPolicy {
     const hash = e.sha256.toLowerCase();
     if (tokens.has(hash)) throw new Error(`${at} (${e.name}): the same token hash as ${tokens.get(hash)!.name}`);
     names.add(e.name);
-    tokens.set(hash, principalOf(e, e.name, `${at} (${e.name})`));
+    const principal = principalOf(e, e.name, `${at} (${e.name})`);
+    // A node token would be a second cluster secret, unrotated and unnoticed: nodes present cluster_secret_file.
+    if (principal.roles.has("node")) throw new Error(`${at} (${e.name}): the node role is not for tokens; nodes authenticate with cluster_secret_file (or a certificate)`);
+    tokens.set(hash, principal);
   });
   const certList = record.certificates ?? [];
   if (!Array.isArray(certList)) throw new Error(`${where}: certificates must be a list`);
@@ -104,7 +107,10 @@ export function parseAuthPolicy(doc: unknown, where: string): AuthPolicy {
 }
 
 function principalOf(entry: Record<string, unknown>, name: string, at: string): Principal {
-  return { name, roles: rolesOf(entry.roles, at), scope: queueScopeOf(entry.queues, at) };
+  const roles = rolesOf(entry.roles, at);
+  const scope = queueScopeOf(entry.queues, at);
+  if (roles.has("node") && (roles.size > 1 || scope)) throw new Error(`${at}: the node role stands alone (no other roles, no queues): a node forwards for callers of every queue`);
+  return { name, roles, scope };
 }
 
 function rolesOf(roles: unknown, at: string): ReadonlySet<Role> {

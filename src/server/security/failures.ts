@@ -11,7 +11,7 @@ export interface Refusal {
   transport: Transport;
   /** The RPC (`AdminService/PauseQueue`) or HTTP path refused. */
   what: string;
-  /** The ErrorReason (CREDENTIALS_REQUIRED, CREDENTIALS_UNKNOWN, ROLE_REQUIRED, QUEUE_NOT_IN_SCOPE) or HOST_NOT_ALLOWED. */
+  /** The ErrorReason (CREDENTIALS_REQUIRED, CREDENTIALS_UNKNOWN, ROLE_REQUIRED, FORWARDED_IDENTITY_REFUSED, QUEUE_NOT_IN_SCOPE) or HOST_NOT_ALLOWED. */
   reason: string;
   identity?: string;
   /** For QUEUE_NOT_IN_SCOPE: the queue outside the identity's scope (cut short: it came from the request). */

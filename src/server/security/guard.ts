@@ -13,6 +13,7 @@ import { AUDIT_REQUEST_MAX_BYTES, truncateText } from "../../base/limits.js";
 import type { UnaryImpl } from "../../rpc/service-definition.js";
 import { setIdentity, type Authenticator, type Credentials, type Identity, type Transport } from "./identity.js";
 import type { AuthFailures } from "./failures.js";
+import { FORWARDED_BY, ON_BEHALF_OF } from "./on-behalf-of.js";
 import { isAdminOnly, queueAccessOf, rolesFor } from "./roles.js";
 import { SCOPE_REFUSAL, scopeVerdict } from "./scope-check.js";
 
@@ -35,10 +36,14 @@ interface CallLike {
 }
 
 function credentialsOf(call: CallLike): Credentials {
-  const value = call.metadata.get("authorization")[0];
+  const text = (key: string) => {
+    const value = call.metadata.get(key)[0];
+    return typeof value === "string" ? value : undefined;
+  };
   return {
-    transport: call.transport ?? "grpc", authorization: typeof value === "string" ? value : undefined,
+    transport: call.transport ?? "grpc", authorization: text("authorization"),
     peerCommonName: commonNameOf(call.getAuthContext?.().sslPeerCertificate),
+    onBehalfOf: text(ON_BEHALF_OF), forwardedBy: text(FORWARDED_BY),
   };
 }
 
@@ -85,7 +90,10 @@ export function guardService<S extends GenService<GenServiceMethods>>(service: S
       setIdentity(call, identity);
       const answer = verdict.narrow ?? ((response: unknown) => response);
       if (!audited) return answer(await handler(call));
-      const audit = { audit: true, identity: identity.name, via: identity.via, transport: credentials.transport, rpc, request: requestText(method, call.request) };
+      const audit = {
+        audit: true, identity: identity.name, via: identity.via, transport: credentials.transport, rpc, request: requestText(method, call.request),
+        ...(identity.forwardedBy !== undefined ? { forwardedBy: identity.forwardedBy } : {}),
+      };
       try {
         const response = answer(await handler(call));
         deps.logger.info({ ...audit, outcome: "OK" }, "admin action");

@@ -11,6 +11,7 @@ import type { UnaryImpl } from "../../rpc/service-definition.js";
 import type { NodeConfig } from "../config.js";
 import type { HttpRoute } from "../http.js";
 import { readAuthFile } from "./auth-file.js";
+import { ClusterSecret, ClusterSecretHolder } from "./cluster-secret.js";
 import { exposureRefusal, INSECURE_FLAG } from "./exposure.js";
 import { AuthFailures } from "./failures.js";
 import { guardService } from "./guard.js";
@@ -18,7 +19,8 @@ import { httpGate } from "./http-gate.js";
 import type { FileWatch } from "./file-watch.js";
 import { Authenticator } from "./identity.js";
 import { SecurityReloader, type ReloadTrigger } from "./reload.js";
-import { tlsFilesOf, TlsMaterial, type TlsSettings } from "./tls.js";
+import * as grpc from "@grpc/grpc-js";
+import { readPem, tlsFilesOf, TlsMaterial, type TlsSettings } from "./tls.js";
 
 export interface SecurityOptions {
   /** The operator passed --insecure-allow-unauthenticated-network. */
@@ -34,22 +36,39 @@ export interface LoadedSecurity {
   tls: TlsMaterial | undefined;
   /** The auth file and the text loaded from it (undefined: auth is off). */
   authFile: { path: string; text: string } | undefined;
+  /** The cluster secret in force and its file (undefined: none configured). */
+  clusterSecret: { path: string; holder: ClusterSecretHolder } | undefined;
+  /** `cluster_tls_ca`: what the other nodes' certificates chain to (undefined: the default roots). */
+  peerCa: Buffer | undefined;
 }
 
 export function loadSecurity(
-  config: Pick<NodeConfig, "authFile" | "listen" | "http"> & TlsSettings, options: SecurityOptions, logger: Logger,
+  config: Pick<NodeConfig, "authFile" | "listen" | "http" | "clusterEtcd" | "clusterSecretFile" | "clusterTlsCa"> & TlsSettings, options: SecurityOptions, logger: Logger,
 ): LoadedSecurity {
   let authn: Authenticator;
   let tls: TlsMaterial | undefined;
   let authFile: LoadedSecurity["authFile"];
+  let clusterSecret: LoadedSecurity["clusterSecret"];
+  let peerCa: Buffer | undefined;
   try {
     const auth = config.authFile ? readAuthFile(config.authFile) : undefined;
-    authn = new Authenticator(auth?.policy);
+    clusterSecret = config.clusterSecretFile
+      ? { path: config.clusterSecretFile, holder: new ClusterSecretHolder(ClusterSecret.read(config.clusterSecretFile)) }
+      : undefined;
+    authn = new Authenticator(auth?.policy, clusterSecret?.holder);
     authFile = auth && { path: config.authFile, text: auth.text };
     const files = tlsFilesOf(config);
     tls = files ? new TlsMaterial(files) : undefined;
+    if (config.clusterTlsCa && !tls) throw new Error("cluster_tls_ca is set but tls_cert and tls_key are not: nodes call each other with TLS only when they serve it");
+    peerCa = config.clusterTlsCa ? readPem("cluster_tls_ca", config.clusterTlsCa) : undefined;
   } catch (e) {
     throw new SecurityConfigError((e as Error).message);
+  }
+  // Better refused now than every handoff and forwarded call refused later.
+  if (authn.enabled && config.clusterEtcd.trim() !== "" && !clusterSecret) {
+    throw new SecurityConfigError("auth_file is set and cluster_etcd makes this node a cluster member, but cluster_secret_file is not set: " +
+      "the nodes could not authenticate to each other, so no partition could move and no call could be forwarded. " +
+      "Make a secret with `conveyord cluster-secret > cluster.secret`, give every node the same file, and set cluster_secret_file");
   }
   const refusal = exposureRefusal({ grpc: config.listen, http: config.http }, authn.enabled, options.allowUnauthenticatedNetwork === true);
   if (refusal) throw new SecurityConfigError(refusal);
@@ -57,12 +76,16 @@ export function loadSecurity(
     logger.warn({ grpc: config.listen, http: config.http },
       `${INSECURE_FLAG}: NO AUTHENTICATION. Anyone who can reach these ports can read every task and change anything`);
   }
-  return { authn, tls, authFile };
+  return { authn, tls, authFile, clusterSecret, peerCa };
 }
 
 export class NodeSecurity {
   readonly authn: Authenticator;
   readonly tls: TlsMaterial | undefined;
+  /** The secret this node presents to the others (undefined: none configured). */
+  readonly presentedClusterSecret: () => string | undefined;
+  /** Channel credentials for calls to the other nodes: TLS when this node serves TLS (they share its settings). */
+  readonly peerCredentials: () => grpc.ChannelCredentials;
   private readonly failures: AuthFailures;
   private readonly reloader: SecurityReloader;
   private fileWatch: FileWatch | undefined;
@@ -77,6 +100,10 @@ export class NodeSecurity {
   ) {
     this.authn = loaded.authn;
     this.tls = loaded.tls;
+    const holder = loaded.clusterSecret?.holder;
+    this.presentedClusterSecret = () => holder?.secret.presented;
+    const { tls, peerCa } = loaded;
+    this.peerCredentials = () => (tls ? tls.peerCredentials(peerCa) : grpc.credentials.createInsecure());
     this.failures = new AuthFailures(env.registry, env.logger);
     this.reloader = new SecurityReloader({ ...loaded, logger: env.logger });
   }

@@ -4,7 +4,10 @@
  * Every RPC of every conveyor service is listed here once (test/unit/rpc-roles.test.ts
  * walks the generated descriptors and fails on a missing or unknown entry, and on a row
  * whose request names a queue the `queues` column does not read), so a new RPC cannot
- * ship without both decisions. `admin` may call everything; `roles` names the others.
+ * ship without both decisions. `admin` may call everything but the node-to-node
+ * ClusterService; `roles` names the others. `node` is the role of another node of the
+ * cluster (identity.ts): it may call ClusterService and forward calls for a caller,
+ * nothing else, and no other role may call ClusterService.
  */
 import type { GetClusterInfoResponse, ListConcurrencyLimitsResponse, ListGroupConfigsRequest, ListGroupConfigsResponse, ListGroupsRequest,
   ListGroupsResponse, ListQueuesResponse, ListRateLimitsResponse, ListSchedulesRequest, ListSchedulesResponse, ListWorkersResponse,
@@ -14,7 +17,7 @@ import type { HeartbeatRequest, LeaseRequest, SettleRequest } from "../../gen/co
 import { DEFAULT_QUEUE } from "../validate.js";
 import { byTaskId, everyQueue, named, namedOrEvery, nodeWide, specQueue, within, type QueueAccess } from "./queue-access.js";
 
-export const ROLES = ["admin", "producer", "worker", "reader"] as const;
+export const ROLES = ["admin", "producer", "worker", "reader", "node"] as const;
 export type Role = (typeof ROLES)[number];
 
 export const isRole = (value: unknown): value is Role => (ROLES as readonly unknown[]).includes(value);
@@ -23,6 +26,8 @@ export interface RpcRule {
   /** The roles besides `admin` that may call it (none: admin only, and audited). */
   roles: readonly Role[];
   queues: QueueAccess;
+  /** Node-to-node only: `roles` alone, not even admin (a handoff's rows come from a node, never from a client). */
+  nodeOnly?: true;
 }
 
 const READ: readonly Role[] = ["reader"];
@@ -104,24 +109,24 @@ export const RPC_TABLE: Readonly<Record<string, RpcRule>> = {
   // Moving partitions moves every queue in them: an unscoped admin only.
   "AdminService/DrainNode": { roles: ADMIN, queues: everyQueue() },
   "AdminService/MovePartition": { roles: ADMIN, queues: everyQueue() },
-  // Node-to-node: a handoff's rows, of every queue of a partition. An unscoped admin only,
-  // until nodes have an identity of their own.
-  "ClusterService/AcceptPartition": { roles: ADMIN, queues: everyQueue() },
-  // Node-to-node: a node's counts on shared rules (rules span queues), for the ledgers held here.
-  "ClusterService/ReportSlots": { roles: ADMIN, queues: everyQueue() },
+  // Node-to-node: a handoff's rows, of every queue of a partition. Another node only.
+  "ClusterService/AcceptPartition": { roles: ["node"], queues: everyQueue(), nodeOnly: true },
+  // Node-to-node: a node's counts on shared rules (rules span queues), for the ledgers held here. Another node only.
+  "ClusterService/ReportSlots": { roles: ["node"], queues: everyQueue(), nodeOnly: true },
 };
 
-/** The roles that may call `rpc` (admin always among them); undefined for an RPC not in the table. */
+/** The roles that may call `rpc` (admin among them unless it is node-to-node only); undefined for an RPC not in the table. */
 export function rolesFor(rpc: string): readonly Role[] | undefined {
   const rule = RPC_TABLE[rpc];
-  return rule === undefined ? undefined : ["admin", ...rule.roles];
+  if (rule === undefined) return undefined;
+  return rule.nodeOnly ? rule.roles : ["admin", ...rule.roles];
 }
 
 /** Which queues a call of `rpc` touches; undefined for an RPC not in the table. */
 export const queueAccessOf = (rpc: string): QueueAccess | undefined => RPC_TABLE[rpc]?.queues;
 
 /** Whether `rpc` changes state only an operator may change: these calls are audited. */
-export const isAdminOnly = (rpc: string): boolean => RPC_TABLE[rpc]?.roles.length === 0;
+export const isAdminOnly = (rpc: string): boolean => RPC_TABLE[rpc]?.roles.length === 0 && !RPC_TABLE[rpc]?.nodeOnly;
 
 /** GET /metrics (unless the auth file makes it public): the same as every other read, by an unscoped identity (its series span every queue). */
 export const METRICS_ROLES: readonly Role[] = ["admin", "reader"];

@@ -24,7 +24,7 @@ export function tlsFilesOf(config: TlsSettings): { cert: string; key: string; cl
   return { cert: config.tlsCert, key: config.tlsKey, clientCa: config.tlsClientCa };
 }
 
-function readPem(setting: string, file: string): Buffer {
+export function readPem(setting: string, file: string): Buffer {
   try {
     return readFileSync(file);
   } catch (e) {
@@ -64,6 +64,18 @@ export class TlsMaterial {
   /** Options for https.createServer. */
   get httpsOptions(): SecureContextOptions & { requestCert: boolean; rejectUnauthorized: boolean } {
     return { ...this.context, requestCert: this.mutual, rejectUnauthorized: this.mutual };
+  }
+
+  /**
+   * Credentials for this node's calls to the other nodes (forwarding/peers.ts), which serve
+   * TLS as this node does: trusting `peerCa` (`cluster_tls_ca`; undefined: grpc's default
+   * roots), and under mTLS presenting this node's own certificate as its client
+   * certificate (the others require one; it needs the clientAuth use when it lists uses).
+   * Taken when a peer channel opens, so channels opened after a reload use the new files.
+   */
+  peerCredentials(peerCa: Buffer | undefined): grpc.ChannelCredentials {
+    if (!this.mutual) return grpc.credentials.createSsl(peerCa ?? null);
+    return grpc.credentials.createSsl(peerCa ?? null, this.context.key as Buffer, this.context.cert as Buffer);
   }
 
   onReload(listener: (context: SecureContextOptions) => void): void {
