@@ -96,7 +96,7 @@ describe("cluster membership on etcd (real processes)", { timeout: 60_000 }, () 
     expect(text).toMatch(new RegExp(`cluster:\\s+${cluster} \\(etcd 1/1 healthy\\)`));
     expect(text).toMatch(/^n1\s+active\s/m);
     expect(text).toContain("this node");
-    expect(text).toMatch(/^63\s+-\s+-\s+unclaimed\s+n[123]\s*$/m);
+    expect(text).toMatch(/^63\s+-\s+-\s+unclaimed\s+-\s+n[123]\s*$/m);
   });
 
   it("SIGTERM revokes the lease: the node disappears at once; kill -9: after its TTL", async () => {

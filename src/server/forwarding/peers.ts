@@ -33,6 +33,16 @@ export interface ForwardOptions {
   deadlineMs: number;
 }
 
+/** How grpc-js fails a call it did not send: its channel has no connection (it is backing off after a failed one). */
+const NOT_CONNECTED = "No connection established";
+
+/** A call refused by this node's own channel, never sent: safe to send again. */
+class NotConnected extends Error {
+  constructor(readonly error: ConveyorError) {
+    super(error.message);
+  }
+}
+
 export class Peers {
   private readonly clients = new Map<string, grpc.Client>();
   private readonly definitions = new Map<DescService, grpc.ServiceDefinition>();
@@ -43,8 +53,29 @@ export class Peers {
     private readonly credentials: () => grpc.ChannelCredentials = () => grpc.credentials.createInsecure(),
   ) {}
 
-  /** Sends `request` to `method` of `service` on the node at `address`. */
-  call(address: string, service: DescService, method: DescMethod, request: unknown, options: ForwardOptions): Promise<unknown> {
+  /**
+   * Sends `request` to `method` of `service` on the node at `address`.
+   *
+   * A channel that failed to connect (the peer was down) waits out grpc's reconnect
+   * backoff and fails every call at once meanwhile, without trying ("No connection
+   * established"), even after the peer is back: such a call never left this node, so it
+   * is sent once more on a fresh channel, which connects at once.
+   */
+  async call(address: string, service: DescService, method: DescMethod, request: unknown, options: ForwardOptions): Promise<unknown> {
+    try {
+      return await this.callOnce(address, service, method, request, options);
+    } catch (error) {
+      if (!(error instanceof NotConnected)) throw error;
+      this.drop(address);
+      try {
+        return await this.callOnce(address, service, method, request, options);
+      } catch (again) {
+        throw again instanceof NotConnected ? again.error : again;
+      }
+    }
+  }
+
+  private callOnce(address: string, service: DescService, method: DescMethod, request: unknown, options: ForwardOptions): Promise<unknown> {
     const client = this.client(address);
     const metadata = new grpc.Metadata();
     const secret = this.clusterSecret();
@@ -62,7 +93,8 @@ export class Peers {
           if (!err) resolve(response);
           else if (err.code === grpc.status.UNAVAILABLE && !err.metadata?.get("grpc-status-details-bin").length) {
             // A transport failure, not an answer of the peer's: name the peer.
-            reject(new ConveyorError("UNAVAILABLE", "UNREACHABLE", `the node at ${address} that owns this call's queue is unreachable: ${err.details}`));
+            const error = new ConveyorError("UNAVAILABLE", "UNREACHABLE", `the node at ${address} that owns this call's queue is unreachable: ${err.details}`);
+            reject(err.details.startsWith(NOT_CONNECTED) ? new NotConnected(error) : error);
           } else if (err.code === grpc.status.UNAUTHENTICATED) {
             // The peer refused this node's credential, not the caller's (the caller was
             // authenticated here): a cluster misconfiguration, never the caller's to fix.
@@ -83,6 +115,11 @@ export class Peers {
         this.clients.delete(address);
       }
     }
+  }
+
+  private drop(address: string): void {
+    this.clients.get(address)?.close();
+    this.clients.delete(address);
   }
 
   close(): void {
