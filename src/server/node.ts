@@ -378,7 +378,7 @@ function buildServices(
       ...tasksById, router, rules, metrics, clock, newTaskId: (queue) => mintTaskId(router.ownership.partitionOf(queue)), waiters,
       taskDefaults: taskDefaultsOf(config),
     }),
-    workers: workerService({ router, broker, workers, rules, ruleWriter, config, committed }),
+    workers: workerService({ router, broker, workers, rules, ruleWriter, config, committed, attemptEndedUnder: (taskId, leaseId) => store.attemptEndedUnder(taskId, leaseId) }),
     // Operator actions are logged here, so gRPC and the dashboard's JSON API log alike.
     admin: withOperatorLog({
       ...adminService({

@@ -2,7 +2,9 @@
 import { create } from "@bufbuild/protobuf";
 import { toItemError } from "../rpc/status.js";
 import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
-import { asStorageFailure, invalidField } from "../base/errors.js";
+import { asStorageFailure, ConveyorError, invalidField } from "../base/errors.js";
+import type { AttemptOutcome } from "../grains/queue/attempts.js";
+import { settledAttempt } from "../grains/queue/lease-lifecycle.js";
 import type { Settlement } from "../grains/queue/queue-core.js";
 import type { LeasedDelivery } from "../grains/queue/queue-grain.js";
 import type { Outcome } from "../grains/queue/task.js";
@@ -62,9 +64,19 @@ export interface WorkerServiceDeps {
   config: Pick<NodeConfig, "leaseWaitMaxMs" | "leaseTtlMs" | "heartbeatIntervalMs">;
   /** Resolves once every write so far is durable (the rule registry's writes). */
   committed: () => Promise<void>;
+  /** How the stored attempt of a task that ended under a lease ended, if one did (a settle sent again). */
+  attemptEndedUnder: (taskId: string, leaseId: string) => AttemptOutcome | undefined;
 }
 
 export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerService> {
+  /**
+   * A settle the grain refused because its lease no longer holds the task, although that
+   * very lease ended the task's attempt with this outcome: the same settle sent again (its
+   * first answer was lost, e.g. while the queue moved to another node), answered OK as
+   * the first was. Read after the refusing turn, whose commit follows the first settle's.
+   */
+  const alreadyApplied = (e: Error, s: Settlement) =>
+    e instanceof ConveyorError && e.reason === "LEASE_NOT_HELD" && ctx.attemptEndedUnder(s.taskId, s.leaseId) === settledAttempt(s).outcome;
   const toDelivery = (d: LeasedDelivery) => create(DeliverySchema, {
     leaseId: d.leaseId, queue: d.queue, leaseExpiresAtMs: BigInt(d.leaseExpiresAtMs),
     deadlineAtMs: BigInt(d.deadlineAtMs), tasks: d.tasks.map((t) => taskToWire(t)), batch: d.batch, group: d.group,
@@ -189,7 +201,8 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
           const turn = ref.settle(part.map((i) => settlements[i]!)).then((errors) => {
             errors.forEach((e, k) => {
               const i = part[k]!;
-              results[i] = { taskId: items[i]!.taskId, ...(e ? { error: toItemError(e) } : {}) };
+              const error = e && !alreadyApplied(e, settlements[i]!) ? e : null;
+              results[i] = { taskId: items[i]!.taskId, ...(error ? { error: toItemError(error) } : {}) };
             });
           }, (error: unknown) => {
             const e = toItemError(asStorageFailure(error));

@@ -55,8 +55,9 @@ export class TaskStore implements QueueStore {
        * history. When the number passes ATTEMPTS_KEPT_PER_TASK, pruneAttempts drops the
        * oldest. Never touches the task's row.
        */
-      recordAttempt: s.prepare(`INSERT OR REPLACE INTO attempts (task_id, number, started_at, ended_at, worker_id, outcome, error)
-        VALUES (?, ?, ?, ?, ?, ?, ?)`),
+      recordAttempt: s.prepare(`INSERT OR REPLACE INTO attempts (task_id, number, started_at, ended_at, worker_id, outcome, error, lease_id)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+      attemptEndedUnder: s.prepare("SELECT outcome FROM attempts WHERE task_id = ? AND lease_id = ? AND lease_id != ''"),
       pruneAttempts: s.prepare("DELETE FROM attempts WHERE task_id = ? AND number <= ?"),
       attempts: s.prepare(`SELECT number, started_at, ended_at, worker_id, outcome, error FROM attempts
         WHERE task_id = ? ORDER BY number`),
@@ -233,7 +234,7 @@ export class TaskStore implements QueueStore {
       }
       case "recordAttempt": {
         const { taskId, number } = effect;
-        this.stmt.recordAttempt.run(taskId, number, effect.startedAtMs, effect.endedAtMs, effect.workerId, effect.outcome, effect.error);
+        this.stmt.recordAttempt.run(taskId, number, effect.startedAtMs, effect.endedAtMs, effect.workerId, effect.outcome, effect.error, effect.leaseId);
         if (number > ATTEMPTS_KEPT_PER_TASK) this.stmt.pruneAttempts.run(taskId, number - ATTEMPTS_KEPT_PER_TASK);
         return;
       }
@@ -321,6 +322,12 @@ export class TaskStore implements QueueStore {
     return (this.stmt.attempts.all(taskId) as Row[]).map((r) => ({
       number: r.number, startedAtMs: r.started_at, endedAtMs: r.ended_at, workerId: r.worker_id, outcome: r.outcome, error: r.error,
     }));
+  }
+
+  /** How the attempt of `taskId` that ended under `leaseId` ended; undefined if none did (kept attempts only). */
+  attemptEndedUnder(taskId: string, leaseId: string): AttemptOutcome | undefined {
+    const row = this.stmt.attemptEndedUnder.get(taskId, leaseId) as { outcome: AttemptOutcome } | undefined;
+    return row?.outcome;
   }
 
   queueExists(queue: string): boolean {

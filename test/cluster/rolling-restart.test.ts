@@ -75,7 +75,7 @@ describe("rolling restart under load (real processes)", { timeout: 240_000 }, ()
     const rss = await Promise.all(ids.map(async (id) => `${id} ${await rssMiB(current.get(id)!.child.pid!)} MiB`));
     console.log(`rolling restart: 3 nodes restarted one at a time (SIGTERM → active with its share again: ${restartMs.map((ms) => Math.round(ms)).join(", ")} ms); ` +
       `${verdict.acknowledged} tasks acknowledged, ${verdict.deliveries} runs, max enqueue stall ${Math.round(checker.maxCallMs)} ms, ` +
-      `${checker.failures.length} failed SDK calls, ${checker.repeatedSettlesRefused} repeated settles refused LEASE_NOT_HELD, ` +
+      `${checker.failures.length} failed SDK calls, ` +
       `${checker.workerReports.length} errors the worker reported ` +
       `(${[...new Set(checker.workerReports.map((r) => r.context))].join(", ") || "none"}); RSS after: ${rss.join(", ")}`);
     expect(checker.failures, describeFailures(checker)).toEqual([]);

@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConveyorError, json, newTask, type EnqueueOptions } from "../../src/index.js";
+import { TaskState } from "../../src/gen/conveyor/v1/task_pb.js";
 import { Outcome } from "../../src/gen/conveyor/v1/worker_service_pb.js";
 import { NodeProcess } from "../support/node-process.js";
 import { connect, rejection } from "../support/sdk.js";
@@ -71,6 +72,19 @@ describe("bad input", () => {
     expect(res.results[0]?.error).toMatchObject({ code: 9 /* FAILED_PRECONDITION */, reason: "LEASE_NOT_HELD" });
     expect(res.results[0]?.error?.message).toContain("not-a-lease");
     expect((await sdk.client.getTask(info.id)).state).toBe("pending");
+  });
+
+  it("the same settle sent again (its first answer lost) is answered OK; another outcome under that lease is still refused", async () => {
+    const info = await sdk.client.enqueue(newTask("t", json({})), { queue: "settle-again" });
+    const leased = await sdk.workerRpc.lease({ workerId: "w", queues: [{ queue: "settle-again", weight: 1 }], maxDeliveries: 1, waitMs: 0 });
+    const leaseId = leased.deliveries[0]!.leaseId;
+    const settle = (outcome: Outcome) => sdk.workerRpc.settle({ workerId: "w", settlements: [{ queue: "settle-again", leaseId, taskId: info.id, outcome }] });
+    expect((await settle(Outcome.SUCCESS)).results[0]?.error).toBeUndefined();
+    expect((await settle(Outcome.SUCCESS)).results[0]?.error).toBeUndefined();
+    expect((await settle(Outcome.RETRY)).results[0]?.error).toMatchObject({ reason: "LEASE_NOT_HELD" });
+    const task = await sdk.taskRpc.getTask({ id: info.id });
+    expect(task.task?.state).toBe(TaskState.COMPLETED);
+    expect(task.attempts).toHaveLength(1);
   });
 
   it("a Lease call with no queues or too many deliveries is INVALID_ARGUMENT", async () => {

@@ -57,7 +57,7 @@ describe("migration 009 (queue_counts)", () => {
     const dataDir = openDataDir({ dir, synchronous: "normal" });
     try {
       expect(dataDir.opened).toBe("adopted");
-      expect(dataDir.db.schema.version).toBe(9);
+      expect(dataDir.db.schema.version).toBe(MIGRATIONS.length);
       const queries = new AdminQueries(dataDir.db);
       const listed = Object.fromEntries(queries.listQueues().map((q) => [q.name,
         Object.fromEntries(Object.entries(q.counts).filter(([, n]) => n > 0))]));

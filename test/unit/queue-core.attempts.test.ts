@@ -18,7 +18,7 @@ describe("QueueCore: attempt history", () => {
     const effects = core.drain().effects;
     expect(effects.map((e) => e.kind)).toEqual(["recordAttempt", "retry"]);
     expect(attemptsIn(effects)).toEqual([{
-      kind: "recordAttempt", taskId: id, number: 1, startedAtMs, endedAtMs: time.nowMs, workerId: "worker-7", outcome: "failed", error: "boom",
+      kind: "recordAttempt", taskId: id, number: 1, startedAtMs, endedAtMs: time.nowMs, workerId: "worker-7", leaseId: plan!.leaseId, outcome: "failed", error: "boom",
     }]);
   });
 

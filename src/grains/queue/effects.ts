@@ -27,6 +27,8 @@ export type Effect = TaskTransition | AttemptEffect | QueueSettingEffect | Sched
  */
 export type AttemptEffect = {
   kind: "recordAttempt"; taskId: string; number: number; startedAtMs: number; endedAtMs: number; workerId: string;
+  /** The lease the attempt ended under ('' if none): a settle of it sent again is recognised by it. */
+  leaseId: string;
   outcome: AttemptOutcome; error: string;
 };
 

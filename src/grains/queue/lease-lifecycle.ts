@@ -224,7 +224,7 @@ export class LeaseLifecycle {
 const LAPSE_ERROR = "lease expired: the worker stopped heartbeating";
 
 /** How a settled attempt ended, for its history. */
-function settledAttempt(s: Settlement): AttemptEnding {
+export function settledAttempt(s: Pick<Settlement, "outcome" | "error">): AttemptEnding {
   switch (s.outcome) {
     case "success": return { outcome: "succeeded", error: "" };
     case "retry": return { outcome: "failed", error: s.error || "handler failed" };

@@ -89,7 +89,7 @@ export class TaskExits {
   detachFromLease(lease: Lease, e: TaskIndexEntry, ending: AttemptEnding, nowMs: number): void {
     this.memory.persist({
       kind: "recordAttempt", taskId: e.id, number: e.attemptNumber, startedAtMs: e.attemptStartedAtMs, endedAtMs: nowMs, workerId: e.attemptWorker,
-      outcome: ending.outcome, error: truncateText(ending.error, ATTEMPT_ERROR_MAX_BYTES),
+      leaseId: e.leaseId, outcome: ending.outcome, error: truncateText(ending.error, ATTEMPT_ERROR_MAX_BYTES),
     });
     this.memory.leases.detach(lease, e.id);
     e.leaseId = "";

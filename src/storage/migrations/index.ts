@@ -13,6 +13,7 @@ import { m006AttemptEnds } from "./006-attempt-ends.js";
 import { m007Attempts } from "./007-attempts.js";
 import { m008Schedules } from "./008-schedules.js";
 import { m009QueueCounts } from "./009-queue-counts.js";
+import { m010AttemptLeases } from "./010-attempt-leases.js";
 
 export interface Migration {
   version: number;
@@ -21,4 +22,4 @@ export interface Migration {
 }
 
 export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits, m003Groups, m004Rules, m005SlotLimits, m006AttemptEnds,
-  m007Attempts, m008Schedules, m009QueueCounts];
+  m007Attempts, m008Schedules, m009QueueCounts, m010AttemptLeases];
