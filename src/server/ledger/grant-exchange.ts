@@ -5,7 +5,11 @@
  *
  * Every round reports to every member, an empty report included: a fresh ledger must hear
  * from every member before it grants anything (a node it never heard of might hold
- * grant). Rounds run one at a time (a reply is applied before the next report is built,
+ * grant). An empty report that would tell a member nothing new is left out: the same
+ * members, the same ledger partitions at the same epochs, and answered less than
+ * QUIET_REPORT_MAX_MS ago. A node with no shared slots in use thus costs each member a
+ * call every few seconds instead of four a second, while any change (a ledger that moved,
+ * a member that came or went) is reported in the next round. Rounds run one at a time (a reply is applied before the next report is built,
  * which the ledger's arithmetic relies on), every `intervalMs`, and at once when a queue
  * starts holding tasks on a shared slot, so a grant costs one round trip, not an interval.
  */
@@ -22,6 +26,8 @@ import { ledgerPartitionOf, type LedgerHost, type SlotsReport } from "./ledger-h
 
 /** How often every member reports to every other one (grants also move at once on demand). */
 export const GRANT_ROUND_INTERVAL_MS = 250;
+/** The longest an unchanged empty report is left out (a ledger that lost track of this node hears from it again). */
+export const QUIET_REPORT_MAX_MS = 5_000;
 /** A report not answered within this is given up (its grant is not applied; the ledger may count it). */
 const REPORT_TIMEOUT_MS = 2_000;
 
@@ -45,8 +51,12 @@ export class GrantExchange {
   private again = false;
   private stopped = false;
   private cancelTimer: (() => void) | undefined;
+  /** Per member: what its last answered empty report said (members, partitions, epochs) and when. */
+  private readonly quiet = new Map<string, { key: string; atMs: number }>();
   /** Rounds completed (for tests and metrics). */
   rounds = 0;
+  /** Reports sent to other members (for tests and metrics). */
+  reportsSent = 0;
 
   constructor(private readonly deps: GrantExchangeDeps) {
     // Seqs must grow across restarts of this node too (a ledger remembers the last one).
@@ -108,13 +118,16 @@ export class GrantExchange {
     for (const m of ownership.members()) partitionsOf.set(m, []);
     partitionsOf.set(self, partitionsOf.get(self) ?? []);
     const holderOf = new Map<number, string>();
+    const epochs: string[] = [];
     for (let p = 0; p < ownership.partitions; p++) {
       const route = ownership.route(p);
       const holder = route.kind === "local" || route.kind === "claim" ? self : route.kind === "remote" ? route.nodeId : undefined;
       if (holder === undefined || !partitionsOf.has(holder)) continue;
       holderOf.set(p, holder);
       partitionsOf.get(holder)!.push(p);
+      epochs[p] = `${holder}@${"epoch" in route ? route.epoch : 0}`;
     }
+    const members = [...partitionsOf.keys()].sort().join(",");
     const slots = new Set([...shared.slots(), ...grants.knownSlots()]);
     const reports = grants.report(slots, (slot) => shared.inflightOf(slot), (slot) => shared.isWaitedOn(slot));
     const slotsOf = new Map<string, SlotReport[]>();
@@ -131,6 +144,12 @@ export class GrantExchange {
       if (node === self) return (await host.report(request)).grants;
       const address = addresses.get(node);
       if (!address) return [];
+      const nowMs = this.deps.clock.nowMs();
+      const quietKey = request.slots.length === 0 ? `${address}|${members}|${partitions.map((p) => epochs[p]).join(",")}` : undefined;
+      const last = this.quiet.get(node);
+      if (quietKey !== undefined && last?.key === quietKey && nowMs - last.atMs < QUIET_REPORT_MAX_MS) return [];
+      this.quiet.delete(node);
+      this.reportsSent += 1;
       try {
         const answer = await peers.call(address, ClusterService, reportSlots, {
           fromNode: self, seq: BigInt(seq), partitions,
@@ -139,6 +158,7 @@ export class GrantExchange {
             ...(s.limitSetAtMs !== undefined ? { limitSetAtMs: BigInt(s.limitSetAtMs), ...(s.limit !== undefined ? { limit: s.limit } : {}) } : {}),
           })),
         }, { from: self, route: "", deadlineMs: Date.now() + REPORT_TIMEOUT_MS }) as { grants: Array<{ slot: string; grant: number; limit?: number }> };
+        if (quietKey !== undefined) this.quiet.set(node, { key: quietKey, atMs: nowMs });
         return answer.grants.map((g) => ({ slot: g.slot, grant: g.grant, limit: g.limit }));
       } catch (err) {
         this.deps.logger.debug({ err, node }, "a shared-rule report was not answered; its grants stay as they are");
