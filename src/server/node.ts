@@ -159,7 +159,7 @@ export class ConveyorNode {
     const joined = await joinCluster(config, transports, dataDir, logger, membership, clusterRules);
     placement.control = joined.placement;
     let drain = async () => {};
-    let stopGrants = () => {};
+    let stopGrants = async () => {};
     if (joined.owners && joined.member && ownership instanceof OwnershipLink && grants) {
       const owners = joined.owners;
       ownership.link(owners);
@@ -167,7 +167,7 @@ export class ConveyorNode {
       const exchange = new GrantExchange({ ownership, grants, shared: runtime.sharedSlots, host: ledgers, peers, others, clock, logger });
       grantsWanted = () => exchange.soon();
       exchange.start();
-      stopGrants = () => exchange.stop();
+      stopGrants = () => exchange.farewell();
       const member = joined.member;
       clusterSources = {
         members: () => {
@@ -193,7 +193,7 @@ export class ConveyorNode {
     const leaveCluster = async () => {
       await drain();
       await clusterRules?.stop();
-      stopGrants();
+      await stopGrants();
       await joined.leave();
       peers.close();
     };

@@ -2,7 +2,7 @@
  * The shared-rule ledger's decisions, one scenario each: a fresh ledger waits for every
  * member, raises are counted before they are answered, a fair split under contention,
  * taking back from a node that holds more than its share, a lowered limit, and members
- * that left being forgotten.
+ * that left staying counted until they report again (a crash) or dropped by their farewell.
  */
 import { describe, expect, it } from "vitest";
 import { GrantLedger, fairShares } from "../../src/grains/ledger/grant-ledger.js";
@@ -61,13 +61,23 @@ describe("GrantLedger", () => {
     expect(ledger.limitOf(SLOT)).toBe(2);
   });
 
-  it("ignores a report older than one it took, and forgets members that left", () => {
+  it("ignores a report older than one it took", () => {
     const ledger = new GrantLedger();
     ledger.report(report("a", 2, 0, 0, 1, 1), ["a"]);
     expect(ledger.report(report("a", 1, 0, 0, 1, 1), ["a"])).toBeUndefined();
-    ledger.report(report("b", 1, 1, 1, 1, 1), ["a", "b"]);
-    ledger.report({ node: "c", seq: 1, slots: [] }, ["a", "c"]);
-    expect(ledger.countedOf(SLOT)).toBe(1);
+  });
+
+  it("keeps counting a member that left without a word (crashed: its tasks may still run) until it reports again; its farewell drops it", () => {
+    const ledger = new GrantLedger();
+    ledger.report(report("a", 1, 0, 0, 4, 4), ["a", "b"]);
+    ledger.report(report("b", 1, 2, 2, 2, 4), ["a", "b"]);
+    // b is gone from the members: its 2 running tasks still count, so a gets 2, not 4.
+    expect(ledger.report(report("a", 2, 0, 0, 4, 4), ["a"])![0]!.grant).toBe(2);
+    expect(ledger.countedOf(SLOT)).toBe(4);
+    // b back, reporting nothing held (a farewell, or a restart with nothing running): dropped.
+    ledger.report({ node: "b", seq: 2, slots: [] }, ["a", "b"]);
+    expect(ledger.countedOf(SLOT)).toBe(2);
+    expect(ledger.report(report("a", 3, 2, 2, 4, 4), ["a", "b"])![0]!.grant).toBe(4);
   });
 
   it("fairShares water-fills: small wants are met, the rest split evenly", () => {

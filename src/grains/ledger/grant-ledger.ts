@@ -19,6 +19,11 @@
  *    reported: before that it cannot know what is held elsewhere.
  * A report is the sender's whole state for this ledger: slots it does not list, it holds
  * nothing of. Reports of a node are ordered by `seq`; an older one is ignored.
+ * 4. A node that is no longer a member stays counted, at what it last held or ran, until
+ *    it reports again: it may have crashed, and workers may still run the tasks it
+ *    leased (in part 1 its queues wait for it; when it comes back it reports what its
+ *    rows say runs). A node leaving gracefully reports once more after handing its
+ *    queues off, with nothing held, which drops it. It asks for nothing meanwhile.
  */
 
 export interface SlotReport {
@@ -72,8 +77,8 @@ export class GrantLedger {
   }
 
   /**
-   * Takes one node's report and answers its grants, given the current members (those not
-   * among them are forgotten: they left and their queues moved with their tasks).
+   * Takes one node's report and answers its grants, given the current members (a node
+   * not among them keeps what is counted for it, see rule 4, but wants nothing more).
    * Returns undefined for a report older than one already taken (the node ignores nothing:
    * it keeps what it holds).
    */
@@ -81,7 +86,7 @@ export class GrantLedger {
     const last = this.lastSeq.get(r.node);
     if (last !== undefined && r.seq <= last) return undefined;
     this.lastSeq.set(r.node, r.seq);
-    this.forgetNonMembers(members);
+    this.quietNonMembers(members);
     const listed = new Set<string>();
     for (const s of r.slots) {
       listed.add(s.slot);
@@ -148,13 +153,15 @@ export class GrantLedger {
     if (state.nodes.size === 0) this.slots.delete(slot);
   }
 
-  private forgetNonMembers(members: readonly string[]): void {
+  /** A node that is not a member wants nothing more; what it held or ran stays counted (rule 4). */
+  private quietNonMembers(members: readonly string[]): void {
     const keep = new Set(members);
     for (const [node, slots] of this.slotsOfNode) {
       if (keep.has(node)) continue;
-      for (const slot of slots) this.drop(slot, node);
-      this.slotsOfNode.delete(node);
-      this.lastSeq.delete(node);
+      for (const slot of slots) {
+        const share = this.slots.get(slot)?.nodes.get(node);
+        if (share) share.want = 0;
+      }
     }
   }
 }

@@ -51,6 +51,8 @@ export class GrantExchange {
   private again = false;
   private stopped = false;
   private cancelTimer: (() => void) | undefined;
+  /** The round running now (a farewell waits for it). */
+  private current: Promise<void> | undefined;
   /** Per member: what its last answered empty report said (members, partitions, epochs) and when. */
   private readonly quiet = new Map<string, { key: string; atMs: number }>();
   /** Rounds completed (for tests and metrics). */
@@ -70,6 +72,22 @@ export class GrantExchange {
   stop(): void {
     this.stopped = true;
     this.cancelTimer?.();
+  }
+
+  /**
+   * The last round of a node leaving, once it has handed its queues off: every member gets
+   * this node's report, empty ones included, so the ledgers drop what they counted for it
+   * (a node that leaves without one, a crash, stays counted until it reports again).
+   * Then no more rounds.
+   */
+  async farewell(): Promise<void> {
+    this.stop();
+    await this.current;
+    try {
+      await this.exchange(true, true);
+    } catch (err) {
+      this.deps.logger.warn({ err }, "the last shared-rule report failed; the ledgers count this node until it reports again");
+    }
   }
 
   /** Runs a round as soon as possible (after the one running, if any). */
@@ -93,8 +111,9 @@ export class GrantExchange {
   private async round(): Promise<void> {
     if (this.stopped || this.running) return;
     this.running = true;
+    this.current = this.exchange();
     try {
-      await this.exchange();
+      await this.current;
     } catch (err) {
       this.deps.logger.warn({ err }, "shared-rule grant round failed");
     } finally {
@@ -108,7 +127,11 @@ export class GrantExchange {
     }
   }
 
-  private async exchange(): Promise<void> {
+  /**
+   * @param everyReport send empty reports that tell a member nothing new too (a farewell).
+   * @param leaving this node admits nothing more: it reports holding only what still runs.
+   */
+  private async exchange(everyReport = false, leaving = false): Promise<void> {
     const { ownership, grants, shared, host, peers } = this.deps;
     this.seq += 1;
     const seq = this.seq;
@@ -129,7 +152,8 @@ export class GrantExchange {
     }
     const members = [...partitionsOf.keys()].sort().join(",");
     const slots = new Set([...shared.slots(), ...grants.knownSlots()]);
-    const reports = grants.report(slots, (slot) => shared.inflightOf(slot), (slot) => shared.isWaitedOn(slot));
+    const reports = grants.report(slots, (slot) => shared.inflightOf(slot), (slot) => shared.isWaitedOn(slot))
+      .flatMap((r) => (!leaving ? [r] : r.inflight > 0 ? [{ ...r, held: r.inflight, want: r.inflight }] : []));
     const slotsOf = new Map<string, SlotReport[]>();
     for (const r of reports) {
       const holder = holderOf.get(ledgerPartitionOf(ownership, r.slot));
@@ -147,7 +171,7 @@ export class GrantExchange {
       const nowMs = this.deps.clock.nowMs();
       const quietKey = request.slots.length === 0 ? `${address}|${members}|${partitions.map((p) => epochs[p]).join(",")}` : undefined;
       const last = this.quiet.get(node);
-      if (quietKey !== undefined && last?.key === quietKey && nowMs - last.atMs < QUIET_REPORT_MAX_MS) return [];
+      if (!everyReport && quietKey !== undefined && last?.key === quietKey && nowMs - last.atMs < QUIET_REPORT_MAX_MS) return [];
       this.quiet.delete(node);
       this.reportsSent += 1;
       try {
