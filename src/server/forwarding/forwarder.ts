@@ -138,7 +138,11 @@ class MethodForwarding {
    */
   private async localClaiming(call: CallLike, queues: readonly string[]): Promise<unknown> {
     const { ownership } = this.deps;
-    for (const p of new Set(queues.map((q) => ownership.partitionOf(q)))) {
+    const partitions = new Set(queues.map((q) => ownership.partitionOf(q)));
+    // The sender routed these here from its view of the records; if this node's view says
+    // another node holds one of them, read the records again before refusing its items.
+    if ([...partitions].some((p) => ownership.route(p).kind === "remote")) await ownership.refresh().catch(() => undefined);
+    for (const p of partitions) {
       const kind = ownership.route(p).kind;
       if (kind === "claim" || kind === "local") await ownership.acquire(p).catch(() => undefined);
     }
@@ -169,6 +173,12 @@ class MethodForwarding {
       }
       const target = this.remoteOrThrow(route, what);
       if (forwarded) {
+        // The sender's view of the records says this node; read them again, once, before
+        // answering WRONG_OWNER (this node's watch may not have shown a claim or release yet).
+        if (attempt === 0) {
+          await this.deps.ownership.refresh().catch(() => undefined);
+          continue;
+        }
         this.deps.observe?.wrongOwner(this.method.name);
         throw this.wrongOwner(what, route);
       }
@@ -183,8 +193,8 @@ class MethodForwarding {
         // this node's watch showed the release: found by the rolling-restart test). Read the
         // records again; if another node holds the partition now, route there, once. The
         // old holder either never got the call or handed its result on with the rows:
-        // an enqueue sent again is found by its id; a settle sent again is refused
-        // LEASE_NOT_HELD (a repeat is not yet answered OK), and its task stays settled.
+        // an enqueue sent again is found by its id; a settle sent again is answered OK
+        // (the lease that ended the attempt is on record).
         if (attempt === 0 && error instanceof ConveyorError && error.reason === "UNREACHABLE") {
           await this.deps.ownership.refresh();
           const now = this.deps.ownership.route(p);
