@@ -12,22 +12,19 @@ import { setLongTimeout } from "../base/long-timer.js";
 import { systemRandom, type Random } from "../base/random.js";
 import { LEASE_RESPONSE_DELIVERIES_MAX, LEASE_RESPONSE_MAX_BYTES, REQUEST_MAX_BYTES, TASK_WAITERS_MAX, WORKER_GONE_AFTER_MS } from "../base/limits.js";
 import { Router } from "../cluster/router.js";
-import { parseEndpoints, startMembership } from "../cluster/start-membership.js";
+import { parseEndpoints } from "../cluster/start-membership.js";
 import { OwnershipLink, SoloOwnership, type Ownership } from "../cluster/ownership.js";
 import { partitionOf } from "../cluster/partitions.js";
 import { mintTaskId } from "../cluster/task-ids.js";
 import { Peers } from "./forwarding/peers.js";
-import type { PartitionOwners } from "../cluster/partition-owners.js";
-import type { ClusterMember } from "../cluster/cluster-member.js";
-import type { PlacementControl } from "../cluster/placement-control.js";
 import { forwardingService, type ForwarderDeps } from "./forwarding/forwarder.js";
 import { runClusterMember } from "./cluster-node.js";
+import { joinCluster, type BoundPorts } from "./join-cluster.js";
 import { ClusterMetrics, type ClusterMetricSources } from "./cluster-metrics.js";
 import { clusterService } from "./handoff/cluster-service.js";
 import { ClusterService } from "../gen/conveyor/v1/cluster_service_pb.js";
 import { PartitionRows } from "../storage/partition-rows.js";
 import { clusterStatusHandler, MembershipLink } from "./cluster-status.js";
-import { packageInfo } from "../version.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
 import { LocalQueueRef, type QueueRef } from "../grains/runtime/queue-ref.js";
 import { SharedSlotLedger, type SharedGrants } from "../grains/runtime/shared-slots.js";
@@ -38,7 +35,6 @@ import { SqliteRuleStore } from "../storage/rule-store.js";
 import { RuleRegistry } from "./rules/rule-registry.js";
 import { ClusterRules } from "./rules/cluster-rules.js";
 import { localRuleWriter, type RuleWriter } from "./rules/rule-writer.js";
-import type { Coordination } from "../cluster/coordination.js";
 import { LeaseBroker } from "../grains/runtime/lease-broker.js";
 import { WorkerRegistry } from "../grains/runtime/worker-registry.js";
 import type { Database } from "../storage/database.js";
@@ -400,12 +396,7 @@ function taskDefaultsOf(config: NodeConfig): TaskDefaults {
   };
 }
 
-interface Transports {
-  grpcServer: grpc.Server;
-  grpcAddress: string;
-  httpServer: HttpServer;
-  httpAddress: string;
-}
+type Transports = BoundPorts;
 
 /**
  * The gRPC port (every service, reflection) and the HTTP port (metrics, health, dashboard).
@@ -477,34 +468,6 @@ async function startTransports(
     grpcServer, grpcAddress: `${splitHostPort(config.listen)[0]}:${grpcPort}`,
     httpServer, httpAddress: `${httpHost}:${httpPort}`,
   };
-}
-
-/**
- * Registers in the cluster (cluster_etcd set) or stands alone, once the ports are bound
- * (the member record advertises them). A refusal closes the ports and fails the start.
- * Returns the member's partitions (a cluster member) and how to leave.
- */
-async function joinCluster(
-  config: NodeConfig, transports: Transports, dataDir: DataDir, logger: Logger, link: MembershipLink, rules: ClusterRules | undefined,
-): Promise<{ owners: PartitionOwners | undefined; member: ClusterMember | undefined; placement: PlacementControl | undefined; leave: () => Promise<void> }> {
-  try {
-    const membership = await startMembership({
-      etcd: config.clusterEtcd, cluster: config.clusterName, partitions: config.clusterPartitions, ttlMs: config.clusterMemberTtlMs, logger,
-      ...(rules ? { beforeJoin: (coordination: Coordination, deadlineMs: number) => rules.start(coordination, deadlineMs) } : {}),
-      self: {
-        nodeId: config.nodeId, grpc: config.clusterAdvertise || transports.grpcAddress, http: transports.httpAddress,
-        version: packageInfo().version, dataDirId: dataDir.identity.id, startedAtMs: Date.now(),
-      },
-    });
-    link.link(membership);
-    return { owners: membership.owners, member: membership.member, placement: membership.placement, leave: () => membership.stop() };
-  } catch (error) {
-    await rules?.stop();
-    transports.grpcServer.forceShutdown();
-    transports.httpServer.closeAllConnections();
-    await new Promise<void>((resolve) => transports.httpServer.close(() => resolve()));
-    throw error;
-  }
 }
 
 /** `{ [key]: value }` when value is defined, `{}` otherwise (exactOptional-friendly spreads). */

@@ -14,6 +14,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { eventually, REPO_ROOT } from "./node-process.js";
+import { ServerProcess } from "./server-process.js";
 
 const CACHED_BIN = join(REPO_ROOT, ".cache/apt/etcd-server/usr/bin/etcd");
 
@@ -42,26 +43,9 @@ export async function freePort(): Promise<number> {
 }
 
 /** One etcd process. */
-export class EtcdMember {
-  private readonly exited: Promise<void>;
-  output = "";
-
-  constructor(readonly name: string, readonly clientUrl: string, readonly peerUrl: string, readonly dataDir: string, readonly child: ChildProcess) {
-    this.exited = new Promise((resolve) => child.once("exit", () => resolve()));
-    const keep = (d: Buffer) => {
-      // Keep the tail only: enough to explain a failure, bounded for long tests.
-      this.output = (this.output + d.toString()).slice(-20_000);
-    };
-    child.stdout?.on("data", keep);
-    child.stderr?.on("data", keep);
-  }
-
-  get pid(): number {
-    return this.child.pid!;
-  }
-
-  get running(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
+export class EtcdMember extends ServerProcess {
+  constructor(readonly name: string, readonly clientUrl: string, readonly peerUrl: string, readonly dataDir: string, child: ChildProcess) {
+    super(child);
   }
 
   async healthy(): Promise<boolean> {
@@ -72,22 +56,6 @@ export class EtcdMember {
     } catch {
       return false;
     }
-  }
-
-  /** SIGTERM, then SIGKILL if it has not exited within 5 s; resolves once it has exited. */
-  async stop(): Promise<void> {
-    if (!this.running) return;
-    this.child.kill("SIGTERM");
-    const timer = setTimeout(() => this.child.kill("SIGKILL"), 5_000);
-    await this.exited;
-    clearTimeout(timer);
-  }
-
-  /** kill -9. */
-  async kill(): Promise<void> {
-    if (!this.running) return;
-    this.child.kill("SIGKILL");
-    await this.exited;
   }
 }
 

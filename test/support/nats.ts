@@ -10,12 +10,13 @@
  * which `npm test` runs first. NATS_BIN overrides the path. A missing binary fails the
  * test with what to run; it never skips.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "./etcd.js";
 import { eventually, REPO_ROOT } from "./node-process.js";
+import { ServerProcess } from "./server-process.js";
 
 const CACHED_BIN = join(REPO_ROOT, ".cache/apt/nats-server/usr/sbin/nats-server");
 
@@ -36,44 +37,20 @@ interface Jsz {
 }
 
 /** One nats-server process. */
-export class NatsServer {
-  private readonly exited: Promise<void>;
-  private readonly child: ChildProcess;
-  output = "";
-
+export class NatsServer extends ServerProcess {
   constructor(
     readonly name: string,
     readonly port: number,
     readonly monitorPort: number,
     readonly configFile: string,
-    private readonly bin: string,
+    bin: string,
   ) {
-    this.child = this.spawnServer();
-    this.exited = new Promise((resolve) => this.child.once("exit", () => resolve()));
+    super(spawn(bin, ["-c", configFile], { stdio: ["ignore", "pipe", "pipe"] }));
   }
 
   /** The client URL (`nats://127.0.0.1:<port>`). */
   get url(): string {
     return `nats://127.0.0.1:${this.port}`;
-  }
-
-  get pid(): number {
-    return this.child.pid!;
-  }
-
-  get running(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
-  }
-
-  private spawnServer(): ChildProcess {
-    const child = spawn(this.bin, ["-c", this.configFile], { stdio: ["ignore", "pipe", "pipe"] });
-    const keep = (d: Buffer) => {
-      // Keep the tail only: enough to explain a failure, bounded for long tests.
-      this.output = (this.output + d.toString()).slice(-20_000);
-    };
-    child.stdout?.on("data", keep);
-    child.stderr?.on("data", keep);
-    return child;
   }
 
   /** /healthz answers "ok": the server is up and its JetStream is current. */
@@ -96,21 +73,6 @@ export class NatsServer {
     }
   }
 
-  /** SIGTERM, then SIGKILL if it has not exited within 5 s; resolves once it has exited. */
-  async stop(): Promise<void> {
-    if (!this.running) return;
-    this.child.kill("SIGTERM");
-    const timer = setTimeout(() => this.child.kill("SIGKILL"), 5_000);
-    await this.exited;
-    clearTimeout(timer);
-  }
-
-  /** kill -9. */
-  async kill(): Promise<void> {
-    if (!this.running) return;
-    this.child.kill("SIGKILL");
-    await this.exited;
-  }
 }
 
 /** A running nats-server: one server or a cluster. */

@@ -1,0 +1,44 @@
+/**
+ * A server process a test started (etcd, nats-server): the tail of its output for
+ * failure messages, whether it still runs, and how to stop it by PID.
+ */
+import type { ChildProcess } from "node:child_process";
+
+export class ServerProcess {
+  private readonly exited: Promise<void>;
+  /** The tail of its stdout and stderr: enough to explain a failure, bounded for long tests. */
+  output = "";
+
+  constructor(readonly child: ChildProcess) {
+    this.exited = new Promise((resolve) => child.once("exit", () => resolve()));
+    const keep = (d: Buffer) => {
+      this.output = (this.output + d.toString()).slice(-20_000);
+    };
+    child.stdout?.on("data", keep);
+    child.stderr?.on("data", keep);
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** SIGTERM, then SIGKILL if it has not exited within 5 s; resolves once it has exited. */
+  async stop(): Promise<void> {
+    if (!this.running) return;
+    this.child.kill("SIGTERM");
+    const timer = setTimeout(() => this.child.kill("SIGKILL"), 5_000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  /** kill -9. */
+  async kill(): Promise<void> {
+    if (!this.running) return;
+    this.child.kill("SIGKILL");
+    await this.exited;
+  }
+}
