@@ -24,3 +24,10 @@ export function checkRecords(records: readonly Uint8Array[]): void {
 export function checkMaxEntries(maxEntries: number): void {
   if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) throw invalidField("maxEntries", `must be an integer ≥ 1, got ${maxEntries}`);
 }
+
+/** Everything an append (or a fence, its records `[mark]`) must satisfy before it is sent: the same for every implementation. */
+export function checkAppend(partition: number, records: readonly Uint8Array[], expectedLastSeq: number): void {
+  checkPartition(partition);
+  checkRecords(records);
+  checkSeq("expectedLastSeq", expectedLastSeq, 0);
+}

@@ -20,7 +20,7 @@
  */
 import { AckPolicy, DeliverPolicy, DiscardPolicy, jetstream, JetStreamApiError, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type JsMsg, type StreamConfig } from "@nats-io/jetstream";
 import { connect, errors, headers, nanos, type NatsConnection } from "@nats-io/transport-node";
-import { checkMaxEntries, checkPartition, checkRecords, checkSeq } from "./append-checks.js";
+import { checkAppend, checkMaxEntries, checkPartition, checkSeq } from "./append-checks.js";
 import type { AppendOutcome, ChangeLog, EntryKind, LogEntry } from "./changelog.js";
 import { frameRecords, unframeRecords } from "./entry-frame.js";
 
@@ -83,16 +83,12 @@ export class JetStreamChangeLog implements ChangeLog {
   }
 
   async append(partition: number, records: readonly Uint8Array[], expectedLastSeq: number): Promise<AppendOutcome> {
-    checkPartition(partition);
-    checkRecords(records);
-    checkSeq("expectedLastSeq", expectedLastSeq, 0);
+    checkAppend(partition, records, expectedLastSeq);
     return this.publish(partition, "records", records, expectedLastSeq);
   }
 
   async appendFence(partition: number, mark: Uint8Array, expectedLastSeq: number): Promise<AppendOutcome> {
-    checkPartition(partition);
-    checkRecords([mark]);
-    checkSeq("expectedLastSeq", expectedLastSeq, 0);
+    checkAppend(partition, [mark], expectedLastSeq);
     return this.publish(partition, "fence", [mark], expectedLastSeq);
   }
 

@@ -8,7 +8,7 @@
  * - a hold (`holdAppends`): appends wait until released, so a test can see what queues up
  *   behind an append in flight.
  */
-import { checkMaxEntries, checkPartition, checkRecords, checkSeq } from "./append-checks.js";
+import { checkAppend, checkMaxEntries, checkPartition, checkSeq } from "./append-checks.js";
 import type { AppendOutcome, ChangeLog, EntryKind, LogEntry } from "./changelog.js";
 
 interface Outage {
@@ -25,16 +25,12 @@ export class MemoryChangeLog implements ChangeLog {
   appendCalls = 0;
 
   async append(partition: number, records: readonly Uint8Array[], expectedLastSeq: number): Promise<AppendOutcome> {
-    checkPartition(partition);
-    checkRecords(records);
-    checkSeq("expectedLastSeq", expectedLastSeq, 0);
+    checkAppend(partition, records, expectedLastSeq);
     return this.store(partition, "records", records, expectedLastSeq);
   }
 
   async appendFence(partition: number, mark: Uint8Array, expectedLastSeq: number): Promise<AppendOutcome> {
-    checkPartition(partition);
-    checkRecords([mark]);
-    checkSeq("expectedLastSeq", expectedLastSeq, 0);
+    checkAppend(partition, [mark], expectedLastSeq);
     return this.store(partition, "fence", [mark], expectedLastSeq);
   }
 
