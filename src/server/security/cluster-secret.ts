@@ -1,7 +1,7 @@
 /**
  * The cluster secret (`cluster_secret_file`): how the nodes of a cluster know each other.
  * Every node-to-node call (a handoff's AcceptPartition, a forwarded call, a merged read,
- * a broadcast) carries `authorization: Cluster <secret>`, and a node that accepts the
+ * a shared-rule report) carries `authorization: Cluster <secret>`, and a node that accepts the
  * secret gives the caller the `node` role (identity.ts).
  *
  * Why a shared secret rather than only peer certificates: it works with or without TLS,
