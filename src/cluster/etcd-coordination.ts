@@ -7,9 +7,12 @@
  * retries on another endpoint, a per-endpoint circuit breaker). Leases are granted with
  * `autoKeepAlive: false`: the membership shell sends each keep-alive itself and records
  * when it sent it, which is what self-fencing must measure from (a renewal cannot
- * happen before it is sent). etcd leases are whole seconds: a TTL is rounded up.
+ * happen before it is sent). Keep-alives bypass the shared client and go to every
+ * endpoint at once (etcd-keep-alives.ts says why). etcd leases are whole seconds: a TTL
+ * is rounded up.
  */
 import { Etcd3, EtcdLeaseInvalidError, type IKeyValue, type Lease } from "etcd3";
+import { EndpointKeepAlives } from "./etcd-keep-alives.js";
 import {
   applyOverride, checkTypeRulesWrite, claimAllowed, ClusterKeys, heldBy, parseMemberRecord, parseOverride, parsePartitionRecord,
   type Claimant, type ClaimResult, type ClusterMeta, type Coordination, type EndpointHealth, type KeepAliveResult,
@@ -33,6 +36,7 @@ export class EtcdCoordination implements Coordination {
   private readonly client: Etcd3;
   private readonly keys: ClusterKeys;
   private readonly leases = new Map<string, Lease>();
+  private readonly keepAlives: EndpointKeepAlives;
 
   constructor(private readonly options: EtcdCoordinationOptions) {
     if (options.endpoints.length === 0) throw new Error("no etcd endpoints");
@@ -43,6 +47,7 @@ export class EtcdCoordination implements Coordination {
       dialTimeout: timeoutMs,
       defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + timeoutMs }),
     });
+    this.keepAlives = new EndpointKeepAlives(options.endpoints, timeoutMs);
   }
 
   async clusterMeta(desired: ClusterMeta): Promise<ClusterMeta> {
@@ -66,15 +71,8 @@ export class EtcdCoordination implements Coordination {
     return id;
   }
 
-  async keepAlive(leaseId: string, timeoutMs: number): Promise<KeepAliveResult> {
-    const lease = this.lease(leaseId);
-    try {
-      await lease.keepaliveOnce({ deadline: Date.now() + timeoutMs });
-      return "alive";
-    } catch (err) {
-      if (err instanceof EtcdLeaseInvalidError) return "lost";
-      throw err;
-    }
+  keepAlive(leaseId: string, timeoutMs: number): Promise<KeepAliveResult> {
+    return this.keepAlives.once(leaseId, timeoutMs);
   }
 
   async leaseTimeLeftMs(leaseId: string): Promise<number> {
@@ -291,13 +289,8 @@ export class EtcdCoordination implements Coordination {
   async close(): Promise<void> {
     for (const lease of this.leases.values()) lease.release();
     this.leases.clear();
+    this.keepAlives.close();
     this.client.close();
-  }
-
-  private lease(leaseId: string): Lease {
-    const lease = this.leases.get(leaseId);
-    if (!lease) throw new Error(`lease ${leaseId} was not granted by this client`);
-    return lease;
   }
 }
 

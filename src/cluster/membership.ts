@@ -14,9 +14,16 @@
  * keep-alive was *sent* (etcd renewed it after it was sent). So the node measures from
  * the send time of its last successful keep-alive, and fences (stops serving writes)
  * once FENCE_FRACTION of the TTL has passed without another: well before the lease can
- * have ended, whatever the delays of the answers. Keep-alives go every TTL/3, and a
- * failed one is retried at once (KEEPALIVE_RETRY_MS_MAX), so one lost keep-alive never
- * fences; silence for 3/4 of a TTL does. A process paused past its TTL (SIGSTOP,
+ * have ended, whatever the delays of the answers. Keep-alives go every TTL/3 or 500 ms,
+ * whichever is shorter (KEEPALIVE_EVERY_MS_MAX says why); one that
+ * fails, or is not answered within KEEPALIVE_RETRY_MS_MAX, is followed by another (the
+ * earlier one stays in flight), so one lost keep-alive never fences; silence for 3/4 of
+ * a TTL does. Why not wait for the unanswered one: while etcd elects a new leader, a
+ * keep-alive sent before the election is held by a follower and answered only about a
+ * second after the election ends, where one sent after it is answered at once (measured,
+ * etcd 3.4, leader killed); so the silence a leader loss costs is the election plus at
+ * most KEEPALIVE_RETRY_MS_MAX, not the election plus a keep-alive's timeout. A process
+ * paused past its TTL (SIGSTOP,
  * a long GC) sees the elapsed time on its first tick and fences before doing anything
  * else. A fenced node then abandons the old lease (revoking it if etcd answers) and
  * registers again as a new incarnation: the cluster sees a new registration (a new
@@ -35,13 +42,23 @@ import type { MemberChange, MemberEntry, MemberRecord, MembersRead, MemberState 
 
 /** Fence once this fraction of the TTL has passed since the last successful keep-alive was sent. */
 export const FENCE_FRACTION = 0.75;
-/** Keep-alives per TTL. */
+/** Keep-alives per TTL, at least. */
 export const KEEPALIVES_PER_TTL = 3;
 /**
- * After a failed keep-alive, the next goes this soon (at most), not a third of a TTL
- * later: a failure is often one dead etcd endpoint, and the client picks another one per
- * call, so a quick retry keeps the lease renewed (measured: with one of three etcd
- * members killed, waiting TTL/3 between attempts fenced a healthy node).
+ * And at least this often. What a leader loss costs a node is the silence from its last
+ * renewal before the kill to its first after the election: up to one interval plus the
+ * election plus KEEPALIVE_RETRY_MS_MAX. etcd 3.4 with its default 1 s election timeout
+ * took 1.0–2.8 s to elect here (a split vote takes a second round), so with the default
+ * 5 s TTL (fence at 3.75 s) the interval must be short: at 500 ms an election of up to
+ * ~3 s never fences. A keep-alive is one small stream per etcd endpoint.
+ */
+export const KEEPALIVE_EVERY_MS_MAX = 500;
+/**
+ * A keep-alive that failed, or has not been answered this long after it was sent, is
+ * followed by another this soon (at most), not a third of a TTL later: while etcd is in
+ * trouble (an endpoint dead, a leader being elected) fresh keep-alives are what get
+ * through first. A healthy etcd answers in milliseconds, so in normal operation this
+ * adds nothing.
  */
 export const KEEPALIVE_RETRY_MS_MAX = 200;
 
@@ -139,8 +156,8 @@ export class MembershipCore {
   constructor(private readonly options: MembershipOptions) {
     if (!(options.ttlMs >= 1000)) throw new Error(`the member TTL must be at least 1s (etcd leases are whole seconds), got ${options.ttlMs}ms`);
     this.fenceAfterMs = Math.floor(options.ttlMs * FENCE_FRACTION);
-    this.keepAliveEveryMs = Math.floor(options.ttlMs / KEEPALIVES_PER_TTL);
-    this.retryMs = options.retryMs ?? this.keepAliveEveryMs;
+    this.keepAliveEveryMs = Math.min(KEEPALIVE_EVERY_MS_MAX, Math.floor(options.ttlMs / KEEPALIVES_PER_TTL));
+    this.retryMs = options.retryMs ?? Math.floor(options.ttlMs / 3);
   }
 
   /** Is a state write in flight? */
@@ -282,12 +299,16 @@ export class MembershipCore {
   private onKeepAlive(input: Extract<MembershipInput, { kind: "keepAlive" }>, nowMs: number): MembershipAction[] {
     if (input.leaseId !== this.leaseId || !REGISTERED.has(this.phase)) return [];
     if (input.result === "alive") {
-      this.lastAliveSentAtMs = Math.max(this.lastAliveSentAtMs, input.sentAtMs);
+      if (input.sentAtMs > this.lastAliveSentAtMs) {
+        this.lastAliveSentAtMs = input.sentAtMs;
+        // Renewed as of its send time: the next is due a third of a TTL after that.
+        this.nextKeepAliveAtMs = input.sentAtMs + this.keepAliveEveryMs;
+      }
       return [];
     }
     if (input.result === "lost") return this.fence("etcd says the lease is gone", nowMs);
     // Failed (no answer, or a transport error): try again soon.
-    this.nextKeepAliveAtMs = Math.min(this.nextKeepAliveAtMs, nowMs + Math.min(KEEPALIVE_RETRY_MS_MAX, Math.floor(this.keepAliveEveryMs / 4)));
+    this.nextKeepAliveAtMs = Math.min(this.nextKeepAliveAtMs, nowMs + this.retryAfterMs());
     return [];
   }
 
@@ -296,10 +317,15 @@ export class MembershipCore {
     if (!REGISTERED.has(this.phase)) return [];
     const out: MembershipAction[] = [];
     if (nowMs >= this.nextKeepAliveAtMs) {
-      this.nextKeepAliveAtMs = nowMs + this.keepAliveEveryMs;
+      // If this one is not answered soon, another follows (an answer moves this on).
+      this.nextKeepAliveAtMs = nowMs + this.retryAfterMs();
       out.push({ kind: "keepAlive", leaseId: this.leaseId });
     }
     return [...out, ...this.syncState()];
+  }
+
+  private retryAfterMs(): number {
+    return Math.min(KEEPALIVE_RETRY_MS_MAX, Math.floor(this.keepAliveEveryMs / 4));
   }
 
   /** Once the view shows this registration, a joining node becomes active (nothing to warm yet). */

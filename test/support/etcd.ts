@@ -14,6 +14,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { eventually, REPO_ROOT } from "./node-process.js";
+import { portTaken, PortTakenError, startOnFreshPorts } from "./port-race.js";
 import { ServerProcess } from "./server-process.js";
 
 const CACHED_BIN = join(REPO_ROOT, ".cache/apt/etcd-server/usr/bin/etcd");
@@ -105,7 +106,11 @@ export interface EtcdOptions {
 }
 
 /** Starts etcd with `size` members on free loopback ports; resolves once all are healthy. */
-export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdCluster> {
+export function startEtcd(options: EtcdOptions = {}): Promise<EtcdCluster> {
+  return startOnFreshPorts(() => startEtcdOnce(options));
+}
+
+async function startEtcdOnce(options: EtcdOptions): Promise<EtcdCluster> {
   const size = options.size ?? 1;
   const bin = etcdBinary();
   const root = mkdtempSync(join(tmpdir(), "conveyor-etcd-"));
@@ -128,12 +133,18 @@ export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdCluster>
   });
   const cluster = new EtcdCluster(members, root);
   try {
-    await eventually(`etcd (${size} member(s)) healthy`, async () => {
-      const dead = members.find((m) => !m.running);
-      if (dead) throw new Error(`etcd ${dead.name} exited: ${dead.output}`);
+    // A member that exits ends the wait at once (it will not come back by itself).
+    const dead = await eventually(`etcd (${size} member(s)) healthy`, async () => {
+      const exited = members.find((m) => !m.running);
+      if (exited) return exited;
       const health = await Promise.all(members.map((m) => m.healthy()));
-      return health.every(Boolean) ? true : undefined;
+      return health.every(Boolean) ? null : undefined;
     }, options.readyTimeoutMs ?? 20_000);
+    if (dead) {
+      await dead.whenExited();
+      const message = `etcd ${dead.name} exited: ${dead.output}`;
+      throw portTaken(dead.output) ? new PortTakenError(message) : new Error(message);
+    }
   } catch (err) {
     await cluster.stop();
     throw err;

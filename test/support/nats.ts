@@ -16,6 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "./etcd.js";
 import { eventually, REPO_ROOT } from "./node-process.js";
+import { portTaken, PortTakenError, startOnFreshPorts } from "./port-race.js";
 import { ServerProcess } from "./server-process.js";
 
 const CACHED_BIN = join(REPO_ROOT, ".cache/apt/nats-server/usr/sbin/nats-server");
@@ -118,7 +119,11 @@ export interface NatsOptions {
 }
 
 /** Starts nats-server with JetStream on `size` servers on free loopback ports; resolves once ready. */
-export async function startNats(options: NatsOptions = {}): Promise<NatsCluster> {
+export function startNats(options: NatsOptions = {}): Promise<NatsCluster> {
+  return startOnFreshPorts(() => startNatsOnce(options));
+}
+
+async function startNatsOnce(options: NatsOptions): Promise<NatsCluster> {
   const size = options.size ?? 1;
   const bin = natsBinary();
   const root = mkdtempSync(join(tmpdir(), "conveyor-nats-"));
@@ -144,13 +149,18 @@ export async function startNats(options: NatsOptions = {}): Promise<NatsCluster>
   });
   const cluster = new NatsCluster(servers, root);
   try {
-    const exited = servers.find((s) => !s.running);
-    if (exited) throw new Error(`nats-server ${exited.name} exited: ${exited.output}`);
     await cluster.ready(options.readyTimeoutMs ?? 30_000);
+    // ready() waits for the running servers; at start every one must run.
+    const exited = servers.find((s) => !s.running);
+    if (exited) {
+      await exited.whenExited();
+      throw new Error(`nats-server ${exited.name} exited at start`);
+    }
   } catch (err) {
-    const log = servers.map((s) => `${s.name}: ${s.output.slice(-2_000)}`).join("\n");
     await cluster.stop();
-    throw new Error(`${err instanceof Error ? err.message : String(err)}\n${log}`);
+    const log = servers.map((s) => `${s.name}: ${s.output.slice(-2_000)}`).join("\n");
+    const message = `${err instanceof Error ? err.message : String(err)}\n${log}`;
+    throw servers.some((s) => portTaken(s.output)) ? new PortTakenError(message) : new Error(message);
   }
   return cluster;
 }

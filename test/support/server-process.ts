@@ -10,7 +10,8 @@ export class ServerProcess {
   output = "";
 
   constructor(readonly child: ChildProcess) {
-    this.exited = new Promise((resolve) => child.once("exit", () => resolve()));
+    // "close", not "exit": by then its output has been read to the end.
+    this.exited = new Promise((resolve) => child.once("close", () => resolve()));
     const keep = (d: Buffer) => {
       this.output = (this.output + d.toString()).slice(-20_000);
     };
@@ -20,6 +21,11 @@ export class ServerProcess {
 
   get pid(): number {
     return this.child.pid!;
+  }
+
+  /** Resolves once it has exited and its output is read to the end. */
+  whenExited(): Promise<void> {
+    return this.exited;
   }
 
   get running(): boolean {

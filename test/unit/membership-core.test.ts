@@ -40,34 +40,43 @@ describe("MembershipCore", () => {
     expect(core.view.ringVersion).toBe(11);
   });
 
-  it("sends a keep-alive every TTL/3 and fences at 3/4 TTL after the last answered one was sent", () => {
+  it("sends a keep-alive every 500 ms (TTL/3 if shorter), another while one is unanswered, and fences at 3/4 TTL after the last answered one was sent", () => {
     const core = activeCore();
+    const keepAlive = { kind: "keepAlive", leaseId: "L1" };
+    expect(core.nextWakeAtMs()).toBe(500);
+    expect(core.handle({ kind: "tick" }, 500)).toEqual([keepAlive]);
+    // Not answered within 125 ms (a quarter of the interval): another goes (fresh keep-alives get through first while etcd elects a leader).
+    expect(core.nextWakeAtMs()).toBe(625);
+    expect(core.handle({ kind: "tick" }, 625)).toEqual([keepAlive]);
+    // Answered late (at 900), but it was sent at 500: that is what counts, and the next is due an interval after it.
+    core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 500, result: "alive" }, 900);
     expect(core.nextWakeAtMs()).toBe(1_000);
-    expect(core.handle({ kind: "tick" }, 1_000)).toEqual([{ kind: "keepAlive", leaseId: "L1" }]);
-    // Answered late (at 1,900), but it was sent at 1,000: that is what counts.
-    core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 1_000, result: "alive" }, 1_900);
-    expect(core.handle({ kind: "tick" }, 2_000)).toEqual([{ kind: "keepAlive", leaseId: "L1" }]);
-    core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 2_000, result: "failed" }, 2_100);
-    // A failed keep-alive is retried soon (another etcd endpoint may answer), not a third of a TTL later.
-    expect(core.nextWakeAtMs()).toBe(2_300);
-    expect(core.handle({ kind: "tick" }, 2_300)).toEqual([{ kind: "keepAlive", leaseId: "L1" }]);
-    core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 2_300, result: "failed" }, 2_400);
-    expect(core.serving(3_249)).toBe(true);
-    expect(core.serving(3_250)).toBe(false); // 1,000 + 3/4 x 3,000
-    expect(core.nextWakeAtMs()).toBe(2_600);
-    core.handle({ kind: "tick" }, 2_600);
-    core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 2_600, result: "failed" }, 2_700);
-    const actions = core.handle({ kind: "tick" }, 3_250);
+    // The second, answered after it, moves both on; an older answer arriving later moves nothing back.
+    core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 625, result: "alive" }, 950);
+    core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 500, result: "alive" }, 960);
+    expect(core.nextWakeAtMs()).toBe(1_125);
+    expect(core.handle({ kind: "tick" }, 1_125)).toEqual([keepAlive]);
+    core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 1_125, result: "failed" }, 1_150);
+    // A failed keep-alive is retried soon (another etcd endpoint may answer), not an interval later.
+    expect(core.nextWakeAtMs()).toBe(1_250);
+    expect(core.handle({ kind: "tick" }, 1_250)).toEqual([keepAlive]);
+    core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 1_250, result: "failed" }, 1_260);
+    expect(core.serving(2_874)).toBe(true);
+    expect(core.serving(2_875)).toBe(false); // 625 + 3/4 x 3,000
+    expect(core.nextWakeAtMs()).toBe(1_375);
+    core.handle({ kind: "tick" }, 1_375);
+    core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 1_375, result: "failed" }, 1_400);
+    const actions = core.handle({ kind: "tick" }, 2_875);
     expect(actions).toEqual([
       { kind: "fenced", reason: expect.stringContaining("no keep-alive answered for 2250ms"), incarnation: "inc-1", silentMs: 2_250 },
       { kind: "abandonLease", leaseId: "L1" },
       { kind: "register", incarnation: "inc-2", state: "joining" },
     ]);
     expect(core.fences).toBe(1);
-    expect(core.serving(3_250)).toBe(false);
+    expect(core.serving(2_875)).toBe(false);
     // Answers for the old lease are ignored.
-    expect(core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 3_000, result: "alive" }, 3_260)).toEqual([]);
-    expect(core.serving(3_260)).toBe(false);
+    expect(core.handle({ kind: "keepAlive", leaseId: "L1", sentAtMs: 2_800, result: "alive" }, 2_880)).toEqual([]);
+    expect(core.serving(2_880)).toBe(false);
   });
 
   it("a paused process fences on its first input after the pause, before acting on it", () => {
