@@ -35,8 +35,10 @@ const ALLOWED: Record<string, string[]> = {
   base: ["base"],
   grains: ["grains", "base"],
   storage: ["storage", "grains", "base"],
-  // The replicated changelog (issue 14): a port and its engines, below the cluster logic that uses it.
-  changelog: ["changelog", "base"],
+  // The replicated changelog (issue 14): a port and its engines, below the cluster logic that
+  // uses it; its record format converts the grain's effects to generated protobuf messages
+  // (the task-state and strategy names through rpc/wire-names.ts, their one derivation).
+  changelog: ["changelog", "grains", "rpc", "gen", "base"],
   cluster: ["cluster", "changelog", "grains", "base"],
   rpc: ["rpc", "base", "gen"],
   sdk: ["sdk", "rpc", "base", "gen", "grains"],
