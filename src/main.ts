@@ -23,6 +23,7 @@ const program = new Command()
   .option("--log-level <level>", "trace, debug, info, warn or error (default info)")
   .option("--log-format <format>", `${LOG_FORMATS.join(", ")}: human lines or JSON lines (default auto: pretty on a terminal, JSON otherwise)`)
   .option("--cluster-etcd <urls>", "join a cluster: etcd client URLs, comma-separated (cluster_etcd; default none: a single node)")
+  .option("--cluster-nats <urls>", "the partitions' changelog: NATS JetStream URLs, comma-separated (cluster_nats; default none)")
   .option("--node-id <id>", "this node's name in the cluster (node_id; default the listen address)")
   .option("--advertise <host:port>", "the gRPC address other nodes and clients reach this node at (cluster_advertise)")
   .option("--set <key=value...>", "override any setting, e.g. --set lease_ttl=10s")
@@ -90,7 +91,7 @@ program
 async function runNode(): Promise<void> {
   const opts = program.opts<{
     listen?: string; http?: string; dataDir?: string; config?: string; logLevel?: string; logFormat?: string; set?: string[];
-    insecureAllowUnauthenticatedNetwork?: boolean; clusterEtcd?: string; nodeId?: string; advertise?: string;
+    insecureAllowUnauthenticatedNetwork?: boolean; clusterEtcd?: string; clusterNats?: string; nodeId?: string; advertise?: string;
   }>();
   const overrides: Record<string, string> = {};
   for (const pair of opts.set ?? []) {
@@ -107,6 +108,7 @@ async function runNode(): Promise<void> {
   if (opts.logLevel) overrides.log_level = opts.logLevel;
   if (opts.logFormat) overrides.log_format = opts.logFormat;
   if (opts.clusterEtcd) overrides.cluster_etcd = opts.clusterEtcd;
+  if (opts.clusterNats) overrides.cluster_nats = opts.clusterNats;
   if (opts.nodeId) overrides.node_id = opts.nodeId;
   if (opts.advertise) overrides.cluster_advertise = opts.advertise;
   const config = loadConfig({ ...(opts.config ? { file: opts.config } : {}), env: process.env, overrides });

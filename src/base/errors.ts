@@ -64,6 +64,8 @@ export type ErrorReason =
   | "OWNER_DOWN"
   /** This node could not prove its cluster registration alive lately, so it acknowledges no write; retry (another node, or soon). */
   | "FENCED"
+  /** The queue's partition changelog (cluster_nats) did not acknowledge the write, or is being re-read after a failed append; retry. */
+  | "LOG_UNAVAILABLE"
   /** No cluster member is active, so no node may claim the queue's partition; retry. */
   | "NO_ACTIVE_MEMBER"
   /** The queue's partition is moving to another node and the move took longer than the call may wait; retry. */

@@ -18,8 +18,8 @@
  * - A publish that timed out may still be stored later (the client may have buffered it
  *   across a reconnect): that is why such an append is `unknown`, not failed.
  */
-import { AckPolicy, DeliverPolicy, DiscardPolicy, jetstream, JetStreamApiError, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type JsMsg, type StreamConfig } from "@nats-io/jetstream";
-import { connect, errors, headers, nanos, type NatsConnection } from "@nats-io/transport-node";
+import { DiscardPolicy, jetstream, JetStreamApiError, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StreamConfig } from "@nats-io/jetstream";
+import { connect, errors, headers, type NatsConnection } from "@nats-io/transport-node";
 import { checkAppend, checkMaxEntries, checkPartition, checkSeq } from "./append-checks.js";
 import type { AppendOutcome, ChangeLog, EntryKind, LogEntry } from "./changelog.js";
 import { frameRecords, unframeRecords } from "./entry-frame.js";
@@ -102,32 +102,22 @@ export class JetStreamChangeLog implements ChangeLog {
     checkPartition(partition);
     checkSeq("fromSeq", fromSeq, 1);
     checkMaxEntries(maxEntries);
-    // An ephemeral consumer on the partition's subject from `fromSeq`: the stream leader
-    // says how many entries it has (num_pending) and streams them in one pull.
-    const info = await this.jsm.consumers.add(this.stream, {
-      filter_subject: this.subjectOf(partition),
-      deliver_policy: DeliverPolicy.StartSequence,
-      opt_start_seq: fromSeq,
-      ack_policy: AckPolicy.None,
-      mem_storage: true,
-      num_replicas: 1,
-      inactive_threshold: nanos(60_000),
-    });
-    try {
-      const want = Math.min(maxEntries, info.num_pending);
-      if (want === 0) return [];
-      const consumer = await this.js.consumers.get(this.stream, info.name);
-      const messages = await consumer.fetch({ max_messages: want, expires: this.requestTimeoutMs });
-      const out: LogEntry[] = [];
-      for await (const m of messages) {
-        out.push(toEntry(m));
-        if (out.length >= want) break;
-      }
-      if (out.length < want) throw new Error(`read of ${this.subjectOf(partition)} from ${fromSeq}: ${out.length} of ${want} entries before the timeout`);
-      return out;
-    } finally {
-      await this.jsm.consumers.delete(this.stream, info.name).catch(() => undefined);
+    // One STREAM.MSG.GET per entry, "the next message of this subject at or after seq",
+    // answered by the stream leader. Not an ephemeral consumer: creating one goes through
+    // the meta leader, which may place it on a server that just died, and right after a
+    // stream leader change that kept reads timing out for 30 s under load (a CI run),
+    // while a get needs only the stream leader. A request per entry (~1 ms here) suits
+    // the short reads of recovery and tests; a standby follows the log with a consumer.
+    const subject = this.subjectOf(partition);
+    const out: LogEntry[] = [];
+    for (let seq = fromSeq; out.length < maxEntries; ) {
+      // next_by_subj is in nats-server's STREAM.MSG.GET since 2.9, though not in the client's MsgRequest type.
+      const m = await this.jsm.streams.getMessage(this.stream, { seq, next_by_subj: subject } as unknown as { seq: number });
+      if (!m) break;
+      out.push({ seq: m.seq, kind: m.header?.get(ENTRY_HEADER) === "fence" ? "fence" : "records", records: unframeRecords(m.data) });
+      seq = m.seq + 1;
     }
+    return out;
   }
 
   async purgeBelow(partition: number, belowSeq: number): Promise<number> {
@@ -193,10 +183,6 @@ export class JetStreamChangeLog implements ChangeLog {
       if (!info?.config.subjects?.includes(subject)) throw err;
     }
   }
-}
-
-function toEntry(m: JsMsg): LogEntry {
-  return { seq: m.seq, kind: m.headers?.get(ENTRY_HEADER) === "fence" ? "fence" : "records", records: unframeRecords(m.data) };
 }
 
 /** Maps a failed publish to its outcome: only a wrong last sequence is a definite refusal. */

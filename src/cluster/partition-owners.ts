@@ -13,6 +13,9 @@
  *   alongside, and feed the desired owner (placement.ts).
  * - `holds(p)` also requires the membership to be serving now (its keep-alive fresh), so
  *   a paused process that wakes up acknowledges nothing before it has proven itself.
+ * - With a changelog (cluster part 2, `log`), a claimed partition is served only once this
+ *   node has fenced its log (the gate's `open`): until then it routes as "claim", and the
+ *   claim finishes the fence. A partition this node releases is closed on the log.
  */
 import { fenced, noActiveMember, ownerDown, relocating } from "../base/errors.js";
 import type { Clock } from "../base/clock.js";
@@ -34,6 +37,16 @@ export interface MembershipView {
   readonly ringVersion: number;
 }
 
+/** The partitions' changelog as ownership sees it (server/changelog-link.ts builds it on the TurnJournal). */
+export interface PartitionLogGate {
+  /** Has this node fenced p's log (and may append to it)? */
+  isOpen(p: number): boolean;
+  /** Fences p's log for this node's claim at `epoch`; rejects (retryable) if the log cannot be reached. */
+  open(p: number, epoch: number): Promise<void>;
+  /** This node no longer holds p. */
+  close(p: number, why: string): void;
+}
+
 export interface PartitionOwnersOptions {
   coordination: Coordination;
   membership: MembershipView;
@@ -42,6 +55,8 @@ export interface PartitionOwnersOptions {
   logger: ClusterLogger;
   /** How long to wait before watching again after a watch ended. */
   rewatchMs: number;
+  /** The changelog, when the cluster has one. */
+  log?: PartitionLogGate;
 }
 
 export class PartitionOwners implements Ownership {
@@ -99,8 +114,11 @@ export class PartitionOwners implements Ownership {
 
   route(p: number): Route {
     if (this.moving.has(p)) return { kind: "moving", p };
-    const { membership } = this.options;
-    return this.placement.route(p, membership.registration(), membership.members(), this.records, this.overrides);
+    const { membership, log } = this.options;
+    const route = this.placement.route(p, membership.registration(), membership.members(), this.records, this.overrides);
+    // Recorded as ours, but not yet fenced on the log: the claim path finishes that first.
+    if (route.kind === "local" && log && !log.isOpen(p)) return { kind: "claim", p };
+    return route;
   }
 
   /** Called after each claim this node wins (lazy, at start, or of a partition handed to it): its queues come back. */
@@ -181,6 +199,7 @@ export class PartitionOwners implements Ownership {
     const ok = await this.options.coordination.releasePartition(p, { nodeId: self.nodeId, incarnation: self.incarnation, memberRevision: self.memberRevision }, epoch, to);
     if (ok) {
       this.records.set(p, { record: { owner: self.nodeId, incarnation: self.incarnation, memberRevision: self.memberRevision, state: "released", to }, epoch });
+      this.options.log?.close(p, `handed off to ${to}`);
       this.changed();
     }
     return ok;
@@ -288,6 +307,8 @@ export class PartitionOwners implements Ownership {
     const self = this.options.membership.registration();
     if (self.memberRevision === 0 || !this.options.membership.serving()) throw fenced(this.nodeId);
     const result = await this.options.coordination.claimPartition(p, { nodeId: self.nodeId, incarnation: self.incarnation, memberRevision: self.memberRevision });
+    // Fence the log before serving: from here on a previous owner can append nothing more.
+    if (result.ok && this.options.log) await this.options.log.open(p, result.epoch);
     if (result.ok) {
       this.records.set(p, { record: { owner: self.nodeId, incarnation: self.incarnation, memberRevision: self.memberRevision, state: "owned" }, epoch: result.epoch });
       this.options.logger.info({ partition: p, epoch: result.epoch }, "claimed partition");

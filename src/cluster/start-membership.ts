@@ -12,7 +12,7 @@ import { systemClock, type Clock } from "../base/clock.js";
 import { ClusterMember, SoloMembership, type ClusterLogger, type MembershipStatusSource } from "./cluster-member.js";
 import type { Coordination, MemberRecord } from "./coordination.js";
 import { EtcdCoordination } from "./etcd-coordination.js";
-import { PartitionOwners } from "./partition-owners.js";
+import { PartitionOwners, type PartitionLogGate } from "./partition-owners.js";
 import { PlacementControl } from "./placement-control.js";
 
 export interface MembershipSettings {
@@ -29,6 +29,8 @@ export interface MembershipSettings {
    * and serves): the node reads the cluster-wide state it must hold first (task-type rules).
    */
   beforeJoin?: (coordination: Coordination, deadlineMs: number) => Promise<void>;
+  /** The partitions' changelog (cluster_nats), when the cluster has one. */
+  log?: PartitionLogGate;
 }
 
 /** The endpoints of a `cluster_etcd` value (comma-separated URLs; a bare host:port gets http://). */
@@ -62,6 +64,7 @@ export async function startMembership(settings: MembershipSettings): Promise<Sta
   });
   const owners = new PartitionOwners({
     coordination, membership: member, partitions: settings.partitions, clock, logger: settings.logger, rewatchMs: Math.floor(settings.ttlMs / 3),
+    ...(settings.log ? { log: settings.log } : {}),
   });
   try {
     await settings.beforeJoin?.(coordination, clock.nowMs() + settings.ttlMs * 2 + 5_000);

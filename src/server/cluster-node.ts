@@ -29,7 +29,7 @@ export interface ClusterNodeDeps {
   activate: (queues: string[]) => Promise<unknown>;
   releaseParked: (moving: (queue: string) => boolean) => void;
   retireGrain: (queue: string) => void;
-  committed: () => Promise<void>;
+  committed: (p: number) => Promise<void>;
   onHandedOff?: (result: HandoffResult) => void;
   onHandoffFailed?: (cause: string) => void;
   onClaimed?: (p: number) => void;

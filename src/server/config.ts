@@ -66,6 +66,11 @@ export interface NodeConfig {
   tlsClientCa: string;
   /** etcd client URLs, comma-separated; empty = a single node (a ring of one, no etcd). */
   clusterEtcd: string;
+  /**
+   * NATS URLs of the JetStream cluster that holds the partitions' changelog, comma-separated
+   * (cluster part 2); empty = no changelog (a crashed node's partitions wait for it). Needs cluster_etcd.
+   */
+  clusterNats: string;
   /** The cluster's name: its keys live under /conveyor/<name>/ in etcd. */
   clusterName: string;
   /** Partitions of the cluster; fixed when the cluster is created (stored in etcd). */
@@ -120,6 +125,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   tlsKey: "",
   tlsClientCa: "",
   clusterEtcd: "",
+  clusterNats: "",
   clusterName: "default",
   clusterPartitions: 64,
   clusterMemberTtlMs: 5_000,
@@ -170,6 +176,7 @@ const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: n
   { key: "tlsKey", yaml: "tls_key", kind: "string" },
   { key: "tlsClientCa", yaml: "tls_client_ca", kind: "string" },
   { key: "clusterEtcd", yaml: "cluster_etcd", kind: "string" },
+  { key: "clusterNats", yaml: "cluster_nats", kind: "string" },
   { key: "clusterName", yaml: "cluster_name", kind: "string" },
   { key: "clusterPartitions", yaml: "cluster_partitions", kind: "int", max: 4096 },
   { key: "clusterMemberTtlMs", yaml: "cluster_member_ttl", kind: "duration", max: 60_000 },
@@ -278,6 +285,9 @@ export function loadConfig(options: { file?: string; env?: NodeJS.ProcessEnv; ov
   if (result.groupMaxSize < 1) throw new Error(`group_max_size must be at least 1, got ${result.groupMaxSize}`);
   for (const [name, v] of [["group_max_delay", result.groupMaxDelayMs], ["group_grace_period", result.groupGracePeriodMs], ["group_sweep_interval", result.groupSweepIntervalMs]] as const) {
     if (v <= 0) throw new Error(`${name} must be above zero`);
+  }
+  if (result.clusterNats.trim() !== "" && result.clusterEtcd.trim() === "") {
+    throw new Error("cluster_nats needs cluster_etcd: the changelog records the partitions of a cluster, and a single node has none to fail over");
   }
   if (result.clusterPartitions < 1) throw new Error(`cluster_partitions must be at least 1, got ${result.clusterPartitions}`);
   if (result.clusterMemberTtlMs < 1_000 || result.clusterMemberTtlMs % 1_000 !== 0) {

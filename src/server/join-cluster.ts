@@ -8,7 +8,7 @@ import type { Server as HttpServer } from "node:http";
 import type { Logger } from "pino";
 import type { ClusterMember } from "../cluster/cluster-member.js";
 import type { Coordination } from "../cluster/coordination.js";
-import type { PartitionOwners } from "../cluster/partition-owners.js";
+import type { PartitionLogGate, PartitionOwners } from "../cluster/partition-owners.js";
 import type { PlacementControl } from "../cluster/placement-control.js";
 import { startMembership } from "../cluster/start-membership.js";
 import type { DataDir } from "../storage/data-dir.js";
@@ -32,10 +32,12 @@ export interface BoundPorts {
  */
 export async function joinCluster(
   config: NodeConfig, transports: BoundPorts, dataDir: DataDir, logger: Logger, link: MembershipLink, rules: ClusterRules | undefined,
+  log: PartitionLogGate | undefined,
 ): Promise<{ owners: PartitionOwners | undefined; member: ClusterMember | undefined; placement: PlacementControl | undefined; leave: () => Promise<void> }> {
   try {
     const membership = await startMembership({
       etcd: config.clusterEtcd, cluster: config.clusterName, partitions: config.clusterPartitions, ttlMs: config.clusterMemberTtlMs, logger,
+      ...(log ? { log } : {}),
       ...(rules ? { beforeJoin: (coordination: Coordination, deadlineMs: number) => rules.start(coordination, deadlineMs) } : {}),
       self: {
         nodeId: config.nodeId, grpc: config.clusterAdvertise || transports.grpcAddress, http: transports.httpAddress,

@@ -27,6 +27,7 @@ import { PartitionRows } from "../storage/partition-rows.js";
 import { clusterStatusHandler, MembershipLink } from "./cluster-status.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
 import { LocalQueueRef, type QueueRef } from "../grains/runtime/queue-ref.js";
+import { openChangelog, type ChangelogLink } from "./changelog-link.js";
 import { SharedSlotLedger, type SharedGrants } from "../grains/runtime/shared-slots.js";
 import { NodeGrants } from "../grains/ledger/node-grants.js";
 import { LedgerHost } from "./ledger/ledger-host.js";
@@ -108,6 +109,11 @@ export class ConveyorNode {
     const storage = openStorage(dataDir.db, config, clock);
     const clustered = parseEndpoints(config.clusterEtcd).length > 0;
     const partitionOfQueue = (queue: string) => partitionOf(queue, config.clusterPartitions);
+    // Cluster part 2: every committed turn also on its partition's changelog (cluster_nats).
+    const changelog = clustered
+      ? await openChangelog({ urls: config.clusterNats, nodeId: config.nodeId, partitionOf: partitionOfQueue, db: storage.db, clock, logger, registry: metrics.registry })
+      : undefined;
+    const durable = changelog ? changelog.durable : () => storage.db.committed();
     // A single node holds every partition from the start; a cluster member holds what it claims once it has joined.
     const ownership = clustered
       ? new OwnershipLink(config.nodeId, config.clusterPartitions, partitionOfQueue)
@@ -115,7 +121,7 @@ export class ConveyorNode {
     // A cluster member admits tasks on shared rules up to the grants of the rules' ledgers.
     const grants = clustered ? new NodeGrants() : undefined;
     let grantsWanted = () => {};
-    const runtime = startGrainRuntime(storage, { config, clock, random, metrics, logger }, ownership,
+    const runtime = startGrainRuntime(storage, { config, clock, random, metrics, logger, changelog, durable }, ownership,
       grants ? { grants, nowMs: () => clock.nowMs(), onWaiting: () => grantsWanted() } : undefined);
     const ledgers = new LedgerHost(ownership);
     // Queues with unfinished tasks come back at start (their timers, their leases' lapses).
@@ -152,7 +158,7 @@ export class ConveyorNode {
       observe: { forwarded: (method) => clusterMetrics.forwarded.inc({ method }), wrongOwner: (method) => clusterMetrics.wrongOwner.inc({ method }) },
     };
     const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security, forwarding, rows: storage.rows, ledgers });
-    const joined = await joinCluster(config, transports, dataDir, logger, membership, clusterRules);
+    const joined = await joinCluster(config, transports, dataDir, logger, membership, clusterRules, changelog?.gate);
     placement.control = joined.placement;
     let drain = async () => {};
     let stopGrants = async () => {};
@@ -183,7 +189,7 @@ export class ConveyorNode {
         member: joined.member, owners, rows: storage.rows, peers, clock, logger,
         queuesToActivate: () => new Set([...storage.queries.queuesWithUnfinishedTasks(), ...storage.store.schedules.queuesWithSchedules()]),
         activate, releaseParked: (moving) => runtime.broker.releaseQueues(moving), retireGrain: (queue) => runtime.host.retire(queue),
-        committed: () => storage.db.committed(), drainTimeoutMs: config.shutdownGraceMs,
+        committed: (p) => durable(storage.rows.queueNames().filter((q) => partitionOfQueue(q) === p)), drainTimeoutMs: config.shutdownGraceMs,
       }));
     }
     const leaveCluster = async () => {
@@ -191,6 +197,7 @@ export class ConveyorNode {
       await clusterRules?.stop();
       await stopGrants();
       await joined.leave();
+      await changelog?.close();
       peers.close();
     };
     // Started: from here on a changed TLS or auth file is reloaded (node.stop ends the watch).
@@ -269,6 +276,10 @@ interface RuntimeEnv {
   random: Random;
   metrics: NodeMetrics;
   logger: Logger;
+  /** The partitions' changelog (cluster_nats), which records every turn. */
+  changelog: ChangelogLink | undefined;
+  /** What a call awaits before it answers: the group commit, and the changelog of these queues' partitions. */
+  durable: (queues: readonly string[]) => Promise<void>;
 }
 
 /** The grain runtime: the host, the router in front of it, the lease broker, the workers it serves, and WaitTask's waiters. */
@@ -288,7 +299,7 @@ interface GrainRuntime {
  */
 function startGrainRuntime(storage: Storage, env: RuntimeEnv, ownership: Ownership, grants: SharedGrants | undefined): GrainRuntime {
   const { db, store } = storage;
-  const { config, clock, random, metrics, logger } = env;
+  const { config, clock, random, metrics, logger, changelog, durable } = env;
   const sharedSlots = new SharedSlotLedger(undefined, grants);
   sharedSlots.restoreLimits(store.slotLimits(""));
   const waiters = new TaskWaiters({ clock, max: TASK_WAITERS_MAX });
@@ -310,6 +321,7 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv, ownership: Ownersh
         if (waiters.size > 0) void db.committed().then(wakeWaiters(ids), wakeWaiters(ids));
       },
       onApplied: (queue, effects, nowMs) => {
+        changelog?.record(queue, effects);
         metrics.applied(queue, effects, nowMs);
         logTaskFailures(logger, queue, effects);
       },
@@ -318,13 +330,13 @@ function startGrainRuntime(storage: Storage, env: RuntimeEnv, ownership: Ownersh
   });
   const router = new Router({
     ownership,
-    localRef: (q) => new LocalQueueRef(q, host, store), localGrain: (q) => host.get(q),
+    localRef: (q) => new LocalQueueRef(q, host, { getTask: (id) => store.getTask(id), committed: (queue) => durable([queue]) }), localGrain: (q) => host.get(q),
     queueOfTask: queueOfTaskIn(store),
   });
   // A worker between heartbeats is not gone, however long its heartbeat interval.
   const workers = new WorkerRegistry(clock, () => Math.max(WORKER_GONE_AFTER_MS, 2 * config.heartbeatIntervalMs));
   const broker = new LeaseBroker({
-    grainOf: (q) => router.localGrainFor(q), committed: () => db.committed(), workers, clock, random, waitersMax: config.leaseWaitersMax,
+    grainOf: (q) => router.localGrainFor(q), committed: durable, workers, clock, random, waitersMax: config.leaseWaitersMax,
     answerMaxDeliveries: LEASE_RESPONSE_DELIVERIES_MAX, answerMaxBytes: LEASE_RESPONSE_MAX_BYTES,
   });
   /** A call the node makes on its own (no caller to answer): through the router, failures logged. */

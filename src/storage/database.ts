@@ -50,6 +50,10 @@ export class Database {
   private readonly savepoint: { open: BetterSqlite3.Statement; release: BetterSqlite3.Statement; undo: BetterSqlite3.Statement };
   private waiters: Waiter[] = [];
   private readonly rollbackListeners: Array<(error: unknown) => void> = [];
+  private readonly commitListeners: Array<() => void> = [];
+  private readonly undoListeners: Array<(writeId: number) => void> = [];
+  private lastWriteId = 0;
+  private runningWriteId = 0;
   /** Number of transactions committed; for metrics and tests. */
   commits = 0;
 
@@ -98,6 +102,7 @@ export class Database {
       setImmediate(() => this.commit());
     }
     this.writing = true;
+    const id = (this.runningWriteId = ++this.lastWriteId);
     try {
       if (first) return fn();
       this.savepoint.open.run();
@@ -105,10 +110,18 @@ export class Database {
       this.savepoint.release.run();
       return result;
     } catch (error) {
-      throw first ? this.undoAlone(error) : this.undo(error);
+      const failure = first ? this.undoAlone(error) : this.undo(error);
+      for (const listener of this.undoListeners) listener(id);
+      throw failure;
     } finally {
       this.writing = false;
+      this.runningWriteId = 0;
     }
+  }
+
+  /** The id of the `write` running now (0 outside one): what `onUndo` names when that write is undone. */
+  get writeId(): number {
+    return this.runningWriteId;
   }
 
   /** Undoes a failed write that was the transaction's first and only one. */
@@ -156,6 +169,16 @@ export class Database {
     this.rollbackListeners.push(listener);
   }
 
+  /** Called after each COMMIT, before the transaction's waiters are answered. */
+  onCommit(listener: () => void): void {
+    this.commitListeners.push(listener);
+  }
+
+  /** Called when a write's changes were undone alone (its savepoint rolled back, the transaction going on). */
+  onUndo(listener: (writeId: number) => void): void {
+    this.undoListeners.push(listener);
+  }
+
   close(): void {
     this.commit();
     this.sqlite.close();
@@ -171,6 +194,7 @@ export class Database {
     }
     this.inTransaction = false;
     this.commits += 1;
+    for (const listener of this.commitListeners) listener();
     const waiters = this.waiters;
     this.waiters = [];
     for (const w of waiters) w.resolve();

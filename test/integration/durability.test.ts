@@ -114,7 +114,7 @@ describe("durability", () => {
       for (const [name, priority] of [["b", 4], ["a", 9], ["c", 4], ["d", 1]] as const) {
         await sdk.client.enqueue(newTask("p", json({ name })), { queue, priority });
       }
-      const later = await sdk.client.enqueue(newTask("p", json({ name: "later" })), { queue, priority: 1, processIn: "700ms" });
+      const later = await sdk.client.enqueue(newTask("p", json({ name: "later" })), { queue, priority: 1, processIn: "5s" });
       const unique = await sdk.client.enqueue(newTask("p", json({ name: "u" })), { queue, priority: 1, uniqueKey: "only-one" });
       const before = await sdk.counts(queue);
       await eventually("the idle grain to passivate", async () => {

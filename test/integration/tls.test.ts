@@ -232,7 +232,9 @@ describe("mTLS: client certificates as identities", () => {
     const ops = certs.client("ops");
     const res = await cli(node, ["--ca", certs.caCert, "--cert", ops.cert, "--key", ops.key, "queue", "pause", "mtlsq"]);
     expect(res.code, res.stderr).toBe(0);
-    const audit = node.logs.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.audit === true && l.rpc === "AdminService/PauseQueue");
+    // The node writes its audit line around its answer; it reaches this process's pipe on its own time.
+    const audit = await eventually("the audit line of the pause", async () =>
+      node.logs.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.audit === true && l.rpc === "AdminService/PauseQueue"));
     expect(audit).toMatchObject({ identity: "ops-cert", via: "certificate", outcome: "OK" });
     const worker = certs.client("worker-1");
     const denied = await cli(node, ["--ca", certs.caCert, "--cert", worker.cert, "--key", worker.key, "queue", "resume", "mtlsq"]);

@@ -12,14 +12,16 @@ import { startEtcd, type EtcdCluster } from "./etcd.js";
 import { eventually, NodeProcess } from "./node-process.js";
 
 /**
- * Starts one node per id on `etcd` (a new cluster name), pushing each onto `nodes` for the
- * caller to kill, and waits until every node sees every other one active, so that the
- * ring spreads the partitions before any is claimed.
+ * Starts one node per id on `etcd` (a new cluster name, `extra` settings added), pushing
+ * each onto `nodes` for the caller to kill, and waits until every node sees every other
+ * one active, so that the ring spreads the partitions before any is claimed.
  */
-export async function startCluster(etcd: EtcdCluster, ids: string[], nodes: NodeProcess[], memberTtlS: number, closers: Array<() => unknown>): Promise<{ cluster: string; byId: Map<string, NodeProcess> }> {
+export async function startCluster(
+  etcd: EtcdCluster, ids: string[], nodes: NodeProcess[], memberTtlS: number, closers: Array<() => unknown>, extra: Record<string, string> = {},
+): Promise<{ cluster: string; byId: Map<string, NodeProcess> }> {
   const cluster = `f-${randomUUID().slice(0, 8)}`;
   const starts = await Promise.allSettled(ids.map((id) => NodeProcess.start({
-    settings: { cluster_etcd: etcd.endpoints, cluster_name: cluster, node_id: id, cluster_member_ttl: `${memberTtlS}s` },
+    settings: { cluster_etcd: etcd.endpoints, cluster_name: cluster, node_id: id, cluster_member_ttl: `${memberTtlS}s`, ...extra },
   })));
   // The nodes that did start are the caller's to kill, even when another failed to.
   for (const s of starts) if (s.status === "fulfilled") nodes.push(s.value);

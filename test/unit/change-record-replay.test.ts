@@ -154,10 +154,10 @@ function workload(): void {
   settle(work, first, t.keyed.id, "released");
   const batch = first.find((d) => d.batch)!;
   expect(work.settle(batch.taskIds.map((taskId) => ({ leaseId: batch.leaseId, taskId, outcome: "success" as const })))).toEqual([null, null, null]);
-  // Cleared before the clock moves: with a rate limit, a token and dispatchable work nobody
-  // leases, QueueCore.nextWakeAtMs answers "now" after every tick, so the grain re-arms its
-  // timer at the same instant and the fake clock would fire it forever (a grain-core bug,
-  // outside this test's subject).
+  // The limit stays on while the clock moves: with a token and dispatchable work nobody
+  // leases, the grain used to re-arm its timer at the same instant after every tick, and
+  // the fake clock fired it forever (TokenBucket.nextTokenAtMs now says "no wait").
+  clock.advance(2_000);
   work.setRateLimit(undefined);
   // t.shared's lease lapses (no heartbeat); t.timed's attempt times out; t.retried's backoff ends.
   clock.advance(2_000);

@@ -2,6 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/server/config.js";
 import { parseEndpoints } from "../../src/cluster/start-membership.js";
+import { parseNatsUrls } from "../../src/server/changelog-link.js";
 
 describe("cluster settings", () => {
   it("default to a single node with the documented values", () => {
@@ -22,6 +23,13 @@ describe("cluster settings", () => {
     expect(parseEndpoints(c.clusterEtcd)).toEqual(["http://e1:2379", "http://e2:2379"]);
     expect(parseEndpoints(" 127.0.0.1:2379 ,")).toEqual(["http://127.0.0.1:2379"]);
     expect(parseEndpoints("")).toEqual([]);
+  });
+
+  it("take the changelog's NATS URLs only with etcd: cluster_nats, --cluster-nats, CONVEYOR_CLUSTER_NATS", () => {
+    expect(loadConfig({}).clusterNats).toBe("");
+    const c = loadConfig({ env: { CONVEYOR_CLUSTER_NATS: "nats://n1:4222, n2:4222" }, overrides: { cluster_etcd: "e1:2379" } });
+    expect(parseNatsUrls(c.clusterNats)).toEqual(["nats://n1:4222", "nats://n2:4222"]);
+    expect(() => loadConfig({ overrides: { cluster_nats: "n1:4222" } })).toThrow(/cluster_nats needs cluster_etcd/);
   });
 
   it("refuse what etcd or the partition math cannot take", () => {

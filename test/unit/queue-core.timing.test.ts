@@ -159,3 +159,28 @@ describe("QueueCore: deadlines", () => {
     expect(leaseOne(core, t0 + 400).deadlineAtMs).toBe(t0 + 700);
   });
 });
+
+describe("QueueCore: rate-limited wake-ups", () => {
+  it("wakes when the next token arrives, and not again while a token waits for a Lease call", () => {
+    const { core, time } = makeCore();
+    const t0 = time.nowMs;
+    core.setRateLimit({ ratePerSec: 10, burst: 1 }, t0);
+    enqueueAll(core, [newTask(), newTask(), newTask()], t0);
+    core.drain();
+    expect(leasedIds(core.lease(10, t0))).toHaveLength(1);
+    core.drain();
+    // The bucket is empty and work waits: the grain wakes when the next token is there (100 ms at 10/s).
+    expect(core.nextWakeAtMs()).toBe(t0 + 100);
+    core.tick(t0 + 100);
+    core.drain();
+    // A token waits and nobody leases: nothing to wake for before the lease's own deadline
+    // (it used to answer "now", and the grain re-armed its timer at the same instant forever).
+    const next = core.nextWakeAtMs()!;
+    expect(next).toBeGreaterThan(t0 + 100);
+    core.tick(t0 + 150);
+    expect(core.nextWakeAtMs()).toBe(next);
+    // The next Lease call takes the waiting token; the bucket is empty again.
+    expect(leasedIds(core.lease(10, t0 + 150))).toHaveLength(1);
+    expect(core.nextWakeAtMs()).toBe(t0 + 250);
+  });
+});

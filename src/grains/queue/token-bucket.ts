@@ -29,9 +29,14 @@ export class TokenBucket {
     return this.tokens >= 1;
   }
 
-  /** When the next whole token will be there (now or earlier if one is). */
-  nextTokenAtMs(): number {
-    if (this.tokens >= 1) return this.refilledAtMs;
+  /**
+   * When the next token arrives; undefined while one is there now. Rate-limited work
+   * waiting with a token in the bucket is dispatchable already (the next Lease call takes
+   * it), so there is no instant to wake the grain at: returning "now" made a grain with
+   * waiting work nobody leased re-arm its timer at the same instant after every tick.
+   */
+  nextTokenAtMs(): number | undefined {
+    if (this.tokens >= 1) return undefined;
     return this.refilledAtMs + Math.ceil(((1 - this.tokens) / this.spec.ratePerSec) * 1000);
   }
 

@@ -59,8 +59,8 @@ export interface LeaseBrokerOptions {
    * broker's to serve.
    */
   grainOf: (queue: string) => QueueGrain;
-  /** Resolves once every write so far is committed (the node's group commit). */
-  committed: () => Promise<void>;
+  /** Resolves once every write so far is durable for these queues (the node's group commit, and their partitions' changelog if any). */
+  committed: (queues: readonly string[]) => Promise<void>;
   /**
    * Where the broker records the workers that call and the leases it hands them; the node
    * shares it with its services. Default: a registry of the broker's own.
@@ -92,7 +92,8 @@ export class LeaseBroker {
   async lease(call: LeaseCall): Promise<LeasedDelivery[]> {
     const deliveries = await this.leaseOrPark(call);
     this.workers.leased(call.workerId, deliveries);
-    await this.options.committed();
+    // Deliveries are durable (on the changelog too, where there is one) before they are returned.
+    await this.options.committed(deliveries.map((d) => d.queue));
     return deliveries;
   }
 

@@ -80,8 +80,11 @@ export class LocalQueueRef implements QueueRef {
   constructor(
     readonly queue: string,
     private readonly grains: LocalGrains,
-    /** The store's rows, and its group commit (`committed`: not part of the grain's port). */
-    private readonly store: Pick<QueueStore, "getTask"> & { committed(): Promise<void> },
+    /**
+     * The store's rows, and durability (`committed`: not part of the grain's port): the
+     * node's group commit, and on a cluster with a changelog the queue's partition log.
+     */
+    private readonly store: Pick<QueueStore, "getTask"> & { committed(queue: string): Promise<void> },
   ) {}
 
   private get grain(): QueueGrain {
@@ -90,7 +93,7 @@ export class LocalQueueRef implements QueueRef {
 
   /** Resolves with `value` once everything written so far (this turn included) is committed. */
   private async afterCommit<T>(value: T): Promise<T> {
-    await this.store.committed();
+    await this.store.committed(this.queue);
     return value;
   }
 
@@ -137,7 +140,7 @@ export class LocalQueueRef implements QueueRef {
   async act(id: string, action: TaskAction, reason?: CancelReason): Promise<TaskRecord | undefined> {
     const error = this.grain.act(id, action, reason);
     if (error) throw error;
-    await this.store.committed();
+    await this.store.committed(this.queue);
     return this.store.getTask(id);
   }
 

@@ -39,7 +39,8 @@ export interface HandoffDeps {
   releaseParked: (moving: (queue: string) => boolean) => void;
   /** Drops a queue's grain from memory, with no reminder kept (the grain host). */
   retireGrain: (queue: string) => void;
-  committed: () => Promise<void>;
+  /** Resolves once every write of partition p so far is durable (committed, and on its changelog if any). */
+  committed: (p: number) => Promise<void>;
   logger: Logger;
   /** Called once per finished handoff: cause, duration and tasks moved (metrics). */
   onHandedOff?: (info: HandoffResult) => void;
@@ -67,8 +68,12 @@ export async function handOffPartition(p: number, to: { nodeId: string; address:
   try {
     const queues = rows.queueNames().filter((q) => owners.partitionOf(q) === p);
     deps.releaseParked((queue) => owners.partitionOf(queue) === p);
-    await deps.committed();
+    await deps.committed(p);
     for (const queue of queues) deps.retireGrain(queue);
+    // A timer's turn may have run while that was awaited; with the grains gone, none can
+    // now. The snapshot must not hold a turn the log has not acknowledged: the receiver's
+    // fence would refuse its append, and its rows would be on the receiver only.
+    await deps.committed(p);
     const snapshot = rows.snapshot(queues);
     const transferId = randomUUID();
     const chunks = Math.max(1, Math.ceil(snapshot.bytes.length / HANDOFF_CHUNK_BYTES));

@@ -1,0 +1,129 @@
+/**
+ * A cluster member's changelog (cluster part 2, `cluster_nats`): the JetStream log opened
+ * at start, the TurnJournal that puts every committed grain turn on its partition's log,
+ * and the seams the node plugs it into:
+ * - the group commit (Database: commit, rollback, undone writes) tells the journal which
+ *   recorded turns happened;
+ * - the grains' `onApplied` hook records each turn's effects (change-record.ts encodes them);
+ * - `durable(queues)` is what a call awaits before it answers: the SQLite commit, then the
+ *   log's acknowledgement of every turn of those queues' partitions so far;
+ * - the partition owners' log gate: a claimed partition is served only once its log is
+ *   fenced by this node, and a released one is closed.
+ *
+ * The node waits at start (bounded) until NATS answers: a member that cannot write its
+ * log could acknowledge nothing.
+ */
+import type { Logger } from "pino";
+import { Counter, Histogram, type Registry } from "prom-client";
+import type { Clock } from "../base/clock.js";
+import type { PartitionLogGate } from "../cluster/partition-owners.js";
+import { encodeTurn } from "../changelog/change-record.js";
+import { JetStreamChangeLog } from "../changelog/jetstream-change-log.js";
+import { TurnJournal } from "../changelog/turn-journal.js";
+import type { Effect } from "../grains/queue/effects.js";
+import type { Database } from "../storage/database.js";
+
+/** How long a starting node keeps trying to reach NATS before it gives up. */
+const CONNECT_WITHIN_MS = 30_000;
+
+export interface ChangelogLink {
+  /** The log gate for the partition owners. */
+  gate: PartitionLogGate;
+  /** Records a grain turn (the grains' onApplied hook). */
+  record(queue: string, effects: readonly Effect[]): void;
+  /** Resolves once every write so far is committed and, for these queues' partitions, on the log. */
+  durable(queues: readonly string[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface ChangelogSettings {
+  /** `cluster_nats`: NATS URLs, comma-separated. */
+  urls: string;
+  nodeId: string;
+  partitionOf(queue: string): number;
+  db: Database;
+  clock: Clock;
+  logger: Logger;
+  registry: Registry;
+}
+
+/** The NATS URLs of a `cluster_nats` value (a bare host:port gets nats://). */
+export function parseNatsUrls(value: string): string[] {
+  return value.split(",").map((u) => u.trim()).filter(Boolean).map((u) => (/^[a-z]+:\/\//.test(u) ? u : `nats://${u}`));
+}
+
+/** Opens the changelog named by `cluster_nats`; undefined when it names none. */
+export async function openChangelog(settings: ChangelogSettings): Promise<ChangelogLink | undefined> {
+  const servers = parseNatsUrls(settings.urls);
+  if (servers.length === 0) return undefined;
+  const { db, clock, logger } = settings;
+  const log = await connectWithin(servers, settings.nodeId, clock, logger);
+  const metrics = changelogMetrics(settings.registry);
+  const journal = new TurnJournal({
+    log, nodeId: settings.nodeId, partitionOf: settings.partitionOf, now: () => clock.nowMs(),
+    events: {
+      appended: (_p, _turns, ms) => metrics.appendSeconds.observe(ms / 1000),
+      failed: (p, reason) => {
+        metrics.failures.inc({ reason });
+        logger.warn({ partition: p, reason }, "changelog append failed; re-reading the partition's log before appending again");
+      },
+      recovered: (p, reappended) => logger.info({ partition: p, reappended }, "changelog partition recovered"),
+      closed: (p, why) => logger.info({ partition: p, why }, "changelog partition closed on this node"),
+    },
+  });
+  db.onCommit(() => journal.committed());
+  db.onRollback(() => journal.rolledBack());
+  db.onUndo((writeId) => journal.undone(writeId));
+  logger.info({ servers, stream: log.stream }, "changelog open");
+  return {
+    gate: {
+      isOpen: (p) => journal.isOpen(p),
+      open: async (p, epoch) => {
+        const mark = new TextEncoder().encode(JSON.stringify({ node: settings.nodeId, epoch, atMs: clock.nowMs() }));
+        await journal.openPartition(p, epoch, mark);
+        metrics.fences.inc();
+      },
+      close: (p, why) => journal.closePartition(p, why),
+    },
+    record: (queue, effects) => journal.record(queue, encodeTurn(queue, effects), db.writeId),
+    durable: async (queues) => {
+      await db.committed();
+      const partitions = new Set(queues.map((q) => settings.partitionOf(q)));
+      await Promise.all([...partitions].map((p) => journal.flushed(p)));
+    },
+    close: async () => {
+      journal.closeAll("the node stopped");
+      await log.close();
+    },
+  };
+}
+
+/** Connects (and creates the stream if missing), retrying until CONNECT_WITHIN_MS: nodes and NATS may start in any order. */
+async function connectWithin(servers: string[], nodeId: string, clock: Clock, logger: Logger): Promise<JetStreamChangeLog> {
+  const deadline = clock.nowMs() + CONNECT_WITHIN_MS;
+  for (;;) {
+    try {
+      return await JetStreamChangeLog.open({ servers, connectionName: `conveyord ${nodeId}` });
+    } catch (err) {
+      if (clock.nowMs() >= deadline) {
+        throw new Error(`cannot open the changelog on cluster_nats ${servers.join(",")} within ${CONNECT_WITHIN_MS / 1000}s: ${err instanceof Error ? err.message : String(err)}`);
+      }
+      logger.warn({ err, servers }, "cannot reach the changelog (NATS JetStream) yet; retrying");
+      await new Promise<void>((r) => clock.setTimer(1_000, r));
+    }
+  }
+}
+
+function changelogMetrics(registry: Registry) {
+  const registers = [registry];
+  return {
+    appendSeconds: new Histogram({
+      name: "conveyor_changelog_append_seconds", help: "Time from a committed turn's hand-over to the changelog to its acknowledgement by a JetStream quorum.",
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers,
+    }),
+    failures: new Counter({
+      name: "conveyor_changelog_append_failures_total", help: "Changelog appends that failed, by reason (fenced, timeout, no_quorum, unavailable).", labelNames: ["reason"] as const, registers,
+    }),
+    fences: new Counter({ name: "conveyor_changelog_fences_total", help: "Partition logs this node fenced (one per claim).", registers }),
+  };
+}

@@ -1,0 +1,133 @@
+/**
+ * TurnJournal on the in-memory changelog: turns reach the log only after their SQLite
+ * commit and in order, undone or rolled-back turns never do, a partition is written only
+ * after this node fenced it, and a failed append is recovered by reading the tail back
+ * (landed records are not appended twice; missing ones are) or ends in a clean refusal
+ * when another node fenced the partition.
+ */
+import { describe, expect, it } from "vitest";
+import type { ConveyorError } from "../../src/base/errors.js";
+import { MemoryChangeLog } from "../../src/changelog/memory-change-log.js";
+import { TurnJournal } from "../../src/changelog/turn-journal.js";
+
+const bytes = (s: string) => new TextEncoder().encode(s);
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+const P = 3;
+
+function setUp() {
+  const log = new MemoryChangeLog();
+  const events: string[] = [];
+  const journal = new TurnJournal({
+    log, nodeId: "n1", partitionOf: (q) => Number(q.split(":")[0]), now: () => 0,
+    events: {
+      failed: (p, reason) => events.push(`failed ${p} ${reason}`),
+      recovered: (p, n) => events.push(`recovered ${p} ${n}`),
+      closed: (p, why) => events.push(`closed ${p} ${why}`),
+    },
+  });
+  /** The partition's log as text: "F" for a fence, else its records joined by "+". */
+  const contents = async (p = P) => (await log.read(p, 1, 1_000)).map((e) => (e.kind === "fence" ? "F" : e.records.map(text).join("+")));
+  return { log, journal, events, contents };
+}
+
+describe("TurnJournal", () => {
+  it("fences the partition at open, sends turns only after their commit, in order, and resolves once they are on the log", async () => {
+    const { journal, contents } = setUp();
+    await journal.openPartition(P, 7, bytes("fence n1@7"));
+    expect(journal.isOpen(P)).toBe(true);
+    journal.record(`${P}:q`, bytes("t1"), 1);
+    journal.record(`${P}:q`, bytes("t2"), 2);
+    // Not committed yet: nothing on the log.
+    expect(await contents()).toEqual(["F"]);
+    journal.committed();
+    await journal.flushed(P);
+    // The appender may group waiting turns into one entry; the order holds either way.
+    expect((await contents()).slice(1).join("+")).toBe("t1+t2");
+  });
+
+  it("drops an undone write's turns and a rolled-back transaction's", async () => {
+    const { journal, contents } = setUp();
+    await journal.openPartition(P, 1, bytes("f"));
+    journal.record(`${P}:q`, bytes("kept"), 1);
+    journal.record(`${P}:q`, bytes("undone"), 2);
+    journal.undone(2);
+    journal.committed();
+    journal.record(`${P}:q`, bytes("rolled back"), 3);
+    journal.rolledBack();
+    journal.committed();
+    await journal.flushed(P);
+    expect(await contents()).toEqual(["F", "kept"]);
+  });
+
+  it("refuses the callers of a partition it has not fenced", async () => {
+    const { journal, contents } = setUp();
+    journal.record(`${P}:q`, bytes("t"), 1);
+    journal.committed();
+    await expect(journal.flushed(P)).rejects.toMatchObject({ code: "UNAVAILABLE", reason: "FENCED" });
+    expect(await contents()).toEqual([]);
+  });
+
+  it("after an append whose outcome is unknown but landed, recovers without writing it twice", async () => {
+    const { log, journal, events, contents } = setUp();
+    await journal.openPartition(P, 1, bytes("f"));
+    log.startOutage({ landing: true });
+    journal.record(`${P}:q`, bytes("a"), 1);
+    journal.committed();
+    const err = (await journal.flushed(P).catch((e: unknown) => e)) as ConveyorError;
+    expect(err.reason).toBe("LOG_UNAVAILABLE");
+    log.endOutage();
+    // A later turn waits for recovery, then goes after it.
+    journal.record(`${P}:q`, bytes("b"), 2);
+    journal.committed();
+    await journal.flushed(P);
+    expect(await contents()).toEqual(["F", "a", "b"]);
+    expect(events).toEqual(["failed 3 no_quorum", "recovered 3 1"]);
+  });
+
+  it("after an append that was lost, appends it again before later turns", async () => {
+    const { log, journal, events, contents } = setUp();
+    await journal.openPartition(P, 1, bytes("f"));
+    log.startOutage();
+    journal.record(`${P}:q`, bytes("lost"), 1);
+    journal.committed();
+    await expect(journal.flushed(P)).rejects.toMatchObject({ reason: "LOG_UNAVAILABLE" });
+    log.endOutage();
+    journal.record(`${P}:q`, bytes("next"), 2);
+    journal.committed();
+    await journal.flushed(P);
+    expect((await contents()).join(",")).toBe("F,lost+next");
+    expect(events).toEqual(["failed 3 no_quorum", "recovered 3 2"]);
+  });
+
+  it("closes the partition when another node fenced it, and refuses its callers from then on", async () => {
+    const { log, journal, events, contents } = setUp();
+    await journal.openPartition(P, 1, bytes("f1"));
+    // Another node claims the partition and fences the log.
+    const other = new TurnJournal({ log, nodeId: "n2", partitionOf: () => P, now: () => 0 });
+    await other.openPartition(P, 2, bytes("f2"));
+    journal.record(`${P}:q`, bytes("zombie"), 1);
+    journal.committed();
+    await expect(journal.flushed(P)).rejects.toMatchObject({ code: "UNAVAILABLE", reason: "FENCED" });
+    expect(journal.isOpen(P)).toBe(false);
+    expect(await contents()).toEqual(["F", "F"]);
+    expect(events).toEqual(["failed 3 fenced", "closed 3 another node fenced its changelog"]);
+    // The new owner's turns go on.
+    other.record(`${P}:q`, bytes("new owner"), 1);
+    other.committed();
+    await other.flushed(P);
+    expect(await contents()).toEqual(["F", "F", "new owner"]);
+  });
+
+  it("keeps each partition's failures to itself", async () => {
+    const { log, journal } = setUp();
+    await journal.openPartition(1, 1, bytes("f"));
+    await journal.openPartition(2, 1, bytes("f"));
+    const other = new TurnJournal({ log, nodeId: "n2", partitionOf: () => 1, now: () => 0 });
+    await other.openPartition(1, 2, bytes("f2"));
+    journal.record("1:q", bytes("x"), 1);
+    journal.record("2:q", bytes("y"), 1);
+    journal.committed();
+    await expect(journal.flushed(1)).rejects.toMatchObject({ reason: "FENCED" });
+    await expect(journal.flushed(2)).resolves.toBeUndefined();
+  });
+});
