@@ -86,5 +86,14 @@ export interface ChangeLog {
   close(): Promise<void>;
 }
 
-/** The largest entry (records plus framing) any implementation accepts: NATS' default max_payload is 1 MiB. */
-export const ENTRY_BYTES_MAX = 1024 * 1024 - 4 * 1024;
+/**
+ * The largest entry (records plus framing) any implementation accepts. A grain turn is
+ * never split across entries (a turn is atomic on the log as in SQLite), and one turn's
+ * record is bounded by what one request may carry (REQUEST_MAX_BYTES, 4 MiB: an enqueue
+ * batch's payloads, a settle's results) plus the index entries: under 5 MiB. NATS' default
+ * max_payload (1 MiB) is below that, so the changelog needs nats-server configured with
+ * `max_payload: 8MB` (NATS' own recommended ceiling); JetStreamChangeLog.open refuses a
+ * server with less. 4 KiB is left for the message's headers.
+ */
+export const NATS_MAX_PAYLOAD_REQUIRED = 8 * 1024 * 1024;
+export const ENTRY_BYTES_MAX = NATS_MAX_PAYLOAD_REQUIRED - 4 * 1024;

@@ -21,7 +21,7 @@
 import { DiscardPolicy, jetstream, JetStreamApiError, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StreamConfig } from "@nats-io/jetstream";
 import { connect, errors, headers, type NatsConnection } from "@nats-io/transport-node";
 import { checkAppend, checkMaxEntries, checkPartition, checkSeq } from "./append-checks.js";
-import type { AppendOutcome, ChangeLog, EntryKind, LogEntry } from "./changelog.js";
+import { NATS_MAX_PAYLOAD_REQUIRED, type AppendOutcome, type ChangeLog, type EntryKind, type LogEntry } from "./changelog.js";
 import { frameRecords, unframeRecords } from "./entry-frame.js";
 
 export interface JetStreamChangeLogOptions {
@@ -68,6 +68,11 @@ export class JetStreamChangeLog implements ChangeLog {
       timeout: requestTimeoutMs,
     });
     try {
+      const maxPayload = nc.info?.max_payload ?? 0;
+      if (maxPayload < NATS_MAX_PAYLOAD_REQUIRED) {
+        throw new Error(`nats-server at ${nc.getServer()} accepts messages of at most ${maxPayload} bytes (max_payload); the changelog needs ` +
+          `${NATS_MAX_PAYLOAD_REQUIRED} (one grain turn is one entry): set \`max_payload: 8MB\` in every nats-server's configuration`);
+      }
       const jsm = await jetstreamManager(nc, { timeout: requestTimeoutMs });
       const log = new JetStreamChangeLog(
         nc, jetstream(nc, { timeout: requestTimeoutMs }), jsm,

@@ -186,6 +186,15 @@ describe.each([
     expect(await h.log.purgeBelow(partition(), 10)).toBe(0);
   });
 
+  it("takes an entry as large as the largest grain turn (a 4 MiB request's payloads and their index entries)", async () => {
+    const p = partition();
+    const big = new Uint8Array(5 * 1024 * 1024).map((_, i) => i % 251);
+    const seq = okSeq(await h.log.append(p, [big, bytes("tail")], 0));
+    const [entry] = await h.log.read(p, seq, 1);
+    expect(entry!.records.map((r) => r.byteLength)).toEqual([big.byteLength, 4]);
+    expect(entry!.records[0]!.every((b, i) => b === i % 251)).toBe(true);
+  });
+
   it("refuses bad arguments with INVALID_FIELD naming the field, and changes nothing", async () => {
     const p = partition();
     const last = okSeq(await h.log.append(p, [bytes("only")], 0));
@@ -253,4 +262,16 @@ describe.each([
     expect(entries.map((e) => e.seq)).toEqual([...entries.map((e) => e.seq)].sort((a, b) => a - b));
     console.log(`[changelog ${_name}] leader loss: first acknowledged append ${firstAckAfterMs} ms after the disruption; ${failures} append(s) failed; ${entries.length - acked.size} unacknowledged entr(ies) stored`);
   }, 60_000);
+});
+
+describe("ChangeLog on a nats-server with NATS' default max_payload", () => {
+  it("refuses to open, naming the setting to change (a grain turn is one entry, and may be near 5 MiB)", async () => {
+    const nats = await startNats({ size: 1, maxPayload: "1MB" });
+    try {
+      const err = await JetStreamChangeLog.open({ servers: nats.urls, replicas: 1 }).then(() => undefined, (e: unknown) => e);
+      expect(String(err)).toMatch(/at most 1048576 bytes \(max_payload\).*needs 8388608.*max_payload: 8MB/);
+    } finally {
+      await nats.stop();
+    }
+  });
 });

@@ -116,6 +116,8 @@ export interface NatsOptions {
   size?: number;
   /** Bound on start-up until every server is ready. */
   readyTimeoutMs?: number;
+  /** Each server's max_payload (default 8MB, what the changelog needs). */
+  maxPayload?: string;
 }
 
 /** Starts nats-server with JetStream on `size` servers on free loopback ports; resolves once ready. */
@@ -138,6 +140,8 @@ async function startNatsOnce(options: NatsOptions): Promise<NatsCluster> {
       `http: "127.0.0.1:${s.monitor}"`,
       // Bounded so that three servers and a test fit a small machine.
       `jetstream { store_dir: "${storeDir}", max_memory_store: 64MB, max_file_store: 1GB }`,
+      // The changelog's requirement (changelog.ts, NATS_MAX_PAYLOAD_REQUIRED).
+      `max_payload: ${options.maxPayload ?? "8MB"}`,
     ];
     if (size > 1) {
       const routes = spec.filter((o) => o !== s).map((o) => `"nats-route://127.0.0.1:${o.route}"`);

@@ -6,6 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { ConveyorError } from "../../src/base/errors.js";
 import { MemoryChangeLog } from "../../src/changelog/memory-change-log.js";
+import { ENTRY_BYTES_MAX } from "../../src/changelog/changelog.js";
 import { AppendFailed, PartitionAppender } from "../../src/changelog/partition-appender.js";
 
 const rec = (text: string) => new TextEncoder().encode(text);
@@ -88,7 +89,7 @@ describe("PartitionAppender", () => {
     const log = new MemoryChangeLog();
     const appender = new PartitionAppender(log, 4, 0);
     await expect(appender.append([])).rejects.toMatchObject({ reason: "INVALID_FIELD", field: "records" });
-    const tooBig = await settled(appender.append([new Uint8Array(2 * 1024 * 1024)]));
+    const tooBig = await settled(appender.append([new Uint8Array(ENTRY_BYTES_MAX)]));
     expect(tooBig.ok ? undefined : tooBig.e).toBeInstanceOf(ConveyorError);
     expect(appender.state).toBe("open");
     expect(await appender.append([rec("fine")])).toBeGreaterThan(0);
