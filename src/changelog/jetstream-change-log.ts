@@ -41,6 +41,9 @@ export interface JetStreamChangeLogOptions {
   connectionName?: string;
 }
 
+/** The NATS servers are reachable but set up so the changelog cannot work (retrying will not help). */
+export class ChangeLogConfigError extends Error {}
+
 const ENTRY_HEADER = "Cv-Entry";
 /** JetStream API error codes this file acts on (nats-server's errors.json). */
 const WRONG_LAST_SEQUENCE = 10071;
@@ -70,7 +73,7 @@ export class JetStreamChangeLog implements ChangeLog {
     try {
       const maxPayload = nc.info?.max_payload ?? 0;
       if (maxPayload < NATS_MAX_PAYLOAD_REQUIRED) {
-        throw new Error(`nats-server at ${nc.getServer()} accepts messages of at most ${maxPayload} bytes (max_payload); the changelog needs ` +
+        throw new ChangeLogConfigError(`nats-server at ${nc.getServer()} accepts messages of at most ${maxPayload} bytes (max_payload); the changelog needs ` +
           `${NATS_MAX_PAYLOAD_REQUIRED} (one grain turn is one entry): set \`max_payload: 8MB\` in every nats-server's configuration`);
       }
       const jsm = await jetstreamManager(nc, { timeout: requestTimeoutMs });

@@ -18,7 +18,7 @@ import { Counter, Histogram, type Registry } from "prom-client";
 import type { Clock } from "../base/clock.js";
 import type { PartitionLogGate } from "../cluster/partition-owners.js";
 import { encodeTurn } from "../changelog/change-record.js";
-import { JetStreamChangeLog } from "../changelog/jetstream-change-log.js";
+import { ChangeLogConfigError, JetStreamChangeLog } from "../changelog/jetstream-change-log.js";
 import { TurnJournal } from "../changelog/turn-journal.js";
 import type { Effect } from "../grains/queue/effects.js";
 import type { Database } from "../storage/database.js";
@@ -98,13 +98,14 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
   };
 }
 
-/** Connects (and creates the stream if missing), retrying until CONNECT_WITHIN_MS: nodes and NATS may start in any order. */
+/** Connects (and creates the stream if missing), retrying until CONNECT_WITHIN_MS (nodes and NATS may start in any order), but not a server set up wrong. */
 async function connectWithin(servers: string[], nodeId: string, clock: Clock, logger: Logger): Promise<JetStreamChangeLog> {
   const deadline = clock.nowMs() + CONNECT_WITHIN_MS;
   for (;;) {
     try {
       return await JetStreamChangeLog.open({ servers, connectionName: `conveyord ${nodeId}` });
     } catch (err) {
+      if (err instanceof ChangeLogConfigError) throw err;
       if (clock.nowMs() >= deadline) {
         throw new Error(`cannot open the changelog on cluster_nats ${servers.join(",")} within ${CONNECT_WITHIN_MS / 1000}s: ${err instanceof Error ? err.message : String(err)}`);
       }

@@ -7,6 +7,7 @@
  * - every acknowledged enqueue is there (also those of the node killed with -9), every
  *   delivery the worker got is there with its lease id (deliveries are logged before they
  *   are returned), and every task ends completed on the log.
+ * And a node refuses to start on a nats-server whose max_payload cannot take a turn.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConveyorError } from "../../src/index.js";
@@ -17,7 +18,7 @@ import { partitionOf } from "../../src/cluster/partitions.js";
 import { Checker, describeFailures, runProducer, runWorker } from "../support/checker.js";
 import { clusterFixture, queuesOn, startCluster } from "../support/cluster.js";
 import { startNats, type NatsCluster } from "../support/nats.js";
-import { eventually } from "../support/node-process.js";
+import { eventually, NodeProcess } from "../support/node-process.js";
 
 const PARTITIONS = 64;
 const fixture = clusterFixture();
@@ -109,5 +110,23 @@ describe("the changelog on the write path (real processes: etcd, three nats-serv
     expect(acknowledged.filter((id) => !inserted.has(id)), "acknowledged enqueues missing from the log").toEqual([]);
     expect(checker.deliveries.map((d) => `${d.taskId}/${d.leaseId}`).filter((d) => !activated.has(d)), "deliveries missing from the log").toEqual([]);
     expect(acknowledged.filter((id) => !completed.has(id)), "completed tasks whose completion is missing from the log").toEqual([]);
+  });
+
+  it("a node refuses to start on a nats-server whose max_payload is too small for a turn, naming the setting", async () => {
+    const small = await startNats({ size: 1, maxPayload: "1MB" });
+    try {
+      const started = Date.now();
+      const err = await NodeProcess.start({
+        settings: { cluster_etcd: fixture.etcd.endpoints, cluster_name: "small-payload", node_id: "s1", cluster_nats: small.urls.join(",") },
+      }).then((n) => {
+        nodes.push(n);
+        return undefined;
+      }, (e: unknown) => e);
+      expect(String(err)).toMatch(/max_payload: 8MB/);
+      // At once: a server set up wrong is not waited for like one not yet up.
+      expect(Date.now() - started).toBeLessThan(20_000);
+    } finally {
+      await small.stop();
+    }
   });
 });
