@@ -58,10 +58,14 @@ describe("operator metrics", () => {
     await sdk.waitForState(ok, "completed");
     await sdk.waitForState(flaky, "completed");
 
-    // The depth gauges read storage at most once a second: wait for a fresh read.
+    // The depth gauges read storage at most once a second: wait for a read made after the
+    // last change (one from before the queue had tasks shows no "active" either, so the
+    // scheduled task, enqueued before the waits above, must be in it too).
     const text = await eventually("the depth gauges to show the final states", async () => {
       const t = await node.metrics();
-      return series(t, "conveyor_queue_depth", { queue: "metered", state: "active" }) === undefined ? t : undefined;
+      const fresh = series(t, "conveyor_queue_depth", { queue: "metered", state: "active" }) === undefined
+        && series(t, "conveyor_queue_depth", { queue: "metered", state: "scheduled" }) !== undefined;
+      return fresh ? t : undefined;
     });
     const v = (name: string, labels: Record<string, string> = {}) => series(text, name, labels);
 
