@@ -85,16 +85,20 @@ export class TurnJournal {
   }
 
   /**
-   * Claims `p`'s log for this node at `epoch`: reads its last sequence and appends a fence
-   * entry expecting it. Resolves once the fence is stored; from then on a previous owner's
-   * appends are refused. Rejects (retryable) when the log cannot be reached.
+   * Claims `p`'s log for this node at `epoch`: reads its last sequence, lets `catchUp`
+   * bring this node's rows of p to it (a takeover replays what the previous owner
+   * acknowledged), and appends a fence entry expecting it. Resolves once the fence is
+   * stored; from then on a previous owner's appends are refused. If one slipped in between
+   * the read and the fence, it is caught up too and the fence tried again. Rejects
+   * (retryable) when the log cannot be reached.
    */
-  async openPartition(p: number, epoch: number, mark: Uint8Array): Promise<void> {
+  async openPartition(p: number, epoch: number, mark: Uint8Array, catchUp: (lastSeq: number) => Promise<void> = async () => {}): Promise<void> {
     const current = this.open.get(p);
     if (current && current.epoch === epoch) return;
     const { log } = this.options;
-    for (let attempt = 0; attempt < 3; attempt++) {
+    for (let attempt = 0; attempt < FENCE_ATTEMPTS; attempt++) {
       const last = await log.lastSeq(p);
+      await catchUp(last);
       const outcome = await log.appendFence(p, mark, last);
       if (outcome.kind === "ok") {
         this.open.set(p, { appender: new PartitionAppender(log, p, outcome.seq), last: Promise.resolve(), unacked: [], failed: [], recovering: undefined, epoch });
@@ -105,6 +109,11 @@ export class TurnJournal {
       if (outcome.kind === "unknown") throw new ConveyorError("UNAVAILABLE", "LOG_UNAVAILABLE", `could not fence partition ${p}'s changelog (${outcome.detail}); retry`);
     }
     throw new ConveyorError("UNAVAILABLE", "LOG_UNAVAILABLE", `partition ${p}'s changelog kept moving while this node fenced it; retry`);
+  }
+
+  /** The sequence of p's last entry this node appended (its fence or its last acknowledged turns); undefined when p is not open here. */
+  lastSeq(p: number): number | undefined {
+    return this.open.get(p)?.appender.lastSeq;
   }
 
   /** This node no longer holds `p` (handed off, or lost): later writes to it are refused. */
@@ -249,6 +258,9 @@ export class TurnJournal {
     }
   }
 }
+
+/** Fences tried while a previous owner keeps appending (it stops within its lease's TTL: its keep-alives fail). */
+const FENCE_ATTEMPTS = 10;
 
 /** How soon recovery asks the log again after it could not answer. */
 const RECOVERY_RETRY_MS = 250;

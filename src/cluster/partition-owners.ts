@@ -76,7 +76,8 @@ export class PartitionOwners implements Ownership {
 
   constructor(private readonly options: PartitionOwnersOptions) {
     this.partitions = options.partitions;
-    this.placement = new Placement(options.partitions);
+    // With a changelog a dead holder's partitions are taken over from the log (placement.ts, rule 5).
+    this.placement = new Placement(options.partitions, options.log !== undefined);
     this.overrides = new OverridesView({
       coordination: options.coordination, clock: options.clock, logger: options.logger, rewatchMs: options.rewatchMs, onChange: () => this.changed(),
     });

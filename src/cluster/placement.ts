@@ -23,11 +23,12 @@
  * 3. Recorded owner is another node whose registration is the recorded one → forward there.
  * 4. Recorded owner is another node that registered again since → forward there; it
  *    claims again on arrival (rule 2 on its side).
- * 5. Recorded owner's registration is gone → OWNER_DOWN: its rows are only on its disk,
- *    so nobody may claim p empty (cluster part 2 adds a replicated log, and with it
- *    takeover by the successor).
+ * 5. Recorded owner's registration is gone → without a changelog, OWNER_DOWN: its rows
+ *    are only on its disk, so nobody may claim p empty. With a changelog (cluster part 2,
+ *    `takeover`), every acknowledged write of p is on the log, so the desired owner takes
+ *    it over as in rule 7: it claims p, rebuilds the rows from the log, fences the log.
  * 6. Released by a handoff to node T → T claims it (it has the rows): serve here if T is
- *    this node, else forward to T (OWNER_DOWN if T is gone: the rows are on its disk).
+ *    this node, else forward to T (if T is gone: OWNER_DOWN, or a takeover as in rule 5).
  * 7. No record, or released without a receiver → the desired owner claims it: serve here
  *    if that is this node, else forward there.
  * A partition this node is handing off is `moving` (partition-owners.ts): calls for it
@@ -60,7 +61,8 @@ export class Placement {
   private desired: PartitionMap | undefined;
   private desiredKey = "";
 
-  constructor(readonly partitions: number) {}
+  /** `takeover`: the cluster has a changelog, so a dead holder's partitions go to their desired owner (rule 5). */
+  constructor(readonly partitions: number, private readonly takeover = false) {}
 
   /** The route of partition `p` given the members and records as this node sees them. */
   route(
@@ -74,7 +76,7 @@ export class Placement {
         return record.memberRevision === self.memberRevision && self.memberRevision > 0 ? { kind: "local", p, epoch } : { kind: "claim", p };
       }
       const owner = members.get(record.owner);
-      if (!owner) return { kind: "down", p, nodeId: record.owner };
+      if (!owner) return this.takeover ? this.toDesired(p, self, members, overrides) : { kind: "down", p, nodeId: record.owner };
       return { kind: "remote", p, nodeId: record.owner, address: owner.record.grpc, epoch: owner.createRevision === record.memberRevision ? epoch : 0 };
     }
     // Released by a handoff: only the node that received the rows may claim it.
@@ -82,8 +84,14 @@ export class Placement {
       const to = entry.record.to;
       if (to === self.nodeId) return { kind: "claim", p };
       const receiver = members.get(to);
-      return receiver ? { kind: "remote", p, nodeId: to, address: receiver.record.grpc, epoch: 0 } : { kind: "down", p, nodeId: to };
+      if (receiver) return { kind: "remote", p, nodeId: to, address: receiver.record.grpc, epoch: 0 };
+      return this.takeover ? this.toDesired(p, self, members, overrides) : { kind: "down", p, nodeId: to };
     }
+    return this.toDesired(p, self, members, overrides);
+  }
+
+  /** Rule 7: the desired owner claims p (here, or forwarded there). */
+  private toDesired(p: number, self: SelfRegistration, members: ReadonlyMap<string, MemberEntry>, overrides: PlacementOverrides): Route {
     const target = this.desiredOwner(p, members, overrides);
     if (target === undefined) return { kind: "none", p };
     if (target === self.nodeId) return { kind: "claim", p };

@@ -22,6 +22,10 @@ import { ChangeLogConfigError, JetStreamChangeLog } from "../changelog/jetstream
 import { TurnJournal } from "../changelog/turn-journal.js";
 import type { Effect } from "../grains/queue/effects.js";
 import type { Database } from "../storage/database.js";
+import type { LogPositions } from "../storage/log-positions.js";
+import type { PartitionRows } from "../storage/partition-rows.js";
+import type { TaskStore } from "../storage/task-store.js";
+import { LogCatchUp } from "./log-catch-up.js";
 
 /** How long a starting node keeps trying to reach NATS before it gives up. */
 const CONNECT_WITHIN_MS = 30_000;
@@ -33,6 +37,8 @@ export interface ChangelogLink {
   record(queue: string, effects: readonly Effect[]): void;
   /** Resolves once every write so far is committed and, for these queues' partitions, on the log. */
   durable(queues: readonly string[]): Promise<void>;
+  /** The sequence of p's last entry on the log as this node holds it (what a handoff's snapshot is at); 0 when p is not open here. */
+  lastSeq(p: number): number;
   close(): Promise<void>;
 }
 
@@ -42,6 +48,10 @@ export interface ChangelogSettings {
   nodeId: string;
   partitionOf(queue: string): number;
   db: Database;
+  /** What a claim's catch-up applies the log's entries with, and where it records how far it got. */
+  store: TaskStore;
+  rows: PartitionRows;
+  positions: LogPositions;
   clock: Clock;
   logger: Logger;
   registry: Registry;
@@ -71,6 +81,7 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
       closed: (p, why) => logger.info({ partition: p, why }, "changelog partition closed on this node"),
     },
   });
+  const catchUp = new LogCatchUp({ log, db, store: settings.store, rows: settings.rows, positions: settings.positions, partitionOf: settings.partitionOf, logger });
   db.onCommit(() => journal.committed());
   db.onRollback(() => journal.rolledBack());
   db.onUndo((writeId) => journal.undone(writeId));
@@ -80,7 +91,18 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
       isOpen: (p) => journal.isOpen(p),
       open: async (p, epoch) => {
         const mark = new TextEncoder().encode(JSON.stringify({ node: settings.nodeId, epoch, atMs: clock.nowMs() }));
-        await journal.openPartition(p, epoch, mark);
+        // Before the fence, the rows here catch up with whatever the log acknowledged (a
+        // takeover: the previous owner's turns; a handoff: usually nothing).
+        await journal.openPartition(p, epoch, mark, async (lastSeq) => {
+          const caughtUp = await catchUp.to(p, lastSeq);
+          if (caughtUp.entries > 0 || caughtUp.rebuilt) {
+            metrics.catchUpSeconds.observe(caughtUp.ms / 1000);
+            metrics.catchUpEntries.inc(caughtUp.entries);
+          }
+        });
+        // From here on this node's own turns reach its file before the log: its rows of p
+        // are no longer known to equal the log (a crash now means a rebuild at the next claim).
+        settings.positions.clear(p);
         metrics.fences.inc();
       },
       close: (p, why) => journal.closePartition(p, why),
@@ -91,6 +113,7 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
       const partitions = new Set(queues.map((q) => settings.partitionOf(q)));
       await Promise.all([...partitions].map((p) => journal.flushed(p)));
     },
+    lastSeq: (p) => journal.lastSeq(p) ?? 0,
     close: async () => {
       journal.closeAll("the node stopped");
       await log.close();
@@ -126,5 +149,10 @@ function changelogMetrics(registry: Registry) {
       name: "conveyor_changelog_append_failures_total", help: "Changelog appends that failed, by reason (fenced, timeout, no_quorum, unavailable).", labelNames: ["reason"] as const, registers,
     }),
     fences: new Counter({ name: "conveyor_changelog_fences_total", help: "Partition logs this node fenced (one per claim).", registers }),
+    catchUpSeconds: new Histogram({
+      name: "conveyor_changelog_catch_up_seconds", help: "Time a claim spent applying the partition's changelog to this node's rows before serving it (takeovers, rebuilds).",
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers,
+    }),
+    catchUpEntries: new Counter({ name: "conveyor_changelog_catch_up_entries_total", help: "Changelog entries applied by claims' catch-ups.", registers }),
   };
 }

@@ -20,6 +20,7 @@ export class ClusterMetrics {
   readonly claims: Counter;
   readonly handoffs: Counter<"cause" | "outcome">;
   readonly handoffSeconds: Histogram<"cause">;
+  readonly failovers: Counter;
 
   constructor(registry: Registry, sources: () => ClusterMetricSources | undefined) {
     const registers = [registry];
@@ -28,6 +29,7 @@ export class ClusterMetrics {
     this.claims = new Counter({ name: "conveyor_cluster_partition_claims_total", help: "Partitions this node claimed in etcd (each claim is a new epoch).", registers });
     this.handoffs = new Counter({ name: "conveyor_cluster_handoffs_total", help: "Partitions this node handed to another node, by cause (rebalance, drain, move) and outcome (ok, failed).", labelNames: ["cause", "outcome"] as const, registers });
     this.handoffSeconds = new Histogram({ name: "conveyor_cluster_handoff_seconds", help: "Time a partition was not served during a handoff this node made (its calls waited meanwhile).", labelNames: ["cause"] as const, buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30], registers });
+    this.failovers = new Counter({ name: "conveyor_cluster_failovers_total", help: "Partitions this node took over from a holder that was gone (crashed, or cut off past its lease), rebuilt from the changelog.", registers });
     new Gauge({
       name: "conveyor_cluster_members", help: "Cluster members by state, as this node sees them.", labelNames: ["state"] as const, registers,
       collect() {

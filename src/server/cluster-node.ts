@@ -30,12 +30,19 @@ export interface ClusterNodeDeps {
   releaseParked: (moving: (queue: string) => boolean) => void;
   retireGrain: (queue: string) => void;
   committed: (p: number) => Promise<void>;
+  /** The sequence of p's last changelog entry (0 without a changelog), sent with a handoff's rows. */
+  logSeq: (p: number) => number;
   onHandedOff?: (result: HandoffResult) => void;
   onHandoffFailed?: (cause: string) => void;
   onClaimed?: (p: number) => void;
+  /** Called after this node took over a partition whose holder was gone (`from`), from the changelog. */
+  onTakeover?: (p: number, from: string) => void;
   /** How long a stop may spend handing partitions off before it leaves anyway. */
   drainTimeoutMs: number;
 }
+
+/** How soon a recorded partition whose claim failed is tried again. */
+const CLAIM_RETRY_MS = 1_000;
 
 export async function runClusterMember(deps: ClusterNodeDeps): Promise<{ drain: () => Promise<void> }> {
   const { owners, member, logger } = deps;
@@ -54,30 +61,48 @@ export async function runClusterMember(deps: ClusterNodeDeps): Promise<{ drain: 
   // registration, as at start, rather than on the first call to each: their grains'
   // timers (lapsing leases, delayed tasks, schedules) need the partition held to run.
   // Found by the SIGSTOP test: a woken node left its partitions at their old epochs.
-  const reclaimAfterFence = () => {
+  // With a changelog, the same goes for a dead holder's partitions that the placement now
+  // gives this node (a takeover, placement.ts rule 5): claimed as soon as the holder's
+  // registration is gone, not on the first call, so its timers and leases run again.
+  let retry: (() => void) | undefined;
+  const claimRecorded = () => {
     for (const [p, entry] of owners.entries()) {
-      if (entry.record.owner !== owners.nodeId || entry.record.state !== "owned" || owners.route(p).kind !== "claim") continue;
-      // Single-flight per partition; one that fails (not serving yet) is tried at the next change.
-      owners.acquire(p).catch((err: unknown) => logger.debug({ err, partition: p }, "could not claim back a partition after re-registering; will retry"));
+      if (owners.route(p).kind !== "claim") continue;
+      const { record } = entry;
+      const takeover = record.state === "owned" ? record.owner !== owners.nodeId : record.to !== undefined && record.to !== owners.nodeId;
+      // Single-flight per partition; one that fails (not serving yet, the log not reachable) is tried again.
+      owners.acquire(p).then(
+        (epoch) => { if (takeover && epoch !== undefined) deps.onTakeover?.(p, record.state === "owned" ? record.owner : record.to!); },
+        (err: unknown) => {
+          logger.debug({ err, partition: p }, "could not claim a recorded partition yet; will retry");
+          retry ??= deps.clock.setTimer(CLAIM_RETRY_MS, () => {
+            retry = undefined;
+            claimRecorded();
+          });
+        });
     }
   };
 
   let draining = false;
   const rebalancer = new Rebalancer({
     owners, rows: deps.rows, peers: deps.peers, releaseParked: deps.releaseParked, retireGrain: deps.retireGrain,
-    committed: deps.committed, logger, clock: deps.clock, retryMs: 1_000,
+    committed: deps.committed, logSeq: deps.logSeq, logger, clock: deps.clock, retryMs: 1_000,
     // A stop or an operator's drain empties this node; an operator's pin moves one partition; else the ring changed.
     cause: (p, to) => (draining || owners.drained(owners.nodeId) ? "drain" : owners.overrides.pins.get(p) === to ? "move" : "rebalance"),
     ...(deps.onHandedOff ? { onHandedOff: deps.onHandedOff } : {}),
     ...(deps.onHandoffFailed ? { onHandoffFailed: deps.onHandoffFailed } : {}),
   });
   if (deps.onClaimed) owners.onClaimed(deps.onClaimed);
-  owners.onChange(() => rebalancer.poke());
+  owners.onChange(() => {
+    rebalancer.poke();
+    claimRecorded();
+  });
   member.onChange(() => {
     rebalancer.poke();
-    reclaimAfterFence();
+    claimRecorded();
   });
   rebalancer.poke();
+  claimRecorded();
 
   return {
     drain: async () => {

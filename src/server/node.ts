@@ -23,6 +23,7 @@ import { joinCluster, type BoundPorts } from "./join-cluster.js";
 import { ClusterMetrics, type ClusterMetricSources } from "./cluster-metrics.js";
 import { clusterService } from "./handoff/cluster-service.js";
 import { ClusterService } from "../gen/conveyor/v1/cluster_service_pb.js";
+import { LogPositions } from "../storage/log-positions.js";
 import { PartitionRows } from "../storage/partition-rows.js";
 import { clusterStatusHandler, MembershipLink } from "./cluster-status.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
@@ -111,7 +112,10 @@ export class ConveyorNode {
     const partitionOfQueue = (queue: string) => partitionOf(queue, config.clusterPartitions);
     // Cluster part 2: every committed turn also on its partition's changelog (cluster_nats).
     const changelog = clustered
-      ? await openChangelog({ urls: config.clusterNats, nodeId: config.nodeId, partitionOf: partitionOfQueue, db: storage.db, clock, logger, registry: metrics.registry })
+      ? await openChangelog({
+        urls: config.clusterNats, nodeId: config.nodeId, partitionOf: partitionOfQueue, db: storage.db,
+        store: storage.store, rows: storage.rows, positions: storage.positions, clock, logger, registry: metrics.registry,
+      })
       : undefined;
     const durable = changelog ? changelog.durable : () => storage.db.committed();
     // A single node holds every partition from the start; a cluster member holds what it claims once it has joined.
@@ -157,7 +161,7 @@ export class ConveyorNode {
       ...(ownership instanceof OwnershipLink ? { joined: ownership.linked } : {}),
       observe: { forwarded: (method) => clusterMetrics.forwarded.inc({ method }), wrongOwner: (method) => clusterMetrics.wrongOwner.inc({ method }) },
     };
-    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security, forwarding, rows: storage.rows, ledgers });
+    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security, forwarding, rows: storage.rows, positions: storage.positions, ledgers });
     const joined = await joinCluster(config, transports, dataDir, logger, membership, clusterRules, changelog?.gate);
     placement.control = joined.placement;
     let drain = async () => {};
@@ -181,6 +185,10 @@ export class ConveyorNode {
       };
       ({ drain } = await runClusterMember({
         onClaimed: () => clusterMetrics.claims.inc(),
+        onTakeover: (p, from) => {
+          clusterMetrics.failovers.inc();
+          logger.warn({ partition: p, from }, "took over a partition whose holder is gone, from its changelog");
+        },
         onHandedOff: (r) => {
           clusterMetrics.handoffs.inc({ cause: r.cause, outcome: "ok" });
           clusterMetrics.handoffSeconds.observe({ cause: r.cause }, r.ms / 1000);
@@ -190,6 +198,7 @@ export class ConveyorNode {
         queuesToActivate: () => new Set([...storage.queries.queuesWithUnfinishedTasks(), ...storage.store.schedules.queuesWithSchedules()]),
         activate, releaseParked: (moving) => runtime.broker.releaseQueues(moving), retireGrain: (queue) => runtime.host.retire(queue),
         committed: (p) => durable(storage.rows.queueNames().filter((q) => partitionOfQueue(q) === p)), drainTimeoutMs: config.shutdownGraceMs,
+        logSeq: (p) => changelog?.lastSeq(p) ?? 0,
       }));
     }
     const leaveCluster = async () => {
@@ -259,6 +268,8 @@ interface Storage {
   db: Database;
   /** A partition's rows, for handoffs. */
   rows: PartitionRows;
+  /** Where this node's rows of each partition stand on its changelog (cluster_nats). */
+  positions: LogPositions;
   store: TaskStore;
   queries: AdminQueries;
   rules: RuleRegistry;
@@ -267,7 +278,7 @@ interface Storage {
 function openStorage(db: Database, config: NodeConfig, clock: Clock): Storage {
   const rules = new RuleRegistry(new SqliteRuleStore(db), () => clock.nowMs());
   rules.load();
-  return { db, rows: new PartitionRows(db), store: new TaskStore(db, { deadRetentionMs: config.deadRetentionMs }), queries: new AdminQueries(db), rules };
+  return { db, rows: new PartitionRows(db), positions: new LogPositions(db), store: new TaskStore(db, { deadRetentionMs: config.deadRetentionMs }), queries: new AdminQueries(db), rules };
 }
 
 interface RuntimeEnv {
@@ -418,7 +429,7 @@ async function startTransports(
   bare: Services, runtime: GrainRuntime,
   env: {
     config: NodeConfig; metrics: NodeMetrics; logger: Logger; db: Database; queries: Pick<AdminQueries, "depth">; clock: Clock; security: NodeSecurity;
-    forwarding: ForwarderDeps; rows: PartitionRows; ledgers: LedgerHost;
+    forwarding: ForwarderDeps; rows: PartitionRows; positions: LogPositions; ledgers: LedgerHost;
   },
 ): Promise<Transports> {
   const { config, metrics, logger, db, queries, clock, security, forwarding } = env;
@@ -443,7 +454,10 @@ async function startTransports(
   addUnaryService(grpcServer, AdminService, services.admin, onInternal, observe);
   // Node-to-node (handoffs): served here, never forwarded.
   addUnaryService(grpcServer, ClusterService,
-    security.guard(ClusterService, clusterService({ rows: env.rows, partitions: config.clusterPartitions, logger, nowMs: () => clock.nowMs(), ledgers: env.ledgers })), onInternal, observe);
+    security.guard(ClusterService, clusterService({
+      rows: env.rows, positions: env.positions, partitions: config.clusterPartitions, partitionOf: (q) => partitionOf(q, config.clusterPartitions),
+      logger, nowMs: () => clock.nowMs(), ledgers: env.ledgers,
+    })), onInternal, observe);
   // grpcurl and `buf curl` discover the services and their messages from the node itself.
   // Open even with auth on: it tells the schema, which the package publishes (proto/), and no data.
   addReflection(grpcServer, [TaskService, WorkerService, AdminService]);

@@ -85,9 +85,12 @@ export class PartitionRows {
    * of the turn). Rows of the same queues already here are stale (left by an earlier
    * stay of the partition, never shown: this node did not hold it) and are deleted first,
    * so plain INSERTs fire the count triggers exactly once per row (an INSERT OR REPLACE
-   * would skip the delete trigger). Resolves the queues and task count it held.
+   * would skip the delete trigger). `stale` names more queues whose rows here are stale
+   * (other queues of the same partition, left by an earlier stay), deleted in the same
+   * write; `alsoInWrite` runs inside it too (recording the rows' log position). Resolves
+   * the queues and task count it held.
    */
-  load(bytes: Buffer): { queues: string[]; tasks: number } {
+  load(bytes: Buffer, stale: readonly string[] = [], alsoInWrite: () => void = () => {}): { queues: string[]; tasks: number } {
     const snap = new BetterSqlite3(bytes);
     try {
       const present = (name: string) => snap.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
@@ -97,7 +100,7 @@ export class PartitionRows {
       }
       let tasks = 0;
       this.db.write(() => {
-        this.deleteRows([...queues]);
+        this.deleteRows([...new Set([...queues, ...stale])]);
         for (const table of TABLES) {
           if (!present(table.name)) continue;
           let insert: BetterSqlite3.Statement | undefined;
@@ -107,6 +110,7 @@ export class PartitionRows {
             if (table.name === "tasks") tasks++;
           }
         }
+        alsoInWrite();
       });
       return { queues: [...queues], tasks };
     } finally {

@@ -183,6 +183,11 @@ export class TaskStore implements QueueStore {
     return row && rowToRecord(row);
   }
 
+  /** The rows of `queues` were deleted outside the grains (a partition dropped to be rebuilt): a later insert must create each queue's row again. */
+  forgetQueues(queues: Iterable<string>): void {
+    for (const queue of queues) this.knownQueues.delete(queue);
+  }
+
   apply(queue: string, effects: readonly Effect[]): ReadonlyMap<string, TaskRecord> {
     const activated = new Map<string, TaskRecord>();
     try {

@@ -41,7 +41,7 @@ const QUEUE_TABLES: Record<string, string> = {
   queue_counts: "queue, state",
 };
 /** Tables of the node, not of a queue (the records do not write them). */
-const NODE_TABLES = ["schema_migrations", "task_type_rules"];
+const NODE_TABLES = ["schema_migrations", "task_type_rules", "partition_log"];
 
 interface Turn {
   record: Uint8Array;

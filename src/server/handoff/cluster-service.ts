@@ -10,6 +10,7 @@
 import { ConveyorError, invalidField } from "../../base/errors.js";
 import type { ClusterService } from "../../gen/conveyor/v1/cluster_service_pb.js";
 import type { UnaryImpl } from "../../rpc/service-definition.js";
+import type { LogPositions } from "../../storage/log-positions.js";
 import type { PartitionRows } from "../../storage/partition-rows.js";
 import type { Logger } from "pino";
 import type { LedgerHost } from "../ledger/ledger-host.js";
@@ -24,7 +25,18 @@ interface Transfer {
   startedAtMs: number;
 }
 
-export function clusterService(deps: { rows: PartitionRows; partitions: number; logger: Logger; nowMs: () => number; ledgers: LedgerHost }): UnaryImpl<typeof ClusterService> {
+export interface ClusterServiceDeps {
+  rows: PartitionRows;
+  partitions: number;
+  partitionOf(queue: string): number;
+  /** Where a loaded partition's rows stand on its changelog (set with the rows, when the sender names a log sequence). */
+  positions: LogPositions;
+  logger: Logger;
+  nowMs: () => number;
+  ledgers: LedgerHost;
+}
+
+export function clusterService(deps: ClusterServiceDeps): UnaryImpl<typeof ClusterService> {
   const transfers = new Map<string, Transfer>();
   return {
     async acceptPartition(call) {
@@ -48,12 +60,19 @@ export function clusterService(deps: { rows: PartitionRows; partitions: number; 
       transfers.delete(r.transferId);
       let loaded;
       try {
-        loaded = deps.rows.load(Buffer.concat(transfer.chunks));
+        // Every other row of the partition here is stale too (an earlier stay's, or a crashed
+        // stay's that another node took over from the log): replaced in the same write.
+        const stale = deps.rows.queueNames().filter((q) => deps.partitionOf(q) === r.partition);
+        const logSeq = Number(r.logSeq);
+        loaded = deps.rows.load(Buffer.concat(transfer.chunks), stale, () => {
+          if (logSeq > 0) deps.positions.set(r.partition, logSeq);
+          else deps.positions.clear(r.partition);
+        });
       } catch (error) {
         if (error instanceof ConveyorError) throw error;
         throw invalidField("data", `is not a partition snapshot (${error instanceof Error ? error.message : String(error)}); nothing was loaded`);
       }
-      deps.logger.info({ partition: r.partition, from: r.fromNode, epoch: String(r.epoch), tasks: loaded.tasks, queues: loaded.queues.length },
+      deps.logger.info({ partition: r.partition, from: r.fromNode, epoch: String(r.epoch), tasks: loaded.tasks, queues: loaded.queues.length, logSeq: String(r.logSeq) },
         "received a partition's rows");
       return { tasks: BigInt(loaded.tasks) };
     },

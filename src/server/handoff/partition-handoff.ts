@@ -41,6 +41,8 @@ export interface HandoffDeps {
   retireGrain: (queue: string) => void;
   /** Resolves once every write of partition p so far is durable (committed, and on its changelog if any). */
   committed: (p: number) => Promise<void>;
+  /** The sequence of p's last changelog entry (0 without a changelog): what the snapshot's rows are at. */
+  logSeq: (p: number) => number;
   logger: Logger;
   /** Called once per finished handoff: cause, duration and tasks moved (metrics). */
   onHandedOff?: (info: HandoffResult) => void;
@@ -75,12 +77,13 @@ export async function handOffPartition(p: number, to: { nodeId: string; address:
     // fence would refuse its append, and its rows would be on the receiver only.
     await deps.committed(p);
     const snapshot = rows.snapshot(queues);
+    const logSeq = BigInt(deps.logSeq(p));
     const transferId = randomUUID();
     const chunks = Math.max(1, Math.ceil(snapshot.bytes.length / HANDOFF_CHUNK_BYTES));
     for (let i = 0; i < chunks; i++) {
       await deps.peers.call(to.address, ClusterService, acceptPartition, {
         partition: p, fromNode: owners.nodeId, epoch: BigInt(epoch), transferId, chunk: i, last: i === chunks - 1,
-        data: snapshot.bytes.subarray(i * HANDOFF_CHUNK_BYTES, (i + 1) * HANDOFF_CHUNK_BYTES),
+        data: snapshot.bytes.subarray(i * HANDOFF_CHUNK_BYTES, (i + 1) * HANDOFF_CHUNK_BYTES), logSeq,
       }, { from: owners.nodeId, route: `${p}:${epoch}:${owners.ringVersion}`, deadlineMs: Date.now() + ACCEPT_TIMEOUT_MS });
     }
     released = await owners.release(p, epoch, to.nodeId);

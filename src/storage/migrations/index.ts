@@ -14,6 +14,7 @@ import { m007Attempts } from "./007-attempts.js";
 import { m008Schedules } from "./008-schedules.js";
 import { m009QueueCounts } from "./009-queue-counts.js";
 import { m010AttemptLeases } from "./010-attempt-leases.js";
+import { m011PartitionLog } from "./011-partition-log.js";
 
 export interface Migration {
   version: number;
@@ -22,4 +23,4 @@ export interface Migration {
 }
 
 export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits, m003Groups, m004Rules, m005SlotLimits, m006AttemptEnds,
-  m007Attempts, m008Schedules, m009QueueCounts, m010AttemptLeases];
+  m007Attempts, m008Schedules, m009QueueCounts, m010AttemptLeases, m011PartitionLog];

@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!conveyor/v1/cluster_service.proto\x12\x0b\x63onveyor.v1\"v\n\x12ReportSlotsRequest\x12\x11\n\tfrom_node\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x12\n\npartitions\x18\x03 \x03(\r\x12,\n\x05slots\x18\x04 \x03(\x0b\x32\x1d.conveyor.v1.SharedSlotReport\"\x9e\x01\n\x10SharedSlotReport\x12\x0c\n\x04slot\x18\x01 \x01(\t\x12\x0c\n\x04held\x18\x02 \x01(\r\x12\x10\n\x08inflight\x18\x03 \x01(\r\x12\x0c\n\x04want\x18\x04 \x01(\r\x12\x12\n\x05limit\x18\x05 \x01(\rH\x00\x88\x01\x01\x12\x1c\n\x0flimit_set_at_ms\x18\x06 \x01(\x03H\x01\x88\x01\x01\x42\x08\n\x06_limitB\x12\n\x10_limit_set_at_ms\"_\n\x13ReportSlotsResponse\x12,\n\x06grants\x18\x01 \x03(\x0b\x32\x1c.conveyor.v1.SharedSlotGrant\x12\x1a\n\x12refused_partitions\x18\x02 \x03(\r\"L\n\x0fSharedSlotGrant\x12\x0c\n\x04slot\x18\x01 \x01(\t\x12\r\n\x05grant\x18\x02 \x01(\r\x12\x12\n\x05limit\x18\x03 \x01(\rH\x00\x88\x01\x01\x42\x08\n\x06_limit\"\x8d\x01\n\x16\x41\x63\x63\x65ptPartitionRequest\x12\x11\n\tpartition\x18\x01 \x01(\r\x12\x11\n\tfrom_node\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\x13\n\x0btransfer_id\x18\x04 \x01(\t\x12\r\n\x05\x63hunk\x18\x05 \x01(\r\x12\x0c\n\x04last\x18\x06 \x01(\x08\x12\x0c\n\x04\x64\x61ta\x18\x07 \x01(\x0c\"(\n\x17\x41\x63\x63\x65ptPartitionResponse\x12\r\n\x05tasks\x18\x01 \x01(\x04\x32\xc0\x01\n\x0e\x43lusterService\x12\\\n\x0f\x41\x63\x63\x65ptPartition\x12#.conveyor.v1.AcceptPartitionRequest\x1a$.conveyor.v1.AcceptPartitionResponse\x12P\n\x0bReportSlots\x12\x1f.conveyor.v1.ReportSlotsRequest\x1a .conveyor.v1.ReportSlotsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!conveyor/v1/cluster_service.proto\x12\x0b\x63onveyor.v1\"v\n\x12ReportSlotsRequest\x12\x11\n\tfrom_node\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x12\n\npartitions\x18\x03 \x03(\r\x12,\n\x05slots\x18\x04 \x03(\x0b\x32\x1d.conveyor.v1.SharedSlotReport\"\x9e\x01\n\x10SharedSlotReport\x12\x0c\n\x04slot\x18\x01 \x01(\t\x12\x0c\n\x04held\x18\x02 \x01(\r\x12\x10\n\x08inflight\x18\x03 \x01(\r\x12\x0c\n\x04want\x18\x04 \x01(\r\x12\x12\n\x05limit\x18\x05 \x01(\rH\x00\x88\x01\x01\x12\x1c\n\x0flimit_set_at_ms\x18\x06 \x01(\x03H\x01\x88\x01\x01\x42\x08\n\x06_limitB\x12\n\x10_limit_set_at_ms\"_\n\x13ReportSlotsResponse\x12,\n\x06grants\x18\x01 \x03(\x0b\x32\x1c.conveyor.v1.SharedSlotGrant\x12\x1a\n\x12refused_partitions\x18\x02 \x03(\r\"L\n\x0fSharedSlotGrant\x12\x0c\n\x04slot\x18\x01 \x01(\t\x12\r\n\x05grant\x18\x02 \x01(\r\x12\x12\n\x05limit\x18\x03 \x01(\rH\x00\x88\x01\x01\x42\x08\n\x06_limit\"\x9e\x01\n\x16\x41\x63\x63\x65ptPartitionRequest\x12\x11\n\tpartition\x18\x01 \x01(\r\x12\x11\n\tfrom_node\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\x13\n\x0btransfer_id\x18\x04 \x01(\t\x12\r\n\x05\x63hunk\x18\x05 \x01(\r\x12\x0c\n\x04last\x18\x06 \x01(\x08\x12\x0c\n\x04\x64\x61ta\x18\x07 \x01(\x0c\x12\x0f\n\x07log_seq\x18\x08 \x01(\x04\"(\n\x17\x41\x63\x63\x65ptPartitionResponse\x12\r\n\x05tasks\x18\x01 \x01(\x04\x32\xc0\x01\n\x0e\x43lusterService\x12\\\n\x0f\x41\x63\x63\x65ptPartition\x12#.conveyor.v1.AcceptPartitionRequest\x1a$.conveyor.v1.AcceptPartitionResponse\x12P\n\x0bReportSlots\x12\x1f.conveyor.v1.ReportSlotsRequest\x1a .conveyor.v1.ReportSlotsResponseb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'conveyor.v1.cluster_service_pb2', globals())
@@ -29,9 +29,9 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _SHAREDSLOTGRANT._serialized_start=428
   _SHAREDSLOTGRANT._serialized_end=504
   _ACCEPTPARTITIONREQUEST._serialized_start=507
-  _ACCEPTPARTITIONREQUEST._serialized_end=648
-  _ACCEPTPARTITIONRESPONSE._serialized_start=650
-  _ACCEPTPARTITIONRESPONSE._serialized_end=690
-  _CLUSTERSERVICE._serialized_start=693
-  _CLUSTERSERVICE._serialized_end=885
+  _ACCEPTPARTITIONREQUEST._serialized_end=665
+  _ACCEPTPARTITIONRESPONSE._serialized_start=667
+  _ACCEPTPARTITIONRESPONSE._serialized_end=707
+  _CLUSTERSERVICE._serialized_start=710
+  _CLUSTERSERVICE._serialized_end=902
 # @@protoc_insertion_point(module_scope)

@@ -6,12 +6,13 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AcceptPartitionRequest(_message.Message):
-    __slots__ = ["chunk", "data", "epoch", "from_node", "last", "partition", "transfer_id"]
+    __slots__ = ["chunk", "data", "epoch", "from_node", "last", "log_seq", "partition", "transfer_id"]
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     FROM_NODE_FIELD_NUMBER: _ClassVar[int]
     LAST_FIELD_NUMBER: _ClassVar[int]
+    LOG_SEQ_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     TRANSFER_ID_FIELD_NUMBER: _ClassVar[int]
     chunk: int
@@ -19,9 +20,10 @@ class AcceptPartitionRequest(_message.Message):
     epoch: int
     from_node: str
     last: bool
+    log_seq: int
     partition: int
     transfer_id: str
-    def __init__(self, partition: _Optional[int] = ..., from_node: _Optional[str] = ..., epoch: _Optional[int] = ..., transfer_id: _Optional[str] = ..., chunk: _Optional[int] = ..., last: bool = ..., data: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, partition: _Optional[int] = ..., from_node: _Optional[str] = ..., epoch: _Optional[int] = ..., transfer_id: _Optional[str] = ..., chunk: _Optional[int] = ..., last: bool = ..., data: _Optional[bytes] = ..., log_seq: _Optional[int] = ...) -> None: ...
 
 class AcceptPartitionResponse(_message.Message):
     __slots__ = ["tasks"]
