@@ -83,7 +83,25 @@ export interface ChangeLog {
    * to 0). Resolves with the number of entries removed.
    */
   purgeBelow(partition: number, belowSeq: number): Promise<number>;
+  /**
+   * Delivers the partition's entries with sequence > `afterSeq` to `onEntry`, in order and
+   * without gaps, one at a time (the next only once `onEntry` resolved), then each new entry
+   * as it is stored, until the follower is stopped: how a standby keeps a warm copy. A
+   * follower that loses the log (a leader change, the connection down) resumes by itself
+   * after the last entry it delivered. `pending` is how many entries the log held beyond
+   * this one when it was delivered (the follower's lag). An `onEntry` that throws stops
+   * the follower (`stopped` rejects with its error).
+   */
+  follow(partition: number, afterSeq: number, onEntry: (entry: LogEntry, pending: number) => void | Promise<void>): Follower;
   close(): Promise<void>;
+}
+
+/** A running `ChangeLog.follow`. */
+export interface Follower {
+  /** Stops delivering; resolves once no `onEntry` call is running. */
+  stop(): Promise<void>;
+  /** Settles when the follower ends: resolves on stop, rejects with the error of an `onEntry` that threw. */
+  readonly stopped: Promise<void>;
 }
 
 /**

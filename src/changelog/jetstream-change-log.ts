@@ -18,10 +18,10 @@
  * - A publish that timed out may still be stored later (the client may have buffered it
  *   across a reconnect): that is why such an append is `unknown`, not failed.
  */
-import { DiscardPolicy, jetstream, JetStreamApiError, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StreamConfig } from "@nats-io/jetstream";
+import { DeliverPolicy, DiscardPolicy, jetstream, JetStreamApiError, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StreamConfig } from "@nats-io/jetstream";
 import { connect, errors, headers, type NatsConnection } from "@nats-io/transport-node";
 import { checkAppend, checkMaxEntries, checkPartition, checkSeq } from "./append-checks.js";
-import { NATS_MAX_PAYLOAD_REQUIRED, type AppendOutcome, type ChangeLog, type EntryKind, type LogEntry } from "./changelog.js";
+import { NATS_MAX_PAYLOAD_REQUIRED, type AppendOutcome, type ChangeLog, type EntryKind, type Follower, type LogEntry } from "./changelog.js";
 import { frameRecords, unframeRecords } from "./entry-frame.js";
 
 export interface JetStreamChangeLogOptions {
@@ -139,6 +139,62 @@ export class JetStreamChangeLog implements ChangeLog {
     return res.purged;
   }
 
+  /**
+   * An ordered consumer (ephemeral, in memory, one replica) filtered to the partition's
+   * subject, from the entry after `afterSeq`. The client recreates it at the right
+   * sequence when it sees a gap or loses its heartbeats (a leader change), so entries come
+   * in order without gaps; if it cannot (consumer creation goes through the meta leader,
+   * which may be electing), this loop creates a new one after the last delivered entry.
+   */
+  follow(partition: number, afterSeq: number, onEntry: (entry: LogEntry, pending: number) => void | Promise<void>): Follower {
+    checkPartition(partition);
+    checkSeq("afterSeq", afterSeq, 0);
+    const subject = this.subjectOf(partition);
+    let stopped = false;
+    let current: { stop(): void } | undefined;
+    const run = async () => {
+      let after = afterSeq;
+      while (!stopped) {
+        try {
+          const consumer = await this.js.consumers.get(this.stream, {
+            // One subject as a string: a list needs nats-server 2.10 (multiple filters).
+            filter_subjects: subject, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: after + 1,
+          });
+          // Short pulls and heartbeats, so a lost leader is noticed in seconds, not the default 30 s.
+          const messages = await consumer.consume({ max_messages: FOLLOW_BATCH, expires: FOLLOW_PULL_EXPIRES_MS, idle_heartbeat: FOLLOW_HEARTBEAT_MS });
+          current = messages;
+          if (stopped) messages.stop();
+          for await (const m of messages) {
+            if (m.seq <= after) continue;
+            const entry: LogEntry = { seq: m.seq, kind: m.headers?.get(ENTRY_HEADER) === "fence" ? "fence" : "records", records: unframeRecords(m.data) };
+            try {
+              await onEntry(entry, m.info.pending);
+            } catch (err) {
+              messages.stop();
+              throw new FollowerStopped(err);
+            }
+            after = m.seq;
+            if (stopped) break;
+          }
+        } catch (err) {
+          if (err instanceof FollowerStopped) throw err.cause;
+          // The log could not be read now: follow again shortly, after the last entry delivered.
+          if (!stopped) await new Promise((resolve) => setTimeout(resolve, FOLLOW_RETRY_MS));
+        }
+      }
+    };
+    const done = run();
+    done.catch(() => {});
+    return {
+      stopped: done,
+      stop: async () => {
+        stopped = true;
+        current?.stop();
+        await done.catch(() => {});
+      },
+    };
+  }
+
   /** The stream leader's server name ("" while it has none), for status and for tests. */
   async leader(): Promise<string> {
     const info = await this.jsm.streams.info(this.stream);
@@ -190,6 +246,21 @@ export class JetStreamChangeLog implements ChangeLog {
       const info = await this.jsm.streams.info(this.stream).catch(() => undefined);
       if (!info?.config.subjects?.includes(subject)) throw err;
     }
+  }
+}
+
+/** Messages a follower's consumer asks for at a time. */
+const FOLLOW_BATCH = 256;
+/** How long one pull of a follower waits for messages, and the heartbeat the server sends meanwhile. */
+const FOLLOW_PULL_EXPIRES_MS = 5_000;
+const FOLLOW_HEARTBEAT_MS = 1_000;
+/** How soon a follower that lost the log tries again. */
+const FOLLOW_RETRY_MS = 500;
+
+/** An `onEntry` of a follower threw: the follower ends with its error. */
+class FollowerStopped extends Error {
+  constructor(override readonly cause: unknown) {
+    super("follower stopped by its callback");
   }
 }
 

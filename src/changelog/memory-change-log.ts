@@ -9,7 +9,7 @@
  *   behind an append in flight.
  */
 import { checkAppend, checkMaxEntries, checkPartition, checkSeq } from "./append-checks.js";
-import type { AppendOutcome, ChangeLog, EntryKind, LogEntry } from "./changelog.js";
+import type { AppendOutcome, ChangeLog, EntryKind, Follower, LogEntry } from "./changelog.js";
 
 interface Outage {
   landing: boolean;
@@ -21,6 +21,8 @@ export class MemoryChangeLog implements ChangeLog {
   private outage: Outage | undefined;
   private hold: Promise<void> | undefined;
   private closed = false;
+  /** Followers waiting for the next entry. */
+  private readonly followers = new Set<() => void>();
   /** Appends attempted, whatever their outcome (for tests of batching). */
   appendCalls = 0;
 
@@ -62,8 +64,46 @@ export class MemoryChangeLog implements ChangeLog {
     return entries.length - kept.length;
   }
 
+  follow(partition: number, afterSeq: number, onEntry: (entry: LogEntry, pending: number) => void | Promise<void>): Follower {
+    checkPartition(partition);
+    checkSeq("afterSeq", afterSeq, 0);
+    let stopped = false;
+    let wake = () => {};
+    const run = async () => {
+      // Never within the call, as a real follower's first entry comes from the network.
+      await Promise.resolve();
+      let after = afterSeq;
+      while (!stopped) {
+        // An outage delivers nothing (as a follower that lost its leader) until it ends.
+        const next = this.outage || this.closed ? undefined : this.entriesOf(partition).find((e) => e.seq > after);
+        if (!next) {
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+            this.followers.add(resolve);
+          });
+          continue;
+        }
+        const pending = this.entriesOf(partition).filter((e) => e.seq > next.seq).length;
+        await onEntry({ ...next, records: next.records.map((r) => r.slice()) }, pending);
+        after = next.seq;
+      }
+    };
+    const done = run();
+    done.catch(() => {});
+    return {
+      stopped: done,
+      stop: async () => {
+        stopped = true;
+        this.followers.delete(wake);
+        wake();
+        await done.catch(() => {});
+      },
+    };
+  }
+
   async close(): Promise<void> {
     this.closed = true;
+    this.wakeFollowers();
   }
 
   /** From now on appends report `unknown` ("no_quorum") and reads reject, until `endOutage`. */
@@ -73,6 +113,7 @@ export class MemoryChangeLog implements ChangeLog {
 
   endOutage(): void {
     this.outage = undefined;
+    this.wakeFollowers();
   }
 
   /** Appends wait (before deciding their outcome) until the returned function is called. */
@@ -101,8 +142,15 @@ export class MemoryChangeLog implements ChangeLog {
     const seq = ++this.lastStreamSeq;
     entries.push({ seq, kind, records: copies });
     this.partitions.set(partition, entries);
+    this.wakeFollowers();
     if (this.outage) return { kind: "unknown", reason: "no_quorum", detail: "memory changelog outage (the entry was stored)" };
     return { kind: "ok", seq };
+  }
+
+  private wakeFollowers(): void {
+    const waiting = [...this.followers];
+    this.followers.clear();
+    for (const wake of waiting) wake();
   }
 
   private entriesOf(partition: number): LogEntry[] {

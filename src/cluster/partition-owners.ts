@@ -133,6 +133,11 @@ export class PartitionOwners implements Ownership {
     return this.placement.desiredOwner(p, this.options.membership.members(), this.overrides);
   }
 
+  /** The members that keep a warm copy of p: the first `count` after its desired owner on the ring (placement.ts). */
+  standbys(p: number, count: number): string[] {
+    return this.placement.standbys(p, count, this.options.membership.members(), this.overrides);
+  }
+
   /** The desired owner of every partition, indexed by partition (GetClusterStatus). */
   desiredOwners(): string[] {
     return this.placement.desiredOwners(this.options.membership.members(), this.overrides);

@@ -70,6 +70,9 @@ export function checkPartitionCount(partitions: number): void {
   }
 }
 
+/** Successors kept per partition: enough for `cluster_standbys` (at most 2) and a pin elsewhere. */
+export const SUCCESSORS_KEPT = 3;
+
 /** The ring key of partition `p` (fixed: changing it would move every partition). */
 const partitionKey = (p: number) => `p${p}`;
 
@@ -80,7 +83,8 @@ const partitionKey = (p: number) => `p${p}`;
 export class PartitionMap {
   readonly members: readonly string[];
   private readonly owners: string[];
-  private readonly successors: Array<string | undefined>;
+  /** Per partition, the distinct members after its owner in ring order (up to SUCCESSORS_KEPT). */
+  private readonly successorLists: Array<readonly string[]>;
 
   constructor(members: readonly string[], readonly partitions: number) {
     checkPartitionCount(partitions);
@@ -93,11 +97,11 @@ export class PartitionMap {
     const servers = Object.fromEntries(this.members.map((m) => [m, { vnodes: RING_VNODES }]));
     const ring = new HashRing(servers, "md5");
     this.owners = [];
-    this.successors = [];
+    this.successorLists = [];
     for (let p = 0; p < partitions; p++) {
-      const [owner, successor] = ring.range(partitionKey(p), 2, true);
+      const [owner, ...after] = ring.range(partitionKey(p), 1 + SUCCESSORS_KEPT, true);
       this.owners.push(owner!);
-      this.successors.push(successor);
+      this.successorLists.push(after);
     }
   }
 
@@ -108,7 +112,12 @@ export class PartitionMap {
 
   /** The member that would own `p` if its owner left; undefined in a ring of one. */
   successor(p: number): string | undefined {
-    return this.successors[this.checkPartition(p)];
+    return this.successorLists[this.checkPartition(p)]![0];
+  }
+
+  /** The distinct members after p's owner in ring order, at most SUCCESSORS_KEPT: who would own p as members leave, one after another. */
+  successors(p: number): readonly string[] {
+    return this.successorLists[this.checkPartition(p)]!;
   }
 
   /** The owner of every partition, indexed by partition. */

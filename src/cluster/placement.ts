@@ -106,6 +106,19 @@ export class Placement {
     return this.ring(eligible)?.owner(p);
   }
 
+  /**
+   * The members that keep a warm copy of p (cluster part 2): the first `count` members
+   * after its desired owner in ring order over the eligible members, so the first of them
+   * is the one that takes p over if its owner dies (the ring without the owner names it).
+   */
+  standbys(p: number, count: number, members: ReadonlyMap<string, MemberEntry>, overrides: PlacementOverrides = NO_OVERRIDES): string[] {
+    if (count <= 0) return [];
+    const ring = this.ring(this.eligible(members, overrides));
+    if (!ring) return [];
+    const owner = this.desiredOwner(p, members, overrides);
+    return [ring.owner(p), ...ring.successors(p)].filter((n) => n !== owner).slice(0, count);
+  }
+
   /** The desired owner of every partition, indexed by partition (empty when no member is active). */
   desiredOwners(members: ReadonlyMap<string, MemberEntry>, overrides: PlacementOverrides = NO_OVERRIDES): string[] {
     if (this.eligible(members, overrides).length === 0) return [];

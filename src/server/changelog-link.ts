@@ -14,7 +14,7 @@
  * log could acknowledge nothing.
  */
 import type { Logger } from "pino";
-import { Counter, Histogram, type Registry } from "prom-client";
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { Clock } from "../base/clock.js";
 import type { PartitionLogGate } from "../cluster/partition-owners.js";
 import { encodeTurn } from "../changelog/change-record.js";
@@ -26,6 +26,7 @@ import type { LogPositions } from "../storage/log-positions.js";
 import type { PartitionRows } from "../storage/partition-rows.js";
 import type { TaskStore } from "../storage/task-store.js";
 import { LogCatchUp } from "./log-catch-up.js";
+import { StandbyFollowers, type StandbyPlacement } from "./standby-followers.js";
 
 /** How long a starting node keeps trying to reach NATS before it gives up. */
 const CONNECT_WITHIN_MS = 30_000;
@@ -39,6 +40,11 @@ export interface ChangelogLink {
   durable(queues: readonly string[]): Promise<void>;
   /** The sequence of p's last entry on the log as this node holds it (what a handoff's snapshot is at); 0 when p is not open here. */
   lastSeq(p: number): number;
+  /**
+   * Starts keeping warm copies of the partitions the placement makes this node a standby
+   * of; returns what to call after every change of the members or the records.
+   */
+  startStandbys(placement: StandbyPlacement, count: number): () => void;
   close(): Promise<void>;
 }
 
@@ -86,24 +92,35 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
   db.onRollback(() => journal.rolledBack());
   db.onUndo((writeId) => journal.undone(writeId));
   logger.info({ servers, stream: log.stream }, "changelog open");
+  let standbys: StandbyFollowers | undefined;
+  new Gauge({ name: "conveyor_changelog_standby_partitions", help: "Partitions this node keeps a warm copy of (follows their changelog as a standby).", registers: [settings.registry],
+    collect() { this.set(standbys?.partitions ?? 0); } });
+  new Gauge({ name: "conveyor_changelog_standby_lag_entries", help: "Changelog entries this node's standby followers have still to apply, summed over the partitions they follow.", registers: [settings.registry],
+    collect() { this.set(standbys?.lag ?? 0); } });
   return {
     gate: {
       isOpen: (p) => journal.isOpen(p),
       open: async (p, epoch) => {
         const mark = new TextEncoder().encode(JSON.stringify({ node: settings.nodeId, epoch, atMs: clock.nowMs() }));
-        // Before the fence, the rows here catch up with whatever the log acknowledged (a
-        // takeover: the previous owner's turns; a handoff: usually nothing).
-        await journal.openPartition(p, epoch, mark, async (lastSeq) => {
-          const caughtUp = await catchUp.to(p, lastSeq);
-          if (caughtUp.entries > 0 || caughtUp.rebuilt) {
-            metrics.catchUpSeconds.observe(caughtUp.ms / 1000);
-            metrics.catchUpEntries.inc(caughtUp.entries);
-          }
-        });
-        // From here on this node's own turns reach its file before the log: its rows of p
-        // are no longer known to equal the log (a crash now means a rebuild at the next claim).
-        settings.positions.clear(p);
-        metrics.fences.inc();
+        // A standby's follower of p stops first: from here on only the claim touches p's rows.
+        const resume = (await standbys?.pause(p)) ?? (() => {});
+        try {
+          // Before the fence, the rows here catch up with whatever the log acknowledged (a
+          // takeover: the previous owner's turns, or a standby's lag; a handoff: usually nothing).
+          await journal.openPartition(p, epoch, mark, async (lastSeq) => {
+            const caughtUp = await catchUp.to(p, lastSeq);
+            if (caughtUp.entries > 0 || caughtUp.rebuilt) {
+              metrics.catchUpSeconds.observe(caughtUp.ms / 1000);
+              metrics.catchUpEntries.inc(caughtUp.entries);
+            }
+          });
+          // From here on this node's own turns reach its file before the log: its rows of p
+          // are no longer known to equal the log (a crash now means a rebuild at the next claim).
+          settings.positions.clear(p);
+          metrics.fences.inc();
+        } finally {
+          resume();
+        }
       },
       close: (p, why) => journal.closePartition(p, why),
     },
@@ -114,7 +131,13 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
       await Promise.all([...partitions].map((p) => journal.flushed(p)));
     },
     lastSeq: (p) => journal.lastSeq(p) ?? 0,
+    startStandbys: (placement, count) => {
+      standbys = new StandbyFollowers({ log, catchUp, placement, count, logger });
+      standbys.refresh();
+      return () => standbys?.refresh();
+    },
     close: async () => {
+      await standbys?.stop();
       journal.closeAll("the node stopped");
       await log.close();
     },

@@ -71,6 +71,8 @@ export interface NodeConfig {
    * (cluster part 2); empty = no changelog (a crashed node's partitions wait for it). Needs cluster_etcd.
    */
   clusterNats: string;
+  /** With a changelog: how many members keep a warm copy of each partition by following its log (0-2; the first takes over if the owner dies). */
+  clusterStandbys: number;
   /** The cluster's name: its keys live under /conveyor/<name>/ in etcd. */
   clusterName: string;
   /** Partitions of the cluster; fixed when the cluster is created (stored in etcd). */
@@ -126,6 +128,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   tlsClientCa: "",
   clusterEtcd: "",
   clusterNats: "",
+  clusterStandbys: 1,
   clusterName: "default",
   clusterPartitions: 64,
   clusterMemberTtlMs: 5_000,
@@ -177,6 +180,7 @@ const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: n
   { key: "tlsClientCa", yaml: "tls_client_ca", kind: "string" },
   { key: "clusterEtcd", yaml: "cluster_etcd", kind: "string" },
   { key: "clusterNats", yaml: "cluster_nats", kind: "string" },
+  { key: "clusterStandbys", yaml: "cluster_standbys", kind: "int", max: 2 },
   { key: "clusterName", yaml: "cluster_name", kind: "string" },
   { key: "clusterPartitions", yaml: "cluster_partitions", kind: "int", max: 4096 },
   { key: "clusterMemberTtlMs", yaml: "cluster_member_ttl", kind: "duration", max: 60_000 },

@@ -14,7 +14,9 @@
  * - an empty log: nothing was ever acknowledged through it, so rows here (written before
  *   the cluster had a log) are kept as they are.
  * Pages of entries are applied one write each, the position moving in the same write, so
- * a catch-up cut short by a crash or a failed read resumes where it stopped.
+ * a catch-up cut short by a crash or a failed read resumes where it stopped. A standby
+ * (standby-followers.ts) applies the same entries one by one as the log delivers them
+ * (`applyFollowed`), so a takeover by a warm standby catches up only its lag.
  */
 import type { Logger } from "pino";
 import type { ChangeLog, LogEntry } from "../changelog/changelog.js";
@@ -64,13 +66,7 @@ export class LogCatchUp {
       if (page.length === 0) throw new Error(`partition ${p}'s changelog has no entry between ${at + 1} and ${upTo}; cannot catch up`);
       const last = page.at(-1)!.seq;
       db.write(() => {
-        for (const entry of page) {
-          if (entry.kind !== "records") continue;
-          for (const record of entry.records) {
-            const { queue, effects } = decodeTurn(record);
-            this.deps.store.apply(queue, effects);
-          }
-        }
+        for (const entry of page) this.applyEntry(entry);
         positions.set(p, last);
       });
       await db.committed();
@@ -82,13 +78,53 @@ export class LogCatchUp {
     return result;
   }
 
-  /** Drops every row of p's queues here (their task-store caches too), and its position, in one write. */
-  private dropRows(p: number): void {
+  /**
+   * Makes this node's rows of p a known prefix of its log, for a standby to follow: rows
+   * at a position stay (a former standby's, a handoff's); rows with none are dropped and
+   * the position set to 0 (the empty prefix). Resolves the sequence to follow after.
+   */
+  standbyFrom(p: number): number {
+    const known = this.deps.positions.get(p);
+    if (known !== undefined) return known;
+    this.dropRows(p, 0);
+    return 0;
+  }
+
+  /**
+   * Applies one followed entry onto p's rows, in one write that moves the position with
+   * it. An entry at or below the position is already in the rows (a handoff's load can
+   * move the position past what the follower has delivered) and is skipped. False when
+   * p's rows have no position any more: this node has started owning p, and no follower
+   * may touch its rows again.
+   */
+  applyFollowed(p: number, entry: LogEntry): boolean {
+    const { db, positions } = this.deps;
+    const at = positions.get(p);
+    if (at === undefined) return false;
+    if (entry.seq <= at) return true;
+    db.write(() => {
+      this.applyEntry(entry);
+      positions.set(p, entry.seq);
+    });
+    return true;
+  }
+
+  private applyEntry(entry: LogEntry): void {
+    if (entry.kind !== "records") return;
+    for (const record of entry.records) {
+      const { queue, effects } = decodeTurn(record);
+      this.deps.store.apply(queue, effects);
+    }
+  }
+
+  /** Drops every row of p's queues here (their task-store caches too) in one write, which also sets p's position to `position` (undefined: none). */
+  private dropRows(p: number, position?: number): void {
     const { rows, store, partitionOf, db, positions } = this.deps;
     const queues = rows.queueNames().filter((q) => partitionOf(q) === p);
     db.write(() => {
       rows.drop(queues);
-      positions.clear(p);
+      if (position === undefined) positions.clear(p);
+      else positions.set(p, position);
     });
     store.forgetQueues(queues);
   }

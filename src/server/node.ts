@@ -183,6 +183,10 @@ export class ConveyorNode {
         },
         ringVersion: () => member.ringVersion, partitionsHeld: () => owners.held().length,
       };
+      // Warm standbys follow the logs of the partitions the placement gives this node to stand by for.
+      const refreshStandbys = changelog?.startStandbys(owners, config.clusterStandbys) ?? (() => {});
+      owners.onChange(refreshStandbys);
+      member.onChange(refreshStandbys);
       ({ drain } = await runClusterMember({
         onClaimed: () => clusterMetrics.claims.inc(),
         onTakeover: (p, from) => {
@@ -482,7 +486,9 @@ async function startTransports(
   const httpAddr = httpServer.address();
   const httpPort = typeof httpAddr === "object" && httpAddr ? httpAddr.port : Number(httpPortText);
   metrics.sources.commits = () => db.commits;
-  metrics.sources.depth = () => queries.depth();
+  // Only queues this node holds: a cluster member also has rows of partitions it keeps a
+  // warm copy of (standbys) or that moved away, and each queue must be counted by one node.
+  metrics.sources.depth = () => queries.depth().filter((row) => runtime.router.holds(row.queue));
   metrics.sources.nowMs = () => clock.nowMs();
   metrics.sources.parkedLeases = () => broker.parked;
   metrics.sources.activeGrains = () => host.activeQueues().length;

@@ -218,8 +218,57 @@ describe.each([
     expect((await h.log.read(p, 1, 10)).length).toBe(1);
   });
 
+  it("follows a partition: the entries after a sequence in order, then each new one, one at a time; stop ends it", async () => {
+    const [p, q] = [partition(), partition()];
+    const s1 = okSeq(await h.log.append(p, [bytes("f1")], 0));
+    const s2 = okSeq(await h.log.appendFence(p, bytes("fence"), s1));
+    okSeq(await h.log.append(q, [bytes("other partition")], 0));
+    const seen: Array<[number, string, string, number]> = [];
+    let running = 0;
+    let overlapped = false;
+    const follower = h.other.follow(p, s1, async (entry, pending) => {
+      running++;
+      overlapped ||= running > 1;
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      seen.push([entry.seq, entry.kind, entry.records.map(text).join(","), pending]);
+      running--;
+    });
+    await eventually("the fence after s1", async () => (seen.length >= 1 ? true : undefined), 20_000);
+    let last = s2;
+    const later: number[] = [];
+    for (const x of ["f3", "f4", "f5"]) later.push((last = okSeq(await h.log.append(p, [bytes(x), bytes(`${x}b`)], last))));
+    await eventually("the entries appended while following", async () => (seen.length >= 4 ? true : undefined), 20_000);
+    await follower.stop();
+    await follower.stopped;
+    expect(overlapped, "one onEntry at a time").toBe(false);
+    expect(seen.map(([seq, kind, recs]) => [seq, kind, recs])).toEqual([
+      [s2, "fence", "fence"], [later[0], "records", "f3,f3b"], [later[1], "records", "f4,f4b"], [later[2], "records", "f5,f5b"],
+    ]);
+    expect(seen.every(([, , , pending]) => pending >= 0)).toBe(true);
+    // Stopped: nothing more arrives.
+    okSeq(await h.log.append(p, [bytes("after stop")], last));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(seen).toHaveLength(4);
+  });
+
+  it("a follower whose callback throws ends with that error; bad arguments are refused", async () => {
+    const p = partition();
+    okSeq(await h.log.append(p, [bytes("x")], 0));
+    const follower = h.log.follow(p, 0, () => {
+      throw new Error("cannot apply");
+    });
+    await expect(follower.stopped).rejects.toThrow("cannot apply");
+    expect(() => h.log.follow(-1, 0, () => {})).toThrow(ConveyorError);
+    expect(() => h.log.follow(p, -1, () => {})).toThrow(/afterSeq/);
+  });
+
   it("survives the loss of the log's leader mid-appends: appends pause, resume, and every acknowledged one is readable", async () => {
     const p = partition();
+    // A follower from the other client across the loss: it must end up with every stored entry, in order.
+    const followed: LogEntry[] = [];
+    const follower = h.other.follow(p, 0, (entry) => {
+      followed.push(entry);
+    });
     const acked = new Map<number, string>();
     const attempted = new Set<string>();
     let expected = 0;
@@ -260,6 +309,9 @@ describe.each([
     expect(payloads.every((x) => attempted.has(x))).toBe(true);
     expect(new Set(payloads).size).toBe(payloads.length);
     expect(entries.map((e) => e.seq)).toEqual([...entries.map((e) => e.seq)].sort((a, b) => a - b));
+    await eventually("the follower to deliver every stored entry", async () => (followed.length >= entries.length ? true : undefined), 30_000);
+    await follower.stop();
+    expect(followed.map((e) => [e.seq, text(e.records[0]!)])).toEqual(entries.map((e) => [e.seq, text(e.records[0]!)]));
     console.log(`[changelog ${_name}] leader loss: first acknowledged append ${firstAckAfterMs} ms after the disruption; ${failures} append(s) failed; ${entries.length - acked.size} unacknowledged entr(ies) stored`);
   }, 60_000);
 });

@@ -6,7 +6,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { PartitionMap, partitionOf } from "../../src/cluster/partitions.js";
+import { PartitionMap, SUCCESSORS_KEPT, partitionOf } from "../../src/cluster/partitions.js";
 
 const memberName = fc.stringMatching(/^[a-z][a-z0-9-]{0,11}$/);
 const members = (min: number, max: number) => fc.uniqueArray(memberName, { minLength: min, maxLength: max });
@@ -19,6 +19,31 @@ describe("partition placement (property)", () => {
       expect(y.ownerList()).toEqual(x.ownerList());
       for (let p = 0; p < 64; p++) expect(y.successor(p)).toBe(x.successor(p));
     }), { seed: 13, numRuns: 100 });
+  });
+
+  it("successors are the owners after members leave, one after another: the first standby is who takes over", () => {
+    fc.assert(fc.property(members(2, 6), (m) => {
+      // One map per member set (building one is the costly part).
+      const maps = new Map<string, PartitionMap>();
+      const mapOf = (set: string[]) => {
+        const key = [...set].sort().join(",");
+        if (!maps.has(key)) maps.set(key, new PartitionMap(set, 32));
+        return maps.get(key)!;
+      };
+      const map = mapOf(m);
+      for (let p = 0; p < 32; p++) {
+        const successors = map.successors(p);
+        expect(successors.length).toBe(Math.min(SUCCESSORS_KEPT, m.length - 1));
+        expect(new Set([map.owner(p), ...successors]).size).toBe(successors.length + 1);
+        expect(map.successor(p)).toBe(successors[0]);
+        // Remove the owner, then the next: each time the next successor owns p.
+        let left = [...m];
+        for (const next of successors) {
+          left = left.filter((n) => n !== mapOf(left).owner(p));
+          expect(mapOf(left).owner(p)).toBe(next);
+        }
+      }
+    }), { seed: 17, numRuns: 25 });
   });
 
   it("partitionOf is in range and a pure function of the name", () => {

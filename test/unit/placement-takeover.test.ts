@@ -63,6 +63,23 @@ describe("placement of a dead holder's partitions", () => {
     }
   });
 
+  it("names as standbys the members after the desired owner on the ring: the first is who would take over", () => {
+    const three = members(["n1", "active"], ["n2", "active"], ["n3", "active"]);
+    const placement = new Placement(P, true);
+    for (let p = 0; p < P; p++) {
+      const owner = placement.desiredOwner(p, three)!;
+      const [first, second] = placement.standbys(p, 2, three);
+      expect([owner, first, second].sort()).toEqual(["n1", "n2", "n3"]);
+      expect(placement.standbys(p, 1, three)).toEqual([first]);
+      const withoutOwner = new Map([...three].filter(([id]) => id !== owner));
+      expect(placement.desiredOwner(p, withoutOwner)).toBe(first);
+      expect(placement.standbys(p, 0, three)).toEqual([]);
+    }
+    // A pinned partition: its standbys are the ring's members other than the pin.
+    const pinned = placement.standbys(4, 2, three, { drains: new Set(), pins: new Map([[4, "n2"]]) });
+    expect(pinned.sort()).toEqual(["n1", "n3"]);
+  });
+
   it("with a changelog and no live member: nobody claims", () => {
     const placement = new Placement(P, true);
     expect(placement.route(2, self("n1"), members(["n1", "draining"]), new Map([[2, owned("n3", 12)]]))).toEqual({ kind: "none", p: 2 });
