@@ -23,6 +23,7 @@ import { connect, errors, headers, type NatsConnection } from "@nats-io/transpor
 import { checkAppend, checkMaxEntries, checkPartition, checkSeq } from "./append-checks.js";
 import { NATS_MAX_PAYLOAD_REQUIRED, type AppendOutcome, type ChangeLog, type EntryKind, type Follower, type LogEntry } from "./changelog.js";
 import { frameRecords, unframeRecords } from "./entry-frame.js";
+import { JetStreamSnapshotStore, type JetStreamSnapshotStoreOptions } from "./jetstream-snapshot-store.js";
 
 export interface JetStreamChangeLogOptions {
   /** NATS URLs (`nats://host:port`); the client fails over between them. */
@@ -199,6 +200,14 @@ export class JetStreamChangeLog implements ChangeLog {
   async leader(): Promise<string> {
     const info = await this.jsm.streams.info(this.stream);
     return info.cluster?.leader ?? "";
+  }
+
+  /**
+   * The partitions' snapshot store on this log's connection, so that a node holds one
+   * NATS connection; closing the log closes the store's connection too.
+   */
+  openSnapshotStore(options: JetStreamSnapshotStoreOptions = {}): Promise<JetStreamSnapshotStore> {
+    return JetStreamSnapshotStore.open(this.nc, { requestTimeoutMs: this.requestTimeoutMs, ...options });
   }
 
   async close(): Promise<void> {
