@@ -29,6 +29,13 @@ export interface LogEntry {
   kind: EntryKind;
   /** The records, in the order appended; a fence holds one record (the fence mark). */
   records: Uint8Array[];
+  /**
+   * The partition's last sequence when this entry was appended (its append's expected last
+   * sequence): the entry before it. A reader that has applied up to s and reads an entry
+   * whose `prevSeq` is not s has missed entries (purged below a snapshot). Undefined for
+   * entries written before it was recorded.
+   */
+  prevSeq?: number;
 }
 
 export type EntryKind = "records" | "fence";

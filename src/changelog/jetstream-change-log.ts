@@ -46,6 +46,8 @@ export interface JetStreamChangeLogOptions {
 export class ChangeLogConfigError extends Error {}
 
 const ENTRY_HEADER = "Cv-Entry";
+/** The entry's predecessor (its append's expected last sequence), so readers see a gap. */
+const PREV_HEADER = "Cv-Prev";
 /** JetStream API error codes this file acts on (nats-server's errors.json). */
 const WRONG_LAST_SEQUENCE = 10071;
 
@@ -123,7 +125,7 @@ export class JetStreamChangeLog implements ChangeLog {
       // next_by_subj is in nats-server's STREAM.MSG.GET since 2.9, though not in the client's MsgRequest type.
       const m = await this.jsm.streams.getMessage(this.stream, { seq, next_by_subj: subject } as unknown as { seq: number });
       if (!m) break;
-      out.push({ seq: m.seq, kind: m.header?.get(ENTRY_HEADER) === "fence" ? "fence" : "records", records: unframeRecords(m.data) });
+      out.push(toEntry(m.seq, m.header?.get(ENTRY_HEADER), m.header?.get(PREV_HEADER), m.data));
       seq = m.seq + 1;
     }
     return out;
@@ -142,10 +144,13 @@ export class JetStreamChangeLog implements ChangeLog {
 
   /**
    * An ordered consumer (ephemeral, in memory, one replica) filtered to the partition's
-   * subject, from the entry after `afterSeq`. The client recreates it at the right
-   * sequence when it sees a gap or loses its heartbeats (a leader change), so entries come
-   * in order without gaps; if it cannot (consumer creation goes through the meta leader,
-   * which may be electing), this loop creates a new one after the last delivered entry.
+   * subject, from the entry after the last one delivered. The client recreates it at the
+   * right sequence when it sees a gap or loses its heartbeats. But creating a consumer
+   * goes through the meta leader, and right after a stream leader's loss that kept
+   * failing for many seconds under load (a CI run saw 30 s); so a consumer that delivers
+   * nothing for STALL_MS while the log has moved on is stopped, and before the next one
+   * this follower reads what it missed with STREAM.MSG.GET, which needs only the stream
+   * leader. The cost: a quiet follower asks the log's last sequence once per FOLLOW_STALL_MS.
    */
   follow(partition: number, afterSeq: number, onEntry: (entry: LogEntry, pending: number) => void | Promise<void>): Follower {
     checkPartition(partition);
@@ -153,10 +158,27 @@ export class JetStreamChangeLog implements ChangeLog {
     const subject = this.subjectOf(partition);
     let stopped = false;
     let current: { stop(): void } | undefined;
+    let after = afterSeq;
+    const deliver = async (entry: LogEntry, pending: number) => {
+      try {
+        await onEntry(entry, pending);
+      } catch (err) {
+        throw new FollowerStopped(err);
+      }
+      after = entry.seq;
+    };
     const run = async () => {
-      let after = afterSeq;
+      let readFirst = false;
       while (!stopped) {
         try {
+          // After a failure: what the log holds beyond `after`, by reads from the stream leader.
+          while (readFirst && !stopped) {
+            const page = await this.read(partition, after + 1, FOLLOW_BATCH);
+            if (page.length === 0) break;
+            for (const entry of page) if (!stopped) await deliver(entry, 0);
+          }
+          if (stopped) break;
+          readFirst = true;
           const consumer = await this.js.consumers.get(this.stream, {
             // One subject as a string: a list needs nats-server 2.10 (multiple filters).
             filter_subjects: subject, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: after + 1,
@@ -165,17 +187,25 @@ export class JetStreamChangeLog implements ChangeLog {
           const messages = await consumer.consume({ max_messages: FOLLOW_BATCH, expires: FOLLOW_PULL_EXPIRES_MS, idle_heartbeat: FOLLOW_HEARTBEAT_MS });
           current = messages;
           if (stopped) messages.stop();
-          for await (const m of messages) {
-            if (m.seq <= after) continue;
-            const entry: LogEntry = { seq: m.seq, kind: m.headers?.get(ENTRY_HEADER) === "fence" ? "fence" : "records", records: unframeRecords(m.data) };
-            try {
-              await onEntry(entry, m.info.pending);
-            } catch (err) {
-              messages.stop();
-              throw new FollowerStopped(err);
+          let deliveredAt = Date.now();
+          const watchdog = setInterval(() => {
+            if (Date.now() - deliveredAt < FOLLOW_STALL_MS) return;
+            // Quiet since the last check: ask the log once; caught up means wait another stall period.
+            deliveredAt = Date.now();
+            this.lastSeq(partition).then((last) => {
+              if (last > after) messages.stop();
+            }, () => messages.stop());
+          }, FOLLOW_STALL_CHECK_MS);
+          try {
+            for await (const m of messages) {
+              if (m.seq <= after) continue;
+              deliveredAt = Date.now();
+              await deliver(toEntry(m.seq, m.headers?.get(ENTRY_HEADER), m.headers?.get(PREV_HEADER), m.data), m.info.pending);
+              if (stopped) break;
             }
-            after = m.seq;
-            if (stopped) break;
+          } finally {
+            clearInterval(watchdog);
+            messages.stop();
           }
         } catch (err) {
           if (err instanceof FollowerStopped) throw err.cause;
@@ -221,6 +251,7 @@ export class JetStreamChangeLog implements ChangeLog {
   private async publish(partition: number, kind: EntryKind, records: readonly Uint8Array[], expectedLastSeq: number): Promise<AppendOutcome> {
     const h = headers();
     if (kind === "fence") h.set(ENTRY_HEADER, "fence");
+    h.set(PREV_HEADER, String(expectedLastSeq));
     try {
       const ack = await this.js.publish(this.subjectOf(partition), frameRecords(records), {
         expect: { lastSubjectSequence: expectedLastSeq },
@@ -258,11 +289,21 @@ export class JetStreamChangeLog implements ChangeLog {
   }
 }
 
+/** An entry from a stored message: its kind and predecessor from the headers, its records from the body. */
+function toEntry(seq: number, kind: string | undefined, prev: string | undefined, data: Uint8Array): LogEntry {
+  const entry: LogEntry = { seq, kind: kind === "fence" ? "fence" : "records", records: unframeRecords(data) };
+  if (prev !== undefined && prev !== "" && Number.isSafeInteger(Number(prev))) entry.prevSeq = Number(prev);
+  return entry;
+}
+
 /** Messages a follower's consumer asks for at a time. */
 const FOLLOW_BATCH = 256;
 /** How long one pull of a follower waits for messages, and the heartbeat the server sends meanwhile. */
 const FOLLOW_PULL_EXPIRES_MS = 5_000;
 const FOLLOW_HEARTBEAT_MS = 1_000;
+/** A follower's consumer that delivered nothing this long while the log moved on is replaced (a quiet one checks that once per period). */
+const FOLLOW_STALL_MS = 5_000;
+const FOLLOW_STALL_CHECK_MS = 1_000;
 /** How soon a follower that lost the log tries again. */
 const FOLLOW_RETRY_MS = 500;
 

@@ -140,7 +140,7 @@ export class MemoryChangeLog implements ChangeLog {
       return { kind: "fenced", lastSeq: last, detail: `wrong last sequence: ${last}` };
     }
     const seq = ++this.lastStreamSeq;
-    entries.push({ seq, kind, records: copies });
+    entries.push({ seq, kind, records: copies, prevSeq: expectedLastSeq });
     this.partitions.set(partition, entries);
     this.wakeFollowers();
     if (this.outage) return { kind: "unknown", reason: "no_quorum", detail: "memory changelog outage (the entry was stored)" };

@@ -40,6 +40,8 @@ interface Waiting {
   records: readonly Uint8Array[];
   resolve: (seq: number) => void;
   reject: (err: unknown) => void;
+  /** A seal was placed after this turn: no later turn goes in its entry. */
+  cut?: boolean;
 }
 
 export type AppenderState = "open" | "fenced" | "unknown";
@@ -47,6 +49,8 @@ export type AppenderState = "open" | "fenced" | "unknown";
 export class PartitionAppender {
   private readonly waiting: Waiting[] = [];
   private inFlight = false;
+  /** The turns of the append in flight. */
+  private sending: Waiting[] = [];
   private failure: FailedOutcome | undefined;
   private last: number;
   private readonly limits: GroupLimits;
@@ -72,6 +76,31 @@ export class PartitionAppender {
     return new Promise((resolve, reject) => {
       this.waiting.push({ records, resolve, reject });
       this.pump();
+    });
+  }
+
+  /**
+   * Places a boundary after every turn appended so far: no later turn goes in the same
+   * entry as any of them. Resolves with the sequence of the entry that ends with the last
+   * of them (the last sequence now if none waits or is in flight), so the partition's
+   * state as of this call is exactly the log up to that sequence: what a snapshot taken
+   * in the same tick is at. Rejects if that entry's append fails.
+   */
+  seal(): Promise<number> {
+    if (this.failure) return Promise.reject(new AppendFailed(this.partition, this.failure));
+    const last = this.waiting.at(-1) ?? this.sending.at(-1);
+    if (!last) return Promise.resolve(this.last);
+    last.cut = true;
+    return new Promise((resolve, reject) => {
+      const [resolved, rejected] = [last.resolve, last.reject];
+      last.resolve = (seq) => {
+        resolved(seq);
+        resolve(seq);
+      };
+      last.reject = (err) => {
+        rejected(err);
+        reject(err);
+      };
     });
   }
 
@@ -103,16 +132,19 @@ export class PartitionAppender {
       records += r;
       bytes += b;
       n++;
+      if (w.cut) break;
     }
     return this.waiting.splice(0, n);
   }
 
   private async send(batch: Waiting[]): Promise<void> {
     let outcome: AppendOutcome;
+    this.sending = batch;
     try {
       outcome = await this.log.append(this.partition, batch.flatMap((w) => w.records), this.last);
     } catch (err) {
       this.inFlight = false;
+      this.sending = [];
       // Bad input is refused before anything is sent; anything else leaves the outcome unknown.
       if (!(err instanceof ConveyorError && err.code === "INVALID_ARGUMENT")) {
         this.fail({ kind: "unknown", reason: "unavailable", detail: err instanceof Error ? err.message : String(err) }, []);
@@ -122,6 +154,7 @@ export class PartitionAppender {
       return;
     }
     this.inFlight = false;
+    this.sending = [];
     if (outcome.kind === "ok") {
       this.last = outcome.seq;
       for (const w of batch) w.resolve(outcome.seq);

@@ -116,6 +116,20 @@ export class TurnJournal {
     return this.open.get(p)?.appender.lastSeq;
   }
 
+  /**
+   * The log sequence that p's committed state as of this call will be at: every turn of p
+   * committed so far, and none committed later, is in the log's entries up to it (the
+   * appender seals its queue here). Undefined while p cannot say (not open here, or
+   * recovering from a failed append). A snapshot read in the same tick is at that sequence.
+   */
+  seal(p: number): Promise<number> | undefined {
+    const open = this.open.get(p);
+    if (!open || open.recovering || open.failed.length > 0) return undefined;
+    const sealed = open.appender.seal();
+    sealed.catch(() => {});
+    return sealed;
+  }
+
   /** This node no longer holds `p` (handed off, or lost): later writes to it are refused. */
   closePartition(p: number, why: string): void {
     if (!this.open.delete(p)) return;

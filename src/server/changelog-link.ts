@@ -26,6 +26,7 @@ import type { LogPositions } from "../storage/log-positions.js";
 import type { PartitionRows } from "../storage/partition-rows.js";
 import type { TaskStore } from "../storage/task-store.js";
 import { LogCatchUp } from "./log-catch-up.js";
+import { PartitionSnapshots } from "./partition-snapshots.js";
 import { StandbyFollowers, type StandbyPlacement } from "./standby-followers.js";
 
 /** How long a starting node keeps trying to reach NATS before it gives up. */
@@ -58,6 +59,8 @@ export interface ChangelogSettings {
   store: TaskStore;
   rows: PartitionRows;
   positions: LogPositions;
+  /** `cluster_snapshot_every`: turns appended to a partition between its snapshots (0: none). */
+  snapshotEvery: number;
   clock: Clock;
   logger: Logger;
   registry: Registry;
@@ -75,10 +78,15 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
   const { db, clock, logger } = settings;
   const log = await connectWithin(servers, settings.nodeId, clock, logger);
   const metrics = changelogMetrics(settings.registry);
+  // Set once the snapshots exist (they need the journal): each acknowledged turn counts towards the next snapshot.
+  let appendedListener: (p: number) => void = () => {};
   const journal = new TurnJournal({
     log, nodeId: settings.nodeId, partitionOf: settings.partitionOf, now: () => clock.nowMs(),
     events: {
-      appended: (_p, _turns, ms) => metrics.appendSeconds.observe(ms / 1000),
+      appended: (p, _turns, ms) => {
+        metrics.appendSeconds.observe(ms / 1000);
+        appendedListener(p);
+      },
       failed: (p, reason) => {
         metrics.failures.inc({ reason });
         logger.warn({ partition: p, reason }, "changelog append failed; re-reading the partition's log before appending again");
@@ -87,7 +95,22 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
       closed: (p, why) => logger.info({ partition: p, why }, "changelog partition closed on this node"),
     },
   });
-  const catchUp = new LogCatchUp({ log, db, store: settings.store, rows: settings.rows, positions: settings.positions, partitionOf: settings.partitionOf, logger });
+  const snapshotStore = await log.openSnapshotStore();
+  const catchUp = new LogCatchUp({
+    log, db, store: settings.store, rows: settings.rows, positions: settings.positions, snapshots: snapshotStore, partitionOf: settings.partitionOf, logger,
+  });
+  const snapshots = new PartitionSnapshots({
+    journal, rows: settings.rows, store: snapshotStore, log, partitionOf: settings.partitionOf, every: settings.snapshotEvery, logger,
+    events: {
+      taken: (_p, _seq, bytes, ms) => {
+        metrics.snapshotSeconds.observe(ms / 1000);
+        metrics.snapshotBytes.observe(bytes);
+      },
+      purged: (_p, entries) => metrics.purged.inc(entries),
+      failed: () => metrics.snapshotFailures.inc(),
+    },
+  });
+  appendedListener = (p) => snapshots.appended(p, 1);
   db.onCommit(() => journal.committed());
   db.onRollback(() => journal.rolledBack());
   db.onUndo((writeId) => journal.undone(writeId));
@@ -176,6 +199,16 @@ function changelogMetrics(registry: Registry) {
       name: "conveyor_changelog_catch_up_seconds", help: "Time a claim spent applying the partition's changelog to this node's rows before serving it (takeovers, rebuilds).",
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers,
     }),
+    snapshotSeconds: new Histogram({
+      name: "conveyor_changelog_snapshot_seconds", help: "Time to take and store a partition snapshot (read, seal, put in the object store).",
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers,
+    }),
+    snapshotBytes: new Histogram({
+      name: "conveyor_changelog_snapshot_bytes", help: "Size of the partition snapshots this node stored.",
+      buckets: [16e3, 64e3, 256e3, 1e6, 4e6, 16e6, 64e6, 256e6], registers,
+    }),
+    snapshotFailures: new Counter({ name: "conveyor_changelog_snapshot_failures_total", help: "Partition snapshots that could not be taken or stored (tried again after the next appends).", registers }),
+    purged: new Counter({ name: "conveyor_changelog_purged_entries_total", help: "Changelog entries purged below a partition's previous snapshot.", registers }),
     catchUpEntries: new Counter({ name: "conveyor_changelog_catch_up_entries_total", help: "Changelog entries applied by claims' catch-ups.", registers }),
   };
 }

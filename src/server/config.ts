@@ -73,6 +73,8 @@ export interface NodeConfig {
   clusterNats: string;
   /** With a changelog: how many members keep a warm copy of each partition by following its log (0-2; the first takes over if the owner dies). */
   clusterStandbys: number;
+  /** With a changelog: turns appended to a partition between two snapshots of it (0: none); the log is purged below the previous one. */
+  clusterSnapshotEvery: number;
   /** The cluster's name: its keys live under /conveyor/<name>/ in etcd. */
   clusterName: string;
   /** Partitions of the cluster; fixed when the cluster is created (stored in etcd). */
@@ -129,6 +131,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   clusterEtcd: "",
   clusterNats: "",
   clusterStandbys: 1,
+  clusterSnapshotEvery: 10_000,
   clusterName: "default",
   clusterPartitions: 64,
   clusterMemberTtlMs: 5_000,
@@ -181,6 +184,7 @@ const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: n
   { key: "clusterEtcd", yaml: "cluster_etcd", kind: "string" },
   { key: "clusterNats", yaml: "cluster_nats", kind: "string" },
   { key: "clusterStandbys", yaml: "cluster_standbys", kind: "int", max: 2 },
+  { key: "clusterSnapshotEvery", yaml: "cluster_snapshot_every", kind: "int", max: 100_000_000 },
   { key: "clusterName", yaml: "cluster_name", kind: "string" },
   { key: "clusterPartitions", yaml: "cluster_partitions", kind: "int", max: 4096 },
   { key: "clusterMemberTtlMs", yaml: "cluster_member_ttl", kind: "duration", max: 60_000 },

@@ -10,7 +10,10 @@
  * be (storage/log-positions.ts):
  * - at a position s (a handoff's rows, a finished catch-up): only the entries after s;
  * - not known (an owner's rows run ahead of the log; a crashed owner's, or rows left by an
- *   earlier stay, cannot be trusted): p's rows are dropped and rebuilt from the first entry;
+ *   earlier stay, cannot be trusted): p's rows are replaced by its latest snapshot (or
+ *   dropped, without one) and rebuilt from the entries after it;
+ * - entries that no longer continue the position (each names its predecessor, and the
+ *   ones between were purged below a snapshot): rebuilt the same way;
  * - an empty log: nothing was ever acknowledged through it, so rows here (written before
  *   the cluster had a log) are kept as they are.
  * Pages of entries are applied one write each, the position moving in the same write, so
@@ -20,6 +23,7 @@
  */
 import type { Logger } from "pino";
 import type { ChangeLog, LogEntry } from "../changelog/changelog.js";
+import type { SnapshotStore } from "../changelog/snapshot-store.js";
 import { decodeTurn } from "../changelog/change-record.js";
 import type { Database } from "../storage/database.js";
 import type { LogPositions } from "../storage/log-positions.js";
@@ -35,6 +39,8 @@ export interface LogCatchUpDeps {
   store: TaskStore;
   rows: PartitionRows;
   positions: LogPositions;
+  /** Where a rebuild starts from, when the cluster keeps snapshots (else from nothing). */
+  snapshots?: SnapshotStore;
   partitionOf(queue: string): number;
   logger: Logger;
 }
@@ -42,28 +48,45 @@ export interface LogCatchUpDeps {
 export interface CatchUpResult {
   /** Entries applied (fences included). */
   entries: number;
-  /** Were p's rows here dropped and rebuilt from the log's first entry? */
+  /** Were p's rows here replaced (by the latest snapshot, or by nothing) before the entries were applied? */
   rebuilt: boolean;
   ms: number;
+}
+
+/** A followed entry does not continue the rows' position: entries between were purged below a snapshot. */
+export class LogGap extends Error {
+  constructor(readonly partition: number, readonly at: number, readonly entry: LogEntry) {
+    super(`partition ${partition}'s changelog has a gap: the rows here are at ${at}, and the next entry (${entry.seq}) follows ${entry.prevSeq}`);
+  }
 }
 
 export class LogCatchUp {
   constructor(private readonly deps: LogCatchUpDeps) {}
 
-  /** Applies p's log entries up to `upTo` (its last sequence, as just read) to the rows here. */
+  /**
+   * Applies p's log entries up to `upTo` (its last sequence, as just read) to the rows
+   * here. Rows without a position, or entries that no longer continue it (purged below a
+   * snapshot), are rebuilt from the latest snapshot (or from nothing), once per call.
+   */
   async to(p: number, upTo: number): Promise<CatchUpResult> {
     const { db, log, positions } = this.deps;
     const started = performance.now();
     if (upTo === 0) return { entries: 0, rebuilt: false, ms: 0 };
     const known = positions.get(p);
-    const rebuilt = known === undefined || known > upTo;
-    if (rebuilt) this.dropRows(p);
-    let at = rebuilt ? 0 : known;
+    let rebuilt = known === undefined || known > upTo;
+    let at = rebuilt ? await this.rebuild(p) : known!;
     let entries = 0;
     while (at < upTo) {
       const page: LogEntry[] = (await log.read(p, at + 1, PAGE_ENTRIES)).filter((e) => e.seq <= upTo);
       // The entry at `upTo` is always there (a purge keeps a partition's last entry).
       if (page.length === 0) throw new Error(`partition ${p}'s changelog has no entry between ${at + 1} and ${upTo}; cannot catch up`);
+      const gap = firstGap(page, at);
+      if (gap !== undefined) {
+        if (rebuilt) throw new LogGap(p, at, gap);
+        rebuilt = true;
+        at = await this.rebuild(p);
+        continue;
+      }
       const last = page.at(-1)!.seq;
       db.write(() => {
         for (const entry of page) this.applyEntry(entry);
@@ -80,14 +103,14 @@ export class LogCatchUp {
 
   /**
    * Makes this node's rows of p a known prefix of its log, for a standby to follow: rows
-   * at a position stay (a former standby's, a handoff's); rows with none are dropped and
-   * the position set to 0 (the empty prefix). Resolves the sequence to follow after.
+   * at a position stay (a former standby's, a handoff's); rows with none are replaced by
+   * the latest snapshot (or dropped, at position 0: the empty prefix). Resolves the
+   * sequence to follow after.
    */
-  standbyFrom(p: number): number {
+  async standbyFrom(p: number): Promise<number> {
     const known = this.deps.positions.get(p);
     if (known !== undefined) return known;
-    this.dropRows(p, 0);
-    return 0;
+    return this.rebuild(p);
   }
 
   /**
@@ -95,13 +118,19 @@ export class LogCatchUp {
    * it. An entry at or below the position is already in the rows (a handoff's load can
    * move the position past what the follower has delivered) and is skipped. False when
    * p's rows have no position any more: this node has started owning p, and no follower
-   * may touch its rows again.
+   * may touch its rows again. An entry that does not continue the position (the entries
+   * between were purged below a snapshot) clears the position and throws LogGap: the
+   * standby starts again from the snapshot.
    */
   applyFollowed(p: number, entry: LogEntry): boolean {
     const { db, positions } = this.deps;
     const at = positions.get(p);
     if (at === undefined) return false;
     if (entry.seq <= at) return true;
+    if (entry.prevSeq !== undefined && entry.prevSeq !== at) {
+      positions.clear(p);
+      throw new LogGap(p, at, entry);
+    }
     db.write(() => {
       this.applyEntry(entry);
       positions.set(p, entry.seq);
@@ -117,15 +146,34 @@ export class LogCatchUp {
     }
   }
 
-  /** Drops every row of p's queues here (their task-store caches too) in one write, which also sets p's position to `position` (undefined: none). */
-  private dropRows(p: number, position?: number): void {
-    const { rows, store, partitionOf, db, positions } = this.deps;
+  /**
+   * Replaces p's rows here with its latest snapshot, at the snapshot's sequence, or with
+   * nothing at 0 when there is none (or no snapshot store); one write, position included.
+   */
+  private async rebuild(p: number): Promise<number> {
+    const { rows, store, partitionOf, db, positions, snapshots } = this.deps;
+    const snapshot = await snapshots?.latest(p);
     const queues = rows.queueNames().filter((q) => partitionOf(q) === p);
-    db.write(() => {
-      rows.drop(queues);
-      if (position === undefined) positions.clear(p);
-      else positions.set(p, position);
-    });
+    if (!snapshot) {
+      db.write(() => {
+        rows.drop(queues);
+        positions.set(p, 0);
+      });
+    } else {
+      rows.load(Buffer.from(snapshot.bytes.buffer, snapshot.bytes.byteOffset, snapshot.bytes.byteLength), queues, () => positions.set(p, snapshot.seq));
+    }
     store.forgetQueues(queues);
+    await db.committed();
+    return snapshot?.seq ?? 0;
   }
+}
+
+/** The first entry of `page` that does not continue from `at` (entries that do not name their predecessor are taken as continuing). */
+function firstGap(page: readonly LogEntry[], at: number): LogEntry | undefined {
+  let prev = at;
+  for (const entry of page) {
+    if (entry.prevSeq !== undefined && entry.prevSeq !== prev) return entry;
+    prev = entry.seq;
+  }
+  return undefined;
 }

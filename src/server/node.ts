@@ -114,7 +114,7 @@ export class ConveyorNode {
     const changelog = clustered
       ? await openChangelog({
         urls: config.clusterNats, nodeId: config.nodeId, partitionOf: partitionOfQueue, db: storage.db,
-        store: storage.store, rows: storage.rows, positions: storage.positions, clock, logger, registry: metrics.registry,
+        store: storage.store, rows: storage.rows, positions: storage.positions, snapshotEvery: config.clusterSnapshotEvery, clock, logger, registry: metrics.registry,
       })
       : undefined;
     const durable = changelog ? changelog.durable : () => storage.db.committed();

@@ -19,7 +19,7 @@
 import type { Logger } from "pino";
 import type { ChangeLog, Follower } from "../changelog/changelog.js";
 import type { Route } from "../cluster/placement.js";
-import type { LogCatchUp } from "./log-catch-up.js";
+import { LogGap, type LogCatchUp } from "./log-catch-up.js";
 
 /** What the followers need of the partition owners. */
 export interface StandbyPlacement {
@@ -110,32 +110,56 @@ export class StandbyFollowers {
 
   private start(p: number): void {
     const { log, catchUp, logger } = this.deps;
-    let after: number;
-    try {
-      after = catchUp.standbyFrom(p);
-    } catch (err) {
-      logger.warn({ err, partition: p }, "could not prepare this node's rows of a partition to stand by for; trying again later");
-      this.restartSoon();
-      return;
-    }
     const lag = { entries: 0 };
+    let follower: Follower | undefined;
+    let ended = false;
+    let starting: Promise<void> = Promise.resolve();
     const following: Following = {
       lag,
-      follower: log.follow(p, after, (entry, pending) => {
-        lag.entries = pending;
-        if (!catchUp.applyFollowed(p, entry)) throw new StandbyEnded();
-      }),
+      // Until the rows are ready (a snapshot may be loading), stopping waits for that
+      // write to end: a claim's catch-up must never run beside a standby's rebuild.
+      follower: {
+        stopped: Promise.resolve(),
+        stop: async () => {
+          ended = true;
+          await starting;
+          await follower?.stop();
+        },
+      },
     };
     this.following.set(p, following);
-    following.follower.stopped.then(
-      () => {},
-      (err: unknown) => {
+    starting = (async () => {
+      let after: number;
+      try {
+        after = await catchUp.standbyFrom(p);
+      } catch (err) {
         if (this.following.get(p) === following) this.following.delete(p);
-        if (err instanceof StandbyEnded || this.stopped) return;
-        logger.warn({ err, partition: p }, "a standby's follower of a partition's changelog stopped; following again later");
+        logger.warn({ err, partition: p }, "could not prepare this node's rows of a partition to stand by for; trying again later");
         this.restartSoon();
+        return;
+      }
+      if (ended || this.following.get(p) !== following) return;
+      follower = log.follow(p, after, (entry, pending) => {
+        lag.entries = pending;
+        if (!catchUp.applyFollowed(p, entry)) throw new StandbyEnded();
       });
-    logger.debug({ partition: p, after }, "standing by for a partition (following its changelog)");
+      following.follower = follower;
+      follower.stopped.then(
+        () => {},
+        (err: unknown) => {
+          if (this.following.get(p) === following) this.following.delete(p);
+          if (err instanceof StandbyEnded || this.stopped) return;
+          if (err instanceof LogGap) {
+            // Entries were purged past this standby: start again from the snapshot.
+            logger.info({ partition: p, at: err.at }, "a standby fell behind a purge of the partition's changelog; starting again from its snapshot");
+            this.refresh();
+            return;
+          }
+          logger.warn({ err, partition: p }, "a standby's follower of a partition's changelog stopped; following again later");
+          this.restartSoon();
+        });
+      logger.debug({ partition: p, after }, "standing by for a partition (following its changelog)");
+    })();
   }
 
   private async end(p: number): Promise<void> {

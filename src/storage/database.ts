@@ -40,6 +40,8 @@ interface Waiter {
 
 export class Database {
   readonly sqlite: BetterSqlite3.Database;
+  private reader: BetterSqlite3.Database | undefined;
+  private readonly path: string;
   /** The directory named in error messages about the disk. */
   readonly dataDir: string;
   /** The file's schema after migration. */
@@ -59,6 +61,7 @@ export class Database {
 
   constructor(options: DatabaseOptions) {
     if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
+    this.path = options.path;
     this.sqlite = new BetterSqlite3(options.path);
     try {
       this.sqlite.pragma("journal_mode = WAL");
@@ -179,8 +182,20 @@ export class Database {
     this.undoListeners.push(listener);
   }
 
+  /**
+   * A second, read-only connection to the same file, opened on first use: its read
+   * transactions see only committed writes (WAL snapshot isolation), never the open
+   * group-commit transaction, so a changelog snapshot reads exactly what was committed.
+   */
+  committedReader(): BetterSqlite3.Database {
+    if (this.path === ":memory:") throw new Error("an in-memory database has no second connection");
+    this.reader ??= new BetterSqlite3(this.path, { readonly: true, fileMustExist: true });
+    return this.reader;
+  }
+
   close(): void {
     this.commit();
+    this.reader?.close();
     this.sqlite.close();
   }
 

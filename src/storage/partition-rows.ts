@@ -57,15 +57,29 @@ export class PartitionRows {
    * first, so what it copies is exactly what was acknowledged.
    */
   snapshot(queues: readonly string[]): SnapshotInfo {
+    return this.snapshotVia(this.db.sqlite, queues);
+  }
+
+  /**
+   * The rows of `queues` as committed now (a read transaction on the database's read-only
+   * connection: the open group-commit transaction's writes are not in it). Synchronous, so
+   * the caller can note in the same tick where the log stands (TurnJournal.seal).
+   */
+  snapshotCommitted(queues: readonly string[]): SnapshotInfo {
+    const reader = this.db.committedReader();
+    return reader.transaction(() => this.snapshotVia(reader, queues))();
+  }
+
+  private snapshotVia(source: BetterSqlite3.Database, queues: readonly string[]): SnapshotInfo {
     const snap = new BetterSqlite3(":memory:");
     try {
       const list = JSON.stringify(queues);
       let tasks = 0;
       for (const table of TABLES) {
-        const ddl = this.db.sqlite.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").pluck().get(table.name) as string | undefined;
+        const ddl = source.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").pluck().get(table.name) as string | undefined;
         if (!ddl) continue;
         snap.exec(ddl);
-        const rows = this.db.sqlite.prepare(`SELECT * FROM ${table.name} WHERE ${table.where}`).all({ queues: list }) as Array<Record<string, unknown>>;
+        const rows = source.prepare(`SELECT * FROM ${table.name} WHERE ${table.where}`).all({ queues: list }) as Array<Record<string, unknown>>;
         if (rows.length === 0) continue;
         const columns = Object.keys(rows[0]!);
         const insert = snap.prepare(`INSERT INTO ${table.name} (${columns.join(", ")}) VALUES (${columns.map((c) => `@${c}`).join(", ")})`);

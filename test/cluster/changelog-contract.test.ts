@@ -121,6 +121,8 @@ describe.each([
       [s2, "records", ["b1", "", "b3"]],
       [s3, "records", ["c1"]],
     ]);
+    // Each entry names its predecessor, so a reader can tell a gap (a purge) from a sequence jump.
+    expect(entries.map((e) => e.prevSeq)).toEqual([0, s1, s2]);
   });
 
   it("keeps partitions apart: another partition's appends neither fence nor show up", async () => {

@@ -170,7 +170,7 @@ describe("warm standbys follow their partitions' changelogs", () => {
     enqueue("a-q", 4);
     await appending;
     const { catchUp, positions } = standbyParts(standby);
-    expect(catchUp.standbyFrom(0)).toBe(0);
+    expect(await catchUp.standbyFrom(0)).toBe(0);
     const entries = await log.read(0, 1, 100);
     for (const entry of entries.slice(0, 2)) expect(catchUp.applyFollowed(0, entry)).toBe(true);
     // As if a handoff's load set the rows at the log's last entry:
