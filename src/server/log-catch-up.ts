@@ -75,6 +75,8 @@ export class LogCatchUp {
     const known = positions.get(p);
     let rebuilt = known === undefined || known > upTo;
     let at = rebuilt ? await this.rebuild(p) : known!;
+    /** The snapshot a rebuild started from (0: none). */
+    let fromSnapshot = rebuilt ? at : 0;
     let entries = 0;
     while (at < upTo) {
       const page: LogEntry[] = (await log.read(p, at + 1, PAGE_ENTRIES)).filter((e) => e.seq <= upTo);
@@ -85,6 +87,7 @@ export class LogCatchUp {
         if (rebuilt) throw new LogGap(p, at, gap);
         rebuilt = true;
         at = await this.rebuild(p);
+        fromSnapshot = at;
         continue;
       }
       const last = page.at(-1)!.seq;
@@ -97,7 +100,7 @@ export class LogCatchUp {
       at = last;
     }
     const result = { entries, rebuilt, ms: performance.now() - started };
-    if (entries > 0 || rebuilt) this.deps.logger.info({ partition: p, upTo, ...result, ms: Math.round(result.ms) }, "caught up with the partition's changelog");
+    if (entries > 0 || rebuilt) this.deps.logger.info({ partition: p, upTo, ...result, ms: Math.round(result.ms), fromSnapshot }, "caught up with the partition's changelog");
     return result;
   }
 
@@ -160,7 +163,8 @@ export class LogCatchUp {
         positions.set(p, 0);
       });
     } else {
-      rows.load(Buffer.from(snapshot.bytes.buffer, snapshot.bytes.byteOffset, snapshot.bytes.byteLength), queues, () => positions.set(p, snapshot.seq));
+      const loaded = rows.load(Buffer.from(snapshot.bytes.buffer, snapshot.bytes.byteOffset, snapshot.bytes.byteLength), queues, () => positions.set(p, snapshot.seq));
+      this.deps.logger.info({ partition: p, snapshotSeq: snapshot.seq, bytes: snapshot.bytes.byteLength, tasks: loaded.tasks }, "loaded a partition's rows from its latest snapshot");
     }
     store.forgetQueues(queues);
     await db.committed();
