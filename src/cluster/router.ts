@@ -87,7 +87,8 @@ export class Router {
     return queue !== undefined && this.holds(queue) ? queue : undefined;
   }
 
-  private checkHeld(queue: string): void {
+  /** Throws WRONG_OWNER (synchronously) when this node does not hold `queue` now. */
+  checkHeld(queue: string): void {
     if (this.holds(queue)) return;
     const { ownership } = this.deps;
     throw wrongOwner(queueLabel(queue), this.ownerOf(queue), ownership.ringVersion);

@@ -54,7 +54,7 @@ function checkCount(n: number, max: number, field: string, what: string): void {
 
 /** What WorkerService uses, and nothing else. */
 export interface WorkerServiceDeps {
-  router: Pick<Router, "grainFor">;
+  router: Pick<Router, "grainFor" | "checkHeld">;
   broker: Pick<LeaseBroker, "lease" | "drain" | "undrain">;
   /** Who calls: every call says its worker is still there; heartbeats and settles end leases. */
   workers: Pick<WorkerRegistry, "seen" | "registered" | "heartbeat" | "settled">;
@@ -105,6 +105,11 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
       if (req.maxDeliveries < 1 || req.maxDeliveries > BATCH_MAX) {
         throw invalidField("max_deliveries", `must be 1..${BATCH_MAX}, got ${req.maxDeliveries}`);
       }
+      // Every queue is held here, or the call is refused before anything is leased: the
+      // broker leases queue by queue, and a queue refused WRONG_OWNER after others were
+      // leased would leave their tasks leased to nobody until the lease lapsed (a forwarded
+      // Lease whose sender had not seen a move yet; found by the 3 → 4 scale-out test).
+      for (const q of queues) ctx.router.checkHeld(q.name);
       const abort = new AbortController();
       call.on("cancelled", () => abort.abort());
       let relocated = false;

@@ -9,10 +9,9 @@
  * longest enqueue (the stall a producer saw) is printed, with each node's memory (RSS).
  */
 import { describe, expect, it } from "vitest";
-import { Ring } from "../support/ring.js";
 import { Client } from "../../src/index.js";
 import { Checker, describeFailures, rssMiB, runProducer, runWorker } from "../support/checker.js";
-import { clusterFixture, queuesOn, startCluster, statusOf } from "../support/cluster.js";
+import { clusterFixture, holders as holdersOn, queuesOn, startCluster, statusOf } from "../support/cluster.js";
 import { eventually, type NodeProcess } from "../support/node-process.js";
 
 const TTL_S = 3;
@@ -21,12 +20,7 @@ const LEASE_TTL_MS = 30_000;
 const fixture = clusterFixture();
 const { nodes, closers } = fixture;
 
-/** Where each queue's partition is held, as `node` sees it. */
-async function holders(node: NodeProcess, queues: string[]): Promise<Map<string, string>> {
-  const status = await statusOf(node, closers);
-  const ring = new Ring(["x"], 1, status.partitions);
-  return new Map(queues.map((q) => [q, status.partitionStates[ring.partitionOf(q)]!.owner]));
-}
+const holders = (node: NodeProcess, queues: string[]) => holdersOn(node, queues, closers);
 
 describe("rolling restart under load (real processes)", { timeout: 240_000 }, () => {
   it("SIGTERM and restart each node in turn: no SDK call fails, nothing is lost, no task runs twice, the per-key limit holds", async () => {

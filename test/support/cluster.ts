@@ -4,6 +4,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { Ring } from "./ring.js";
+import { PARTITIONS_DEFAULT } from "../../src/cluster/partitions.js";
 import { AdminService, type GetClusterStatusResponse } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import { RpcChannel } from "../../src/rpc/client.js";
 import { afterAll, afterEach, beforeAll } from "vitest";
@@ -41,6 +42,24 @@ export function statusOf(node: NodeProcess, closers: Array<() => unknown>): Prom
   const channel = new RpcChannel({ address: node.grpcAddress });
   closers.push(() => channel.close());
   return channel.service(AdminService).getClusterStatus({ withLeases: false }, { timeoutMs: 5_000 });
+}
+
+/** Where each queue's partition is held (its recorded owner), as `node` sees it. */
+export async function holders(node: NodeProcess, queues: string[], closers: Array<() => unknown>): Promise<Map<string, string>> {
+  const status = await statusOf(node, closers);
+  const ring = new Ring(["x"], 1, status.partitions);
+  return new Map(queues.map((q) => [q, status.partitionStates[ring.partitionOf(q)]!.owner]));
+}
+
+/** One queue name per partition (`prefix` and a number), so a test uses every partition. */
+export function queuePerPartition(prefix: string, partitions = PARTITIONS_DEFAULT): string[] {
+  const ring = new Ring(["x"], 1, partitions);
+  const byPartition = new Map<number, string>();
+  for (let i = 0; byPartition.size < partitions; i++) {
+    const q = `${prefix}${i}`;
+    if (!byPartition.has(ring.partitionOf(q))) byPartition.set(ring.partitionOf(q), q);
+  }
+  return [...byPartition.values()];
 }
 
 /** `perNode` queues whose partitions the ring over `ids` gives each node. */

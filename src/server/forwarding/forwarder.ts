@@ -396,7 +396,19 @@ class MethodForwarding {
     if (here.length > 0) take((await this.local(this.subCall(call, { ...request, queues: here, waitMs: 0 }))) as Msg);
     for (const g of byNode.values()) {
       if (deliveries.length >= max) break;
-      take((await this.forward(call, { ...request, queues: g.queues, waitMs: 0, maxDeliveries: max - deliveries.length }, g.target, g.route)) as Msg);
+      let answer: Msg;
+      try {
+        answer = (await this.forward(call, { ...request, queues: g.queues, waitMs: 0, maxDeliveries: max - deliveries.length }, g.target, g.route)) as Msg;
+      } catch (error) {
+        // What was taken already is leased to this caller: answer with it. Failing the call
+        // would leave those tasks leased to nobody until their lease lapsed (a full lease
+        // TTL of delay: the 3 → 4 scale-out test found tasks waiting 30 s when a group's
+        // partition had just moved and its old holder answered WRONG_OWNER). The caller's
+        // next call meets the error again if it lasts.
+        if (deliveries.length > 0) break;
+        throw error;
+      }
+      take(answer);
     }
     if (deliveries.length > 0) return { ...first, deliveries };
     // Nothing ready: park where most of the queues are.
