@@ -7,7 +7,7 @@
  */
 import type { Command } from "commander";
 import {
-  AdminService, GetClusterInfoResponseSchema, GetClusterStatusResponseSchema, MemberState,
+  AdminService, type ChangelogStatus, GetClusterInfoResponseSchema, GetClusterStatusResponseSchema, MemberState,
 } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { toApiJson } from "../../src/rpc/json-dialect.js";
@@ -19,6 +19,13 @@ const STATE_NAMES: Record<MemberState, string> = {
   [MemberState.UNSPECIFIED]: "?", [MemberState.JOINING]: "joining", [MemberState.ACTIVE]: "active", [MemberState.DRAINING]: "draining",
 };
 
+/** The changelog's line of `cluster status`: off, or its stream, leader and this node's standbys. */
+function changelogLine(c: ChangelogStatus | undefined): string {
+  if (!c?.enabled) return "off (no cluster_nats: a crashed node's partitions wait for it)";
+  const health = c.healthy ? `${c.stream}, leader ${c.leader}` : `${c.stream} NOT ANSWERING (${c.error})`;
+  return `${health}; this node stands by for ${c.standbyPartitions} partition(s), ${c.standbyLagEntries} entries behind`;
+}
+
 export function registerClusterCommands(program: Command, ctx: CliContext): void {
   const group = program.command("cluster").description("the ring of nodes");
 
@@ -29,7 +36,7 @@ export function registerClusterCommands(program: Command, ctx: CliContext): void
     .action(async (opts: { partitions?: boolean }, cmd: Command) => {
       const s = ctx.session(cmd);
       const admin = s.client(AdminService);
-      const [info, status] = await Promise.all([admin.getClusterInfo({}, s.call), admin.getClusterStatus({ withLeases: true }, s.call)]);
+      const [info, status] = await Promise.all([admin.getClusterInfo({}, s.call), admin.getClusterStatus({ withLeases: true, withLog: opts.partitions === true }, s.call)]);
       if (s.json) return printJson(s.io, { ...(toApiJson(GetClusterInfoResponseSchema, info) as JsonObject), ...(toApiJson(GetClusterStatusResponseSchema, status) as JsonObject) });
       const healthy = status.etcd.filter((e) => e.healthy).length;
       printFields(s.io, [
@@ -37,6 +44,7 @@ export function registerClusterCommands(program: Command, ctx: CliContext): void
         ["started", relativeTime(Number(info.startedAtMs))],
         ["cluster", status.clustered ? `${status.clusterName} (etcd ${healthy}/${status.etcd.length} healthy)` : "single node (no cluster_etcd)"],
         ["phase", `${status.phase}${status.serving ? "" : " (not serving writes)"}${status.fences ? `, fenced ${status.fences}x since start` : ""}`],
+        ["changelog", changelogLine(status.changelog)],
         ["ring version", String(status.ringVersion)],
         ["partitions", String(status.partitions)],
         ["active grains", `${info.activeGrains}${info.activeQueues.length ? ` (${info.activeQueues.join(", ")})` : ""}`],
@@ -60,10 +68,14 @@ export function registerClusterCommands(program: Command, ctx: CliContext): void
       ]));
       if (opts.partitions) {
         printLine(s.io, "");
-        printTable(s.io, ["PARTITION", "HELD BY", "EPOCH", "STATE", "PINNED TO", "DESIRED OWNER"], status.partitionStates.map((p) => [
-          String(p.partition), p.owner || "-", p.epoch > 0n ? String(p.epoch) : "-", p.ownerDown ? "owner down" : p.state,
-          p.pinnedTo || "-", status.partitionOwners[p.partition] ?? "-",
-        ]));
+        const logged = status.changelog?.enabled === true;
+        printTable(s.io, ["PARTITION", "HELD BY", "EPOCH", "STATE", "PINNED TO", "DESIRED OWNER", ...(logged ? ["LOG SEQ", "STANDBYS", `${status.nodeId}'S COPY`] : [])],
+          status.partitionStates.map((p) => [
+            String(p.partition), p.owner || "-", p.epoch > 0n ? String(p.epoch) : "-", p.ownerDown ? "owner down" : p.state,
+            p.pinnedTo || "-", status.partitionOwners[p.partition] ?? "-",
+            ...(logged ? [p.logLastSeq > 0n ? String(p.logLastSeq) : "-", p.standbys.join(", ") || "-",
+              p.standbys.includes(status.nodeId) ? `at ${p.standbySeq}, ${p.standbyLagEntries} behind` : "-"] : []),
+          ]));
       }
     });
 

@@ -46,8 +46,25 @@ export interface ChangelogLink {
    * of; returns what to call after every change of the members or the records.
    */
   startStandbys(placement: StandbyPlacement, count: number): () => void;
+  /** The log's health and every partition's log facts as this node knows them (GetClusterStatus). */
+  status(withLog: boolean): Promise<ChangelogView>;
   close(): Promise<void>;
 }
+
+/** What GetClusterStatus shows of the changelog (cluster-status.ts puts it on the wire). */
+export interface ChangelogView {
+  healthy: boolean;
+  stream: string;
+  leader: string;
+  error: string;
+  standbyPartitions: number;
+  standbyLagEntries: number;
+  /** Indexed by partition; empty until the node has joined. */
+  partitions: Array<{ standbys: string[]; logLastSeq: number; standbySeq: number; standbyLagEntries: number }>;
+}
+
+/** How long a status call waits for the log to name its leader. */
+const STATUS_LOG_WAIT_MS = 2_000;
 
 export interface ChangelogSettings {
   /** `cluster_nats`: NATS URLs, comma-separated. */
@@ -116,6 +133,7 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
   db.onUndo((writeId) => journal.undone(writeId));
   logger.info({ servers, stream: log.stream }, "changelog open");
   let standbys: StandbyFollowers | undefined;
+  let standbyPlacement: { placement: StandbyPlacement; count: number } | undefined;
   new Gauge({ name: "conveyor_changelog_standby_partitions", help: "Partitions this node keeps a warm copy of (follows their changelog as a standby).", registers: [settings.registry],
     collect() { this.set(standbys?.partitions ?? 0); } });
   new Gauge({ name: "conveyor_changelog_standby_lag_entries", help: "Changelog entries this node's standby followers have still to apply, summed over the partitions they follow.", registers: [settings.registry],
@@ -156,8 +174,34 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
     lastSeq: (p) => journal.lastSeq(p) ?? 0,
     startStandbys: (placement, count) => {
       standbys = new StandbyFollowers({ log, catchUp, placement, count, logger });
+      standbyPlacement = { placement, count };
       standbys.refresh();
       return () => standbys?.refresh();
+    },
+    status: async (withLog) => {
+      const within = <T>(p: Promise<T>) => Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${STATUS_LOG_WAIT_MS} ms`)), STATUS_LOG_WAIT_MS).unref())]);
+      let leader = "";
+      let error = "";
+      try {
+        leader = await within(log.leader());
+        if (leader === "") error = "the stream has no leader now";
+      } catch (err) {
+        error = err instanceof Error ? err.message : String(err);
+      }
+      const partitions = standbyPlacement?.placement.partitions ?? 0;
+      const lastSeqs = withLog && error === ""
+        ? await Promise.all(Array.from({ length: partitions }, (_, p) => within(log.lastSeq(p)).catch(() => 0)))
+        : [];
+      return {
+        healthy: error === "", stream: log.stream, leader, error, standbyPartitions: standbys?.partitions ?? 0, standbyLagEntries: standbys?.lag ?? 0,
+        partitions: Array.from({ length: partitions }, (_, p) => {
+          const lag = standbys?.lagOf(p);
+          return {
+            standbys: standbyPlacement!.placement.standbys(p, standbyPlacement!.count), logLastSeq: lastSeqs[p] ?? 0,
+            standbySeq: lag === undefined ? 0 : settings.positions.get(p) ?? 0, standbyLagEntries: lag ?? 0,
+          };
+        }),
+      };
     },
     close: async () => {
       await standbys?.stop();

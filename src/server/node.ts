@@ -146,7 +146,7 @@ export class ConveyorNode {
       ? new ClusterRules({ registry: storage.rules, clock, logger, rewatchMs: Math.floor(config.clusterMemberTtlMs / 3), catchUpMs: RULES_CATCH_UP_MS })
       : undefined;
     const ruleWriter = clusterRules ?? localRuleWriter(storage.rules);
-    const services = buildServices(storage, runtime, { config, clock, metrics, logger, membership, placement, ruleWriter });
+    const services = buildServices(storage, runtime, { config, clock, metrics, logger, changelog, membership, placement, ruleWriter });
     const { authn, tls } = loaded;
     const security = new NodeSecurity(loaded, { registry: metrics.registry, logger, config, queueOfTask: queueOfTaskIn(storage.store) });
     // Every node-to-node call presents this node's cluster secret (security/cluster-secret.ts).
@@ -389,7 +389,7 @@ interface Services {
 /** One implementation per service, each given only what it uses. */
 function buildServices(
   storage: Storage, runtime: GrainRuntime,
-  env: Pick<RuntimeEnv, "config" | "clock" | "metrics" | "logger"> & { membership: MembershipLink; placement: PlacementLink; ruleWriter: RuleWriter },
+  env: Pick<RuntimeEnv, "config" | "clock" | "metrics" | "logger" | "changelog"> & { membership: MembershipLink; placement: PlacementLink; ruleWriter: RuleWriter },
 ): Services {
   const { db, store, queries, rules } = storage;
   const { host, router, broker, waiters, workers } = runtime;
@@ -406,7 +406,7 @@ function buildServices(
     admin: withOperatorLog({
       ...adminService({
         ...tasksById, router, queries, rules, ruleWriter, broker, workers, activity: metrics.activity, config, startedAtMs: clock.nowMs(), committed,
-        activeQueues: () => host.activeQueues(), clusterStatus: clusterStatusHandler(env.membership),
+        activeQueues: () => host.activeQueues(), clusterStatus: clusterStatusHandler(env.membership, env.changelog),
         queueExists: (queue) => store.queueExists(queue),
       }),
       ...scheduleRpcs({ router, schedules: store.schedules, rules, taskDefaults: taskDefaultsOf(config), clock }),

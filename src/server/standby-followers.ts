@@ -65,6 +65,11 @@ export class StandbyFollowers {
     return sum;
   }
 
+  /** Entries p's follower has still to apply (as of its last delivery); undefined when p is not followed here. */
+  lagOf(p: number): number | undefined {
+    return this.following.get(p)?.lag.entries;
+  }
+
   /** Follows exactly the partitions this node should stand by for now (after a change of the members or the records). */
   refresh(): void {
     if (this.stopped) return;

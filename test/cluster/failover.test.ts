@@ -22,6 +22,9 @@ import { clusterFixture, queuesOn, startCluster, statusOf } from "../support/clu
 import { startNats, type NatsCluster } from "../support/nats.js";
 import { eventually, type NodeProcess } from "../support/node-process.js";
 import { Ring } from "../support/ring.js";
+import { runCli } from "../support/sdk.js";
+import { AdminService } from "../../src/gen/conveyor/v1/admin_service_pb.js";
+import { RpcChannel } from "../../src/rpc/client.js";
 
 /** The nodes' default lease TTL: a rerun sooner than this after the first run is unexplained. */
 const LEASE_TTL_MS = 30_000;
@@ -43,6 +46,13 @@ async function holders(node: NodeProcess, queues: string[]): Promise<Map<string,
   const status = await statusOf(node, closers);
   const ring = new Ring(["x"], 1, status.partitions);
   return new Map(queues.map((q) => [q, status.partitionStates[ring.partitionOf(q)]!.owner]));
+}
+
+/** An admin client on `node`, closed after the test. */
+function channelOf(node: NodeProcess) {
+  const channel = new RpcChannel({ address: node.grpcAddress });
+  closers.push(() => channel.close());
+  return channel.service(AdminService);
 }
 
 /** A counter's value on a node's /metrics (0 when absent). */
@@ -73,6 +83,21 @@ describe("crash failover from the changelog (real processes: etcd, three nats-se
       return counts[0]! + counts[1]! >= n3Partitions ? counts : undefined;
     }, 30_000);
     const lagAtKill = (await counter(byId.get("n1")!, "conveyor_changelog_standby_lag_entries")) + (await counter(byId.get("n2")!, "conveyor_changelog_standby_lag_entries"));
+    // What `conveyor cluster status --partitions` shows of the log: its health, each of n3's
+    // partitions' last sequence on the log and its standby (not n3), and that standby's copy.
+    const cli = await runCli(byId.get("n1")!, "cluster", "status", "--partitions");
+    expect(cli.stdout).toMatch(/changelog:\s+CV_LOG, leader \S+; this node stands by for \d+ partition/);
+    expect(cli.stdout).toMatch(/LOG SEQ\s+STANDBYS\s+N1'S COPY/i);
+    for (const q of n3Queues) {
+      const p = new Ring(["x"], 1, 64).partitionOf(q);
+      const [standby] = (await statusOf(byId.get("n1")!, closers)).partitionStates[p]!.standbys;
+      expect(standby === "n1" || standby === "n2", `partition ${p}'s standby is a survivor`).toBe(true);
+      const view = await channelOf(byId.get(standby!)!).getClusterStatus({ withLeases: false, withLog: true }, { timeoutMs: 10_000 });
+      const state = view.partitionStates[p]!;
+      expect(view.changelog?.healthy).toBe(true);
+      expect(state.logLastSeq, `partition ${p} has entries on the log`).toBeGreaterThan(0n);
+      expect(state.standbySeq, `${standby}'s copy of partition ${p} follows the log`).toBeGreaterThan(0n);
+    }
     checker.phase = "n3 killed";
     const n3 = byId.get("n3")!;
     const killedAt = performance.now();

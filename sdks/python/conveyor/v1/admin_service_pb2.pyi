@@ -90,6 +90,24 @@ class BulkTaskActionResponse(_message.Message):
     affected: int
     def __init__(self, affected: _Optional[int] = ...) -> None: ...
 
+class ChangelogStatus(_message.Message):
+    __slots__ = ["enabled", "error", "healthy", "leader", "standby_lag_entries", "standby_partitions", "stream"]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    STANDBY_LAG_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    STANDBY_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    error: str
+    healthy: bool
+    leader: str
+    standby_lag_entries: int
+    standby_partitions: int
+    stream: str
+    def __init__(self, enabled: bool = ..., healthy: bool = ..., stream: _Optional[str] = ..., leader: _Optional[str] = ..., error: _Optional[str] = ..., standby_partitions: _Optional[int] = ..., standby_lag_entries: _Optional[int] = ...) -> None: ...
+
 class ClusterMember(_message.Message):
     __slots__ = ["node_id", "self"]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -281,13 +299,16 @@ class GetClusterInfoResponse(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., ring_version: _Optional[int] = ..., members: _Optional[_Iterable[_Union[ClusterMember, _Mapping]]] = ..., active_grains: _Optional[int] = ..., active_queues: _Optional[_Iterable[str]] = ..., parked_leases: _Optional[int] = ..., started_at_ms: _Optional[int] = ...) -> None: ...
 
 class GetClusterStatusRequest(_message.Message):
-    __slots__ = ["with_leases"]
+    __slots__ = ["with_leases", "with_log"]
     WITH_LEASES_FIELD_NUMBER: _ClassVar[int]
+    WITH_LOG_FIELD_NUMBER: _ClassVar[int]
     with_leases: bool
-    def __init__(self, with_leases: bool = ...) -> None: ...
+    with_log: bool
+    def __init__(self, with_leases: bool = ..., with_log: bool = ...) -> None: ...
 
 class GetClusterStatusResponse(_message.Message):
-    __slots__ = ["cluster_name", "clustered", "drained_nodes", "etcd", "fences", "incarnation", "members", "node_id", "partition_owners", "partition_states", "partitions", "phase", "ring_version", "serving"]
+    __slots__ = ["changelog", "cluster_name", "clustered", "drained_nodes", "etcd", "fences", "incarnation", "members", "node_id", "partition_owners", "partition_states", "partitions", "phase", "ring_version", "serving"]
+    CHANGELOG_FIELD_NUMBER: _ClassVar[int]
     CLUSTERED_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     DRAINED_NODES_FIELD_NUMBER: _ClassVar[int]
@@ -302,6 +323,7 @@ class GetClusterStatusResponse(_message.Message):
     PHASE_FIELD_NUMBER: _ClassVar[int]
     RING_VERSION_FIELD_NUMBER: _ClassVar[int]
     SERVING_FIELD_NUMBER: _ClassVar[int]
+    changelog: ChangelogStatus
     cluster_name: str
     clustered: bool
     drained_nodes: _containers.RepeatedScalarFieldContainer[str]
@@ -316,7 +338,7 @@ class GetClusterStatusResponse(_message.Message):
     phase: str
     ring_version: int
     serving: bool
-    def __init__(self, clustered: bool = ..., cluster_name: _Optional[str] = ..., node_id: _Optional[str] = ..., phase: _Optional[str] = ..., incarnation: _Optional[str] = ..., serving: bool = ..., fences: _Optional[int] = ..., ring_version: _Optional[int] = ..., partitions: _Optional[int] = ..., members: _Optional[_Iterable[_Union[ClusterMemberStatus, _Mapping]]] = ..., partition_owners: _Optional[_Iterable[str]] = ..., etcd: _Optional[_Iterable[_Union[EtcdEndpointHealth, _Mapping]]] = ..., partition_states: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., drained_nodes: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, clustered: bool = ..., cluster_name: _Optional[str] = ..., node_id: _Optional[str] = ..., phase: _Optional[str] = ..., incarnation: _Optional[str] = ..., serving: bool = ..., fences: _Optional[int] = ..., ring_version: _Optional[int] = ..., partitions: _Optional[int] = ..., members: _Optional[_Iterable[_Union[ClusterMemberStatus, _Mapping]]] = ..., partition_owners: _Optional[_Iterable[str]] = ..., etcd: _Optional[_Iterable[_Union[EtcdEndpointHealth, _Mapping]]] = ..., partition_states: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., drained_nodes: _Optional[_Iterable[str]] = ..., changelog: _Optional[_Union[ChangelogStatus, _Mapping]] = ...) -> None: ...
 
 class GroupConfig(_message.Message):
     __slots__ = ["grace_ms", "group", "max_delay_ms", "max_size", "queue"]
@@ -495,20 +517,28 @@ class MovePartitionResponse(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., from_node_id: _Optional[str] = ..., held_by: _Optional[str] = ..., pinned_to: _Optional[str] = ..., finished: bool = ..., waited_ms: _Optional[int] = ...) -> None: ...
 
 class PartitionState(_message.Message):
-    __slots__ = ["epoch", "owner", "owner_down", "partition", "pinned_to", "state"]
+    __slots__ = ["epoch", "log_last_seq", "owner", "owner_down", "partition", "pinned_to", "standby_lag_entries", "standby_seq", "standbys", "state"]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LOG_LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
     OWNER_DOWN_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     PINNED_TO_FIELD_NUMBER: _ClassVar[int]
+    STANDBYS_FIELD_NUMBER: _ClassVar[int]
+    STANDBY_LAG_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    STANDBY_SEQ_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     epoch: int
+    log_last_seq: int
     owner: str
     owner_down: bool
     partition: int
     pinned_to: str
+    standby_lag_entries: int
+    standby_seq: int
+    standbys: _containers.RepeatedScalarFieldContainer[str]
     state: str
-    def __init__(self, partition: _Optional[int] = ..., owner: _Optional[str] = ..., epoch: _Optional[int] = ..., state: _Optional[str] = ..., owner_down: bool = ..., pinned_to: _Optional[str] = ...) -> None: ...
+    def __init__(self, partition: _Optional[int] = ..., owner: _Optional[str] = ..., epoch: _Optional[int] = ..., state: _Optional[str] = ..., owner_down: bool = ..., pinned_to: _Optional[str] = ..., standbys: _Optional[_Iterable[str]] = ..., log_last_seq: _Optional[int] = ..., standby_seq: _Optional[int] = ..., standby_lag_entries: _Optional[int] = ...) -> None: ...
 
 class PauseQueueRequest(_message.Message):
     __slots__ = ["queue"]
