@@ -7,7 +7,7 @@
  * may acknowledge writes (not fenced): a claim lost between the forwarder's decision and
  * the grain turn fails the call with WRONG_OWNER instead of serving it.
  */
-import { queueLabel, taskNotFound, wrongOwner } from "../base/errors.js";
+import { fenced, queueLabel, taskNotFound, wrongOwner } from "../base/errors.js";
 import type { QueueGrain } from "../grains/queue/queue-grain.js";
 import type { QueueRef } from "../grains/runtime/queue-ref.js";
 import type { Ownership } from "./ownership.js";
@@ -91,6 +91,9 @@ export class Router {
   checkHeld(queue: string): void {
     if (this.holds(queue)) return;
     const { ownership } = this.deps;
+    // Recorded as this node's, but its membership cannot prove itself alive now (a late
+    // keep-alive): FENCED, not a WRONG_OWNER that names this very node.
+    if (ownership.route(ownership.partitionOf(queue)).kind === "local") throw fenced(ownership.nodeId);
     throw wrongOwner(queueLabel(queue), this.ownerOf(queue), ownership.ringVersion);
   }
 }
