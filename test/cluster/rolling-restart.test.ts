@@ -8,10 +8,11 @@
  * error (the SDK's own waits for a reconnect are allowed), the checker passes, and the
  * longest enqueue (the stall a producer saw) is printed, with each node's memory (RSS).
  */
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "../../src/index.js";
 import { Checker, describeFailures, rssMiB, runProducer, runWorker } from "../support/checker.js";
 import { clusterFixture, holders as holdersOn, queuesOn, startCluster, statusOf } from "../support/cluster.js";
+import { startNats, type NatsCluster } from "../support/nats.js";
 import { eventually, type NodeProcess } from "../support/node-process.js";
 
 const TTL_S = 3;
@@ -22,10 +23,24 @@ const { nodes, closers } = fixture;
 
 const holders = (node: NodeProcess, queues: string[]) => holdersOn(node, queues, closers);
 
-describe("rolling restart under load (real processes)", { timeout: 240_000 }, () => {
+// Part 1's rolling restart, and the same with the changelog on (issue 14 test 7): a
+// handoff then also carries the log position, the receiver fences the log, and standbys
+// follow the partitions as they move.
+describe.each([
+  ["without a changelog", false],
+  ["with the changelog (three nats-server)", true],
+])("rolling restart under load (real processes), %s", { timeout: 240_000 }, (_name, withLog) => {
+  let nats: NatsCluster | undefined;
+  beforeAll(async () => {
+    if (withLog) nats = await startNats({ size: 3 });
+  });
+  afterAll(async () => {
+    await nats?.stop();
+  });
+
   it("SIGTERM and restart each node in turn: no SDK call fails, nothing is lost, no task runs twice, the per-key limit holds", async () => {
     const ids = ["n1", "n2", "n3"];
-    const { byId } = await startCluster(fixture.etcd, ids, nodes, TTL_S, closers);
+    const { byId } = await startCluster(fixture.etcd, ids, nodes, TTL_S, closers, nats ? { cluster_nats: nats.urls.join(",") } : {});
     const placed = queuesOn(ids, 3);
     const queues = [...placed.values()].flat();
     // The SDK waits for its node's return (a restart here takes seconds on a loaded machine).
@@ -67,7 +82,7 @@ describe("rolling restart under load (real processes)", { timeout: 240_000 }, ()
     const verdict = await checker.verify(producer, LEASE_TTL_MS);
 
     const rss = await Promise.all(ids.map(async (id) => `${id} ${await rssMiB(current.get(id)!.child.pid!)} MiB`));
-    console.log(`rolling restart: 3 nodes restarted one at a time (SIGTERM → active with its share again: ${restartMs.map((ms) => Math.round(ms)).join(", ")} ms); ` +
+    console.log(`rolling restart ${withLog ? "with" : "without"} the changelog: 3 nodes restarted one at a time (SIGTERM → active with its share again: ${restartMs.map((ms) => Math.round(ms)).join(", ")} ms); ` +
       `${verdict.acknowledged} tasks acknowledged, ${verdict.deliveries} runs, max enqueue stall ${Math.round(checker.maxCallMs)} ms, ` +
       `${checker.failures.length} failed SDK calls, ` +
       `${checker.workerReports.length} errors the worker reported ` +
