@@ -4,7 +4,7 @@
  * stdout (progress goes to stderr) and writes bench-results/<timestamp>.json and
  * bench-results/latest.json.
  *
- *   node dist/bench/run.js [--only enqueue,e2e,latency,keys,batch,rules,upkeep,retained,pending,pending-keys,pending-queues] [--tasks 20000]
+ *   node dist/bench/run.js [--only enqueue,e2e,latency,keys,batch,rules,upkeep,retained,footprint,pending,pending-keys,pending-queues] [--tasks 20000]
  *       [--latency-tasks 2000] [--latency-rate 200] [--retained-tasks 3000000]
  *       [--retained-delete-seconds 600] [--pending-tasks 1000000] [--set key=value ...] [--out DIR]
  *
@@ -26,6 +26,7 @@ import { targetMet, type BenchOptions, type ResultRow, type Scenario } from "./s
 import { batchScenario } from "./scenarios/batch.js";
 import { e2eScenario } from "./scenarios/e2e.js";
 import { enqueueScenario } from "./scenarios/enqueue.js";
+import { footprintScenario } from "./scenarios/footprint.js";
 import { keysScenario } from "./scenarios/keys.js";
 import { latencyScenario } from "./scenarios/latency.js";
 import { pendingKeysScenario, pendingQueuesScenario, pendingScenario } from "./scenarios/pending.js";
@@ -40,7 +41,7 @@ const BUSY_PERCENT = 10;
 /** Every scenario, in run order. */
 const SCENARIOS: Scenario[] = [
   enqueueScenario, e2eScenario, latencyScenario, keysScenario, batchScenario, rulesScenario, upkeepScenario, retainedScenario,
-  pendingScenario, pendingKeysScenario, pendingQueuesScenario,
+  footprintScenario, pendingScenario, pendingKeysScenario, pendingQueuesScenario,
 ];
 
 const USAGE = `usage: node dist/bench/run.js [--only NAME,...] [--tasks N] [--latency-tasks N] [--latency-rate R] [--retained-tasks N]
