@@ -16,7 +16,9 @@
  *
  * A rate is `RATE_TASKS` over the time the batches took, and also 1,000 over the median
  * batch (less sensitive to the other work on a shared machine); the end/start ratio is
- * taken from the medians.
+ * taken from the medians. The node's own CPU time is read from /proc as well (until
+ * ready, and per enqueued task), which other work on the machine inflates far less than
+ * wall time.
  */
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -26,6 +28,7 @@ import { Outcome } from "../src/gen/conveyor/v1/worker_service_pb.js";
 import type { AdminClient } from "./admin.js";
 import { fmtCounts } from "./admin.js";
 import type { Daemon } from "./daemon.js";
+import { cpuMsOf } from "./cpu.js";
 import { Inspector, type DaemonMemory } from "./inspector.js";
 import { MB, fmtMB, residentOf, type Resident } from "./memory.js";
 import { fillPending } from "./pending-fill.js";
@@ -91,19 +94,23 @@ interface Rate {
   overall: number;
   /** A batch's tasks over the median batch's time. */
   median: number;
+  /** The node's CPU time per task, µs. */
+  nodeCpuUs: number;
 }
 
-/** Enqueues `count` tasks (batches of 1,000, one call at a time) into the spec's first queue. */
-async function enqueueRate(client: Client, spec: BacklogSpec, offset: number, count: number): Promise<Rate> {
+/** Enqueues `count` tasks (batches of 1,000, one call at a time) into the spec's first queue of `daemon`. */
+async function enqueueRate(client: Client, daemon: Daemon, spec: BacklogSpec, offset: number, count: number): Promise<Rate> {
   const t0 = wallNow();
+  const cpu0 = cpuMsOf(daemon.pid) ?? Number.NaN;
   const latencies = await enqueueBatches(client, BATCH, {
     queue: queueName(spec, 0), count, offset,
     ...(spec.keys > 0 ? { options: (i: number) => ({ concurrencyKey: keyName(spec, offset + i) }) } : {}),
   });
-  return { overall: count / ((wallNow() - t0) / 1000), median: BATCH / (summarize(latencies).p50 / 1000) };
+  const nodeCpuUs = (((cpuMsOf(daemon.pid) ?? Number.NaN) - cpu0) * 1000) / count;
+  return { overall: count / ((wallNow() - t0) / 1000), median: BATCH / (summarize(latencies).p50 / 1000), nodeCpuUs };
 }
 
-const fmtRate = (r: Rate) => `${r.median.toFixed(0)}/s (overall ${r.overall.toFixed(0)}/s)`;
+const fmtRate = (r: Rate) => `${r.median.toFixed(0)}/s (overall ${r.overall.toFixed(0)}/s, node CPU ${r.nodeCpuUs.toFixed(0)} µs/task)`;
 
 /**
  * Leases one delivery from each queue (activating its grain) and settles it, `LEASES_IN_FLIGHT`
@@ -147,10 +154,10 @@ export async function runBacklog(ctx: ScenarioContext, spec: BacklogSpec): Promi
       for (let q = 0; q < spec.queues; q++) await admin.admin.setQueueConcurrencyLimit({ queue: queueName(spec, q), max: spec.keyLimit });
     }
     const client = ctx.client(fresh);
-    await enqueueRate(client, spec, 0, WARMUP_TASKS);
+    await enqueueRate(client, fresh, spec, 0, WARMUP_TASKS);
     const freshInspector = await connectInspector(fresh);
     const baseline = await measureMemory(fresh, freshInspector);
-    const startRate = await enqueueRate(client, spec, WARMUP_TASKS, RATE_TASKS);
+    const startRate = await enqueueRate(client, fresh, spec, WARMUP_TASKS, RATE_TASKS);
     freshInspector.close();
     ctx.progress(`${spec.name}: baseline heap ${fmtMB(baseline.afterGc.heapUsedBytes)} MB, RSS ${fmtMB(baseline.afterGc.rssBytes)} MB; start rate ${fmtRate(startRate)}`, true);
     await ctx.release(fresh);
@@ -170,9 +177,10 @@ export async function runBacklog(ctx: ScenarioContext, spec: BacklogSpec): Promi
     const nodeAdmin = ctx.admin(node);
     await leaseEach(nodeAdmin, spec);
     const readySeconds = (wallNow() - t0) / 1000;
+    const readyCpuSeconds = (cpuMsOf(node.pid) ?? Number.NaN) / 1000;
     const inspector = await connectInspector(node);
     const loaded = await measureMemory(node, inspector);
-    ctx.progress(`${spec.name}: ready in ${readySeconds.toFixed(1)} s (listening after ${listeningSeconds.toFixed(1)} s); ` +
+    ctx.progress(`${spec.name}: ready in ${readySeconds.toFixed(1)} s, ${readyCpuSeconds.toFixed(1)} s of the node's CPU (listening after ${listeningSeconds.toFixed(1)} s); ` +
       `RSS ${fmtMB(loaded.resident?.rssBytes)} MB (peak ${fmtMB(loaded.resident?.peakBytes)} MB), after GC ${fmtMB(loaded.afterGc.rssBytes)} MB, heap ${fmtMB(loaded.afterGc.heapUsedBytes)} MB`, true);
     const held = spec.saturateKeys ? await saturate(nodeAdmin, spec) : undefined;
     const afterHeld = held ? await measureMemory(node, inspector) : undefined;
@@ -180,8 +188,8 @@ export async function runBacklog(ctx: ScenarioContext, spec: BacklogSpec): Promi
 
     // 5. The enqueue rate at the end.
     const nodeClient = ctx.client(node);
-    await enqueueRate(nodeClient, spec, spec.tasks, WARMUP_TASKS);
-    const endRate = await enqueueRate(nodeClient, spec, spec.tasks + WARMUP_TASKS, RATE_TASKS);
+    await enqueueRate(nodeClient, node, spec, spec.tasks, WARMUP_TASKS);
+    const endRate = await enqueueRate(nodeClient, node, spec, spec.tasks + WARMUP_TASKS, RATE_TASKS);
     const end = await measureMemory(node, inspector);
     inspector.close();
     const counts = await nodeAdmin.counts(queueName(spec, 0));
@@ -198,7 +206,7 @@ export async function runBacklog(ctx: ScenarioContext, spec: BacklogSpec): Promi
       notes: `${spec.queues} queue(s), ${spec.keys} keys${spec.keyLimit !== undefined ? ` limit ${spec.keyLimit}` : ""}; ` +
         `RSS ${fmtMB(rss)} MB (peak ${fmtMB(loaded.resident?.peakBytes)}, after GC ${fmtMB(loaded.afterGc.rssBytes)}); ` +
         `${heapPerTask.toFixed(0)} B/task heap, ${rssPerTask.toFixed(0)} B/task RSS (after GC, over the baseline); ` +
-        `ready ${readySeconds.toFixed(1)} s; enqueue ${fmtRate(startRate)} at start, ${fmtRate(endRate)} at end (medians: ${(rateRatio * 100).toFixed(0)}%)` +
+        `ready ${readySeconds.toFixed(1)} s (${readyCpuSeconds.toFixed(1)} s of CPU); enqueue ${fmtRate(startRate)} at start, ${fmtRate(endRate)} at end (medians: ${(rateRatio * 100).toFixed(0)}%)` +
         (held ? `; ${held.leased} leased to saturate the keys, then heap ${fmtMB(afterHeld!.afterGc.heapUsedBytes)} MB with the rest held` : "") +
         `; ${fmtCounts(counts)} in the first queue`,
       targets: [
@@ -208,7 +216,7 @@ export async function runBacklog(ctx: ScenarioContext, spec: BacklogSpec): Promi
         target("enqueue rate end/start", ">=", RATE_RATIO_GOAL, rateRatio, "x"),
       ],
       details: {
-        spec, fillSeconds, listeningSeconds, readySeconds, startRate, endRate, rateRatio, heapPerTask, rssPerTask,
+        spec, fillSeconds, listeningSeconds, readySeconds, readyCpuSeconds, startRate, endRate, rateRatio, heapPerTask, rssPerTask,
         baseline, loaded, afterHeld, held, end, counts,
       },
     };
