@@ -1,6 +1,10 @@
-/** Reads a node's durable state through AdminService and TaskService (for checks and baselines). */
+/**
+ * Reads a node's durable state through AdminService and TaskService (for checks and
+ * baselines); WorkerService for scenarios that lease by hand (no SDK worker loop).
+ */
 import { AdminService } from "../src/gen/conveyor/v1/admin_service_pb.js";
 import { TaskService } from "../src/gen/conveyor/v1/task_service_pb.js";
+import { WorkerService } from "../src/gen/conveyor/v1/worker_service_pb.js";
 import { RpcChannel } from "../src/rpc/client.js";
 import type { UnaryClient } from "../src/rpc/service-definition.js";
 
@@ -10,11 +14,13 @@ export class AdminClient {
   private readonly channel: RpcChannel;
   readonly admin: UnaryClient<typeof AdminService>;
   readonly tasks: UnaryClient<typeof TaskService>;
+  readonly workers: UnaryClient<typeof WorkerService>;
 
   constructor(address: string) {
     this.channel = new RpcChannel({ address });
     this.admin = this.channel.service(AdminService);
     this.tasks = this.channel.service(TaskService);
+    this.workers = this.channel.service(WorkerService);
   }
 
   /** Task counts of `queue` by state (zeros when the queue is unknown). */

@@ -27,6 +27,11 @@ export interface DaemonOptions {
   dataDir?: string;
   /** How long to wait for "conveyord listening" (default 20 s; a large data dir may need more). */
   startTimeoutMs?: number;
+  /**
+   * Node flags for this daemon, after BENCH_DAEMON_ARGS. With `--inspect=127.0.0.1:0`
+   * the daemon's DevTools address is kept as `inspectorUrl` (bench/inspector.ts).
+   */
+  nodeArgs?: string[];
 }
 
 export interface Health {
@@ -45,6 +50,8 @@ export class Daemon {
     private readonly logTail: string[],
     /** False when the caller brought the data dir (it outlives the daemon). */
     private readonly ownsDataDir: boolean,
+    /** ws://… of the daemon's inspector, when it was started with --inspect. */
+    readonly inspectorUrl: string | undefined,
   ) {
     this.exited = new Promise((resolve) => child.once("exit", (code) => resolve(code)));
   }
@@ -57,7 +64,7 @@ export class Daemon {
     const ownsDataDir = options.dataDir === undefined;
     const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), `conveyor-bench-${options.label ?? "node"}-`));
     if (ownsDataDir) trackDir(dataDir);
-    const nodeFlags = (process.env.BENCH_DAEMON_ARGS ?? "").split(/\s+/).filter(Boolean);
+    const nodeFlags = [...(process.env.BENCH_DAEMON_ARGS ?? "").split(/\s+/).filter(Boolean), ...(options.nodeArgs ?? [])];
     const args = [...nodeFlags, CONVEYORD, "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--log-level", "info"];
     for (const [k, v] of Object.entries(options.settings ?? {})) args.push("--set", `${k}=${v}`);
     const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], env: daemonEnv() });
@@ -67,7 +74,11 @@ export class Daemon {
       logTail.push(line);
       if (logTail.length > LOG_TAIL) logTail.shift();
     };
-    createInterface({ input: child.stderr! }).on("line", (line) => remember(`[stderr] ${line}`));
+    let inspectorUrl: string | undefined;
+    createInterface({ input: child.stderr! }).on("line", (line) => {
+      inspectorUrl ??= /Debugger listening on (ws:\/\/\S+)/.exec(line)?.[1];
+      remember(`[stderr] ${line}`);
+    });
     const lines = createInterface({ input: child.stdout! });
     try {
       const listening = await new Promise<{ grpc: string; http: string }>((resolve, reject) => {
@@ -94,7 +105,7 @@ export class Daemon {
           }
         });
       });
-      return new Daemon(child, dataDir, listening.grpc, listening.http, logTail, ownsDataDir);
+      return new Daemon(child, dataDir, listening.grpc, listening.http, logTail, ownsDataDir, inspectorUrl);
     } catch (error) {
       if (child.pid !== undefined && child.exitCode === null) process.kill(child.pid, "SIGKILL");
       if (ownsDataDir) removeDir(dataDir);

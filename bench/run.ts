@@ -4,9 +4,9 @@
  * stdout (progress goes to stderr) and writes bench-results/<timestamp>.json and
  * bench-results/latest.json.
  *
- *   node dist/bench/run.js [--only enqueue,e2e,latency,keys,batch,rules,upkeep,retained] [--tasks 20000]
+ *   node dist/bench/run.js [--only enqueue,e2e,latency,keys,batch,rules,upkeep,retained,footprint,pending,pending-keys,pending-queues] [--tasks 20000]
  *       [--latency-tasks 2000] [--latency-rate 200] [--retained-tasks 3000000]
- *       [--retained-delete-seconds 600] [--set key=value ...] [--out DIR]
+ *       [--retained-delete-seconds 600] [--pending-tasks 1000000] [--set key=value ...] [--out DIR]
  *
  * Environment: BENCH_DAEMON_ARGS / BENCH_WORKER_ARGS add node flags to the daemon /
  * worker processes (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
@@ -26,8 +26,10 @@ import { targetMet, type BenchOptions, type ResultRow, type Scenario } from "./s
 import { batchScenario } from "./scenarios/batch.js";
 import { e2eScenario } from "./scenarios/e2e.js";
 import { enqueueScenario } from "./scenarios/enqueue.js";
+import { footprintScenario } from "./scenarios/footprint.js";
 import { keysScenario } from "./scenarios/keys.js";
 import { latencyScenario } from "./scenarios/latency.js";
+import { pendingKeysScenario, pendingQueuesScenario, pendingScenario } from "./scenarios/pending.js";
 import { retainedScenario } from "./scenarios/retained.js";
 import { rulesScenario } from "./scenarios/rules.js";
 import { upkeepScenario } from "./scenarios/upkeep.js";
@@ -37,12 +39,15 @@ import { fmtMs, fmtNum, renderTable } from "./stats.js";
 const BUSY_PERCENT = 10;
 
 /** Every scenario, in run order. */
-const SCENARIOS: Scenario[] = [enqueueScenario, e2eScenario, latencyScenario, keysScenario, batchScenario, rulesScenario, upkeepScenario, retainedScenario];
+const SCENARIOS: Scenario[] = [
+  enqueueScenario, e2eScenario, latencyScenario, keysScenario, batchScenario, rulesScenario, upkeepScenario, retainedScenario,
+  footprintScenario, pendingScenario, pendingKeysScenario, pendingQueuesScenario,
+];
 
 const USAGE = `usage: node dist/bench/run.js [--only NAME,...] [--tasks N] [--latency-tasks N] [--latency-rate R] [--retained-tasks N]
-       [--retained-delete-seconds S] [--set key=value ...] [--out DIR]
+       [--retained-delete-seconds S] [--pending-tasks N] [--set key=value ...] [--out DIR]
 scenarios:
-${SCENARIOS.map((s) => `  ${s.name.padEnd(10)} ${s.description}`).join("\n")}`;
+${SCENARIOS.map((s) => `  ${s.name.padEnd(14)} ${s.description}`).join("\n")}`;
 
 function parseOptions(): { options: BenchOptions; selected: Scenario[]; outDir: string } {
   const { values } = parseArgs({
@@ -53,6 +58,7 @@ function parseOptions(): { options: BenchOptions; selected: Scenario[]; outDir: 
       "latency-rate": { type: "string" },
       "retained-tasks": { type: "string" },
       "retained-delete-seconds": { type: "string" },
+      "pending-tasks": { type: "string" },
       set: { type: "string", multiple: true },
       out: { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -89,6 +95,7 @@ function parseOptions(): { options: BenchOptions; selected: Scenario[]; outDir: 
       latencyRate: positive("latency-rate", values["latency-rate"], 200),
       retainedTasks: positive("retained-tasks", values["retained-tasks"], 3_000_000),
       retainedDeleteSeconds: positive("retained-delete-seconds", values["retained-delete-seconds"], 600),
+      pendingTasks: positive("pending-tasks", values["pending-tasks"], 1_000_000),
       settings,
     },
     selected,

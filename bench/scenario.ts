@@ -21,6 +21,8 @@ export interface BenchOptions {
   retainedTasks: number;
   /** How long the retained scenario watches the deletion at most, seconds (default 600). */
   retainedDeleteSeconds: number;
+  /** Pending tasks of the footprint, pending, pending-keys and pending-queues scenarios (default 1,000,000). */
+  pendingTasks: number;
   /** --set settings passed to every daemon. */
   settings: Record<string, string>;
 }

@@ -4,16 +4,14 @@
  */
 import type { Effect } from "../grains/queue/effects.js";
 import type { QueueSettings, QueueStore } from "../grains/queue/ports.js";
-import { indexEntry, type TaskIndexEntry, type TaskRecord, type TaskState } from "../grains/queue/task.js";
+import type { TaskIndexEntry, TaskRecord, TaskState } from "../grains/queue/task.js";
 import type { GroupConfig } from "../grains/queue/group-aggregator.js";
-import type { TaskRule } from "../grains/queue/rules.js";
 import type { Database } from "./database.js";
 import { ATTEMPTS_KEPT_PER_TASK } from "../base/limits.js";
 import type { AttemptOutcome, AttemptRecord } from "../grains/queue/attempts.js";
 import { rowToRecord, toBuffer, type TaskRow } from "./rows.js";
 import { ScheduleStore } from "./schedule-store.js";
-
-const UNFINISHED = "('pending','scheduled','retry','active','aggregating')";
+import { UnfinishedRows } from "./unfinished-rows.js";
 
 export interface TaskStoreOptions {
   /** How long archived and cancelled tasks are kept before the janitor deletes them. */
@@ -25,9 +23,11 @@ export class TaskStore implements QueueStore {
   private readonly stmt;
   /** The schedules' statements (their effects are applied in the grain's turn, like the tasks'). */
   readonly schedules: ScheduleStore;
+  private readonly unfinished: UnfinishedRows;
 
   constructor(private readonly db: Database, private readonly options: TaskStoreOptions) {
     this.schedules = new ScheduleStore(db);
+    this.unfinished = new UnfinishedRows(db.sqlite);
     // A rolled-back transaction may have taken queue rows with it.
     db.onRollback(() => this.knownQueues.clear());
     const s = db.sqlite;
@@ -125,9 +125,6 @@ export class TaskStore implements QueueStore {
       settings: s.prepare("SELECT paused, key_limit, rate_per_sec, rate_burst FROM queues WHERE name = ?"),
       getTask: s.prepare("SELECT * FROM tasks WHERE id = ?"),
       findId: s.prepare("SELECT queue, state FROM tasks WHERE id = ?"),
-      unfinished: s.prepare(`SELECT id, state, type, priority, seq, concurrency_key, ready_at, timeout_ms, deadline_at,
-        expires_at, unique_key, unique_until, retried, max_retry, backoff_base_ms, backoff_max_ms, lease_id,
-        lease_expires_at, attempt_ends_at, attempt_started_at, attempt_worker, attempt_number, grp, batch_id, rules, length(payload) AS payload_bytes FROM tasks WHERE queue = ? AND state IN ${UNFINISHED} ORDER BY rowid`),
       groupConfigs: s.prepare("SELECT grp, max_size, max_delay_ms, grace_ms FROM group_configs WHERE queue = ?"),
       setGroupConfig: s.prepare(`INSERT INTO group_configs (queue, grp, max_size, max_delay_ms, grace_ms)
         VALUES (@queue, @group, @maxSize, @maxDelayMs, @graceMs)
@@ -140,8 +137,9 @@ export class TaskStore implements QueueStore {
     };
   }
 
-  loadUnfinished(queue: string): TaskIndexEntry[] {
-    return (this.stmt.unfinished.all(queue) as IndexRow[]).map(indexRowToEntry);
+  /** Streams the rows (never all of them at once: a backlog of millions would be gigabytes of row objects). */
+  loadUnfinished(queue: string): Iterable<TaskIndexEntry> {
+    return this.unfinished.of(queue);
   }
 
   loadSettings(queue: string): QueueSettings {
@@ -372,23 +370,4 @@ interface SettingsRow {
   key_limit: number | null;
   rate_per_sec: number | null;
   rate_burst: number | null;
-}
-
-interface IndexRow {
-  id: string; state: TaskState; type: string; priority: number; seq: number; concurrency_key: string;
-  ready_at: number; timeout_ms: number; deadline_at: number; expires_at: number; unique_key: string;
-  unique_until: number; retried: number; max_retry: number; backoff_base_ms: number; backoff_max_ms: number;
-  lease_id: string; lease_expires_at: number; attempt_ends_at: number; attempt_started_at: number; attempt_worker: string; attempt_number: number; grp: string; batch_id: string; rules: string; payload_bytes: number | null;
-}
-
-function indexRowToEntry(r: IndexRow): TaskIndexEntry {
-  return indexEntry({
-    id: r.id, type: r.type, priority: r.priority, concurrencyKey: r.concurrency_key, timeoutMs: r.timeout_ms,
-    deadlineAtMs: r.deadline_at, uniqueKey: r.unique_key, maxRetry: r.max_retry, backoffBaseMs: r.backoff_base_ms,
-    backoffMaxMs: r.backoff_max_ms, group: r.grp, rules: JSON.parse(r.rules) as TaskRule[],
-  }, {
-    state: r.state, seq: r.seq, readyAtMs: r.ready_at, expiresAtMs: r.expires_at, uniqueUntilMs: r.unique_until,
-    retried: r.retried, leaseId: r.lease_id, leaseExpiresAtMs: r.lease_expires_at, attemptEndsAtMs: r.attempt_ends_at,
-    attemptStartedAtMs: r.attempt_started_at, attemptWorker: r.attempt_worker, attemptNumber: r.attempt_number, batchId: r.batch_id, payloadBytes: r.payload_bytes ?? 0,
-  });
 }

@@ -1,6 +1,8 @@
 /** ReadyQueues: per-type heaps, so a caller leases only the types it declared (issue 11, item 6). */
 import { describe, expect, it } from "vitest";
+import { PackedTasks } from "../../src/grains/queue/packed-tasks.js";
 import { ReadyQueues, type LeaseCaps } from "../../src/grains/queue/ready-queues.js";
+import { indexEntry } from "../../src/grains/queue/task.js";
 
 const types = new Map<string, string>();
 const item = (id: string, type: string, seq: number, priority = 0) => {
@@ -59,5 +61,30 @@ describe("ReadyQueues", () => {
     const q = new ReadyQueues();
     q.pushTask(item("u1", "u", 1));
     expect(drain(q, caps(["other"]))).toEqual(["u1"]);
+  });
+
+  it("packed slots and ready items are one order: heads compared across both, per type, dropHead from the right heap", () => {
+    const packed = new PackedTasks();
+    const q = new ReadyQueues((id) => types.get(id), packed);
+    const pack = (id: string, type: string, seq: number, priority = 0) => {
+      types.set(id, type);
+      const slot = packed.add(indexEntry(
+        { id, type, priority, concurrencyKey: "", timeoutMs: 0, deadlineAtMs: 0, uniqueKey: "", maxRetry: 0, backoffBaseMs: 0, backoffMaxMs: 0, group: "", rules: [] },
+        { state: "pending", seq, readyAtMs: 0, expiresAtMs: 0, uniqueUntilMs: 0, payloadBytes: 0 },
+      ), true);
+      q.pushPacked(type, slot);
+    };
+    pack("p1", "a", 1);
+    q.pushTask(item("i2", "a", 2));
+    pack("p3", "a", 3);
+    pack("p4", "b", 4, 5);
+    q.pushTask(item("i5", "b", 5));
+    expect(q.size).toBe(5);
+    const head = q.peek(caps(["a"]))!;
+    expect(head).toMatchObject({ item: { id: "p1", seq: 1 }, packed: true, taskType: "a" });
+    q.dropHead(head);
+    expect(drain(q, caps(["a"]))).toEqual(["i2", "p3"]);
+    expect(drain(q, caps())).toEqual(["p4", "i5"]);
+    expect([q.size, packed.slotsInUse]).toEqual([0, 3]); // still packed: the index lets go of them, not the heap
   });
 });

@@ -66,8 +66,8 @@ export class Admission {
   private check(t: NewTask, known: KnownIds, nowMs: number, claims: Claims): EnqueueOutcome {
     const { queue } = this.memory;
     if (t.idChosen) {
-      const live = this.memory.entries.get(t.id);
-      if (live) return { ok: true, id: t.id, state: live.state, existed: true };
+      const live = this.memory.entries.stateOf(t.id);
+      if (live) return { ok: true, id: t.id, state: live, existed: true };
       const stored = known.get(t.id);
       if (stored && stored.queue === queue) return { ok: true, id: t.id, state: stored.state, existed: true };
       if (stored) {
@@ -109,7 +109,7 @@ export class Admission {
       payloadBytes: t.payload.byteLength,
     });
     if (state === "pending") e.seq = ranks.rankOf(e);
-    this.memory.entries.set(e.id, e);
+    this.memory.entries.set(e);
     if (e.uniqueKey) this.unique.hold(e.uniqueKey, e.id, e.uniqueUntilMs);
     this.memory.persist({ kind: "insert", task: t, entry: { ...e }, createdAtMs: nowMs });
     if (t.ruleError) {

@@ -9,7 +9,9 @@
  * and on the parts built before them, so dependencies stay one-way.
  *
  * Invariant: `entries` holds exactly the unfinished tasks; everything else that names a
- * task id is cleaned lazily against it (`liveReady`).
+ * task id is cleaned lazily against it (`liveReady`). Plain pending tasks are packed into
+ * columns as they start waiting in the dispatch order (`waitPacked`) or at a saturated
+ * key (`holdPacked`): see task-index.ts and packed-tasks.ts.
  */
 import type { Random } from "../../base/random.js";
 import type { CoreEvent, Effect } from "./effects.js";
@@ -22,6 +24,8 @@ import type { GroupConfig } from "./group-aggregator.js";
 import type { RateLimitSpec } from "./token-bucket.js";
 import type { TaskIndexEntry } from "./task.js";
 import type { CronCalendar } from "./schedule.js";
+import { PackedTasks } from "./packed-tasks.js";
+import { TaskIndex } from "./task-index.js";
 
 export interface CoreConfig {
   /** How long a lease lives without a heartbeat. */
@@ -30,6 +34,11 @@ export interface CoreConfig {
   defaultRateLimit?: RateLimitSpec;
   /** Group thresholds of groups without an override (server config). */
   groupDefaults: GroupConfig;
+  /**
+   * False keeps every unfinished task as an entry object, never packed: the reference
+   * the packed index is compared with in tests. Default true.
+   */
+  packPending?: boolean;
 }
 
 export interface CoreDeps {
@@ -49,9 +58,10 @@ export interface TurnOutput {
 }
 
 export class CoreMemory {
-  readonly entries = new Map<string, TaskIndexEntry>();
+  private readonly packed = new PackedTasks();
+  readonly entries = new TaskIndex(this.packed);
   /** Ready tasks filed by type, so that a lease pops only the types its worker handles. */
-  readonly ready = new ReadyQueues((id) => this.entries.get(id)?.type);
+  readonly ready = new ReadyQueues((id) => this.entries.typeOf(id), this.packed);
   readonly due = new DueTimers();
   readonly leases = new LeaseTable();
   readonly ranks = new DispatchRanks();
@@ -82,15 +92,52 @@ export class CoreMemory {
     this.output.readyChanged = true;
   }
 
-  /** The pending entry a ready item still stands for; undefined when it moved on. */
+  /** The pending entry a ready item still stands for (unpacked, to be acted on); undefined when it moved on. */
   liveReady(item: ReadyItem): TaskIndexEntry | undefined {
-    const e = this.entries.get(item.id);
-    return e && e.state === "pending" && e.seq === item.seq ? e : undefined;
+    return this.isLiveReady(item) ? this.entries.get(item.id) : undefined;
   }
 
-  /** Timers of tasks that moved on stay until their time; drop them when they pile up. */
+  /** Whether a ready or held item still stands for its pending task (never unpacks). */
+  isLiveReady(item: ReadyItem): boolean {
+    return this.entries.isPendingAt(item.id, item.seq);
+  }
+
+  /**
+   * Puts a pending entry that waits alone in the dispatch order there as a packed slot;
+   * false when it is not packable (the caller pushes a ready item instead). After true,
+   * `e` is a detached copy: read it, never change it.
+   */
+  waitPacked(e: TaskIndexEntry): boolean {
+    if (this.config.packPending === false) return false;
+    const slot = this.entries.pack(e, true);
+    if (slot === undefined) return false;
+    this.ready.pushPacked(e.type, slot);
+    return true;
+  }
+
+  /**
+   * A loaded row that is packable waits packed, straight from the row (which the index
+   * does not keep); false when it is not (the caller builds its entry object).
+   */
+  waitPackedLoaded(row: TaskIndexEntry): boolean {
+    if (this.config.packPending === false) return false;
+    const slot = this.entries.packNew(row);
+    if (slot === undefined) return false;
+    this.ready.pushPacked(row.type, slot);
+    this.output.readyChanged = true;
+    return true;
+  }
+
+  /** A task just held at a saturated key waits packed too (a saturated key can hold most of a backlog). */
+  holdPacked(e: TaskIndexEntry): void {
+    if (this.config.packPending !== false) this.entries.pack(e, false);
+  }
+
+  /** Timers and packed heap slots of tasks that moved on stay until their time; drop them when they pile up. */
   compactTimers(): void {
-    this.due.compact(this.entries.size, (id) => this.entries.get(id));
+    const { entries, packed } = this;
+    this.due.compact(entries.size, (id) => entries.view(id));
+    this.ready.compactPacked(entries.size, (slot) => packed.isPacked(slot) || entries.isPendingAt(packed.idAt(slot), packed.seqAt(slot)));
   }
 
   /** Hands the shell what this turn must persist and report, and resets them. */

@@ -86,7 +86,7 @@ export class OperatorActions {
       // The attempt history numbers on.
       attemptNumber: record.attemptNumber,
     });
-    this.memory.entries.set(e.id, e);
+    this.memory.entries.set(e);
     if (e.uniqueKey) this.unique.hold(e.uniqueKey, e.id, e.uniqueUntilMs);
     this.rules.join(e);
     this.waiting.makePending(e, this.memory.ranks.rankOf(e));

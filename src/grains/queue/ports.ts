@@ -26,8 +26,12 @@ export interface QueueSettings {
  * replies only after it.
  */
 export interface QueueStore {
-  /** Unfinished tasks of a queue, in arrival order (group members and rule members in order). */
-  loadUnfinished(queue: string): TaskIndexEntry[];
+  /**
+   * Unfinished tasks of a queue, in arrival order (group members and rule members in
+   * order), read once by the core as they come: a store streams them rather than
+   * building a list, which for a large backlog would dwarf the index it becomes.
+   */
+  loadUnfinished(queue: string): Iterable<TaskIndexEntry>;
   loadSettings(queue: string): QueueSettings;
   /** Where each of these ids lives, for ids that exist. */
   findIds(ids: readonly string[]): Map<string, { queue: string; state: TaskState }>;

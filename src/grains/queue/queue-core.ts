@@ -40,7 +40,7 @@ import { NO_BATCHES, type LeaseCaps } from "./ready-queues.js";
 import { RuleMembership } from "./rule-membership.js";
 import type { CronCalendar, ScheduleState } from "./schedule.js";
 import { Schedules, type ScheduleAnswer, type ScheduleCommand } from "./schedules.js";
-import { TaskExits } from "./task-exits.js";
+import { TaskExits, isOverdue } from "./task-exits.js";
 import type { CancelReason, NewTask, TaskIndexEntry, TaskRecord, TaskState } from "./task.js";
 import type { RateLimitSpec } from "./token-bucket.js";
 import { UniqueKeys } from "./unique-keys.js";
@@ -105,25 +105,35 @@ export class QueueCore {
 
   // ---- activation -------------------------------------------------------------------
 
-  /** Rebuilds the index from durable rows (active leases: see `LeaseLifecycle.adoptLoaded`). */
-  load(rows: readonly TaskIndexEntry[], options: LoadOptions, nowMs: number): void {
+  /**
+   * Rebuilds the index from durable rows (active leases: see `LeaseLifecycle.adoptLoaded`).
+   * `rows` is read once, in order: the store streams them, so a large backlog is never
+   * held as rows and entries at once (plain pending ones are packed as they come).
+   */
+  load(rows: Iterable<TaskIndexEntry>, options: LoadOptions, nowMs: number): void {
     const { entries, ranks } = this.memory;
     this.settings.restore(options.paused, options.keyLimit, options.rateLimit, nowMs);
     for (const [group, config] of options.groupConfigs ?? []) this.groups.restoreConfig(group, config);
     // Dynamic limits are durable (a key's newest task may have finished already).
     for (const [slot, limit] of options.slotLimits ?? []) this.rules.slots.setSlotLimit(slot, limit);
     for (const row of rows) {
+      ranks.observeLoaded(row);
+      if (row.uniqueKey && (row.uniqueUntilMs === 0 || row.uniqueUntilMs > nowMs)) this.unique.hold(row.uniqueKey, row.id, row.uniqueUntilMs);
+      // A plain pending row goes straight into the packed columns: no entry object is made for it.
+      if (this.memory.waitPackedLoaded(row)) {
+        this.waiting.armExpiry(row);
+        continue;
+      }
       const e = { ...row };
-      entries.set(e.id, e);
-      ranks.observeLoaded(e);
-      if (e.uniqueKey && (e.uniqueUntilMs === 0 || e.uniqueUntilMs > nowMs)) this.unique.hold(e.uniqueKey, e.id, e.uniqueUntilMs);
+      entries.set(e);
       this.rules.join(e);
       if (e.state === "active") this.leases.adoptLoaded(e, nowMs);
       else this.waiting.schedule(e, nowMs);
     }
     // New keys join the round being served: the oldest waiting task's rank.
     let oldest = Infinity;
-    for (const e of entries.values()) if (e.state === "pending" && e.rules.length > 0) oldest = Math.min(oldest, e.seq);
+    // Packed tasks have no rules, so only the objects can be round-robin tasks.
+    for (const e of entries.objects()) if (e.state === "pending" && e.rules.length > 0) oldest = Math.min(oldest, e.seq);
     ranks.startServingAt(oldest === Infinity ? undefined : oldest);
     this.schedules.restore(options.schedules ?? [], nowMs);
     this.memory.markReadyChanged();
@@ -160,6 +170,15 @@ export class QueueCore {
       const popped = memory.ready.pop(caps);
       if (!popped) break;
       const item = popped.item;
+      // A packed task at a saturated key is held as it is, packed (a saturated key can
+      // hold most of a backlog); anything else about it is decided on its entry below.
+      if (popped.packed) {
+        const key = memory.entries.packedKeyOf(item.id, item.seq, nowMs);
+        if (key !== undefined && this.rules.holdAtKey(key, item)) {
+          throttled = true;
+          continue;
+        }
+      }
       if (popped.batchType !== undefined) {
         const members = this.groups.liveBatch(item)?.filter((m) => !this.exits.expireIfOverdue(m, nowMs));
         if (!members || members.length === 0) continue;
@@ -180,6 +199,7 @@ export class QueueCore {
       const saturated = this.rules.saturatedSlot(e);
       if (saturated !== undefined) {
         this.rules.hold(e, saturated, item);
+        memory.holdPacked(e);
         throttled = true;
         continue;
       }
@@ -227,12 +247,13 @@ export class QueueCore {
 
   /** A due timer fired: promote its task, or archive it if it expired while waiting. */
   private fireDue(item: DueItem, nowMs: number): void {
-    const e = this.memory.entries.get(item.id);
-    if (!e) return;
+    // Looked at without unpacking first: a packed task is unpacked only when it changes.
+    const seen = this.memory.entries.view(item.id);
+    if (!seen) return;
     if (item.kind === "ready") {
-      if ((e.state === "scheduled" || e.state === "retry") && e.readyAtMs === item.atMs) this.waiting.promote(e);
-    } else if (WAITING.has(e.state)) {
-      this.exits.expireIfOverdue(e, nowMs);
+      if ((seen.state === "scheduled" || seen.state === "retry") && seen.readyAtMs === item.atMs) this.waiting.promote(this.memory.entries.get(item.id)!);
+    } else if (WAITING.has(seen.state) && isOverdue(seen, nowMs)) {
+      this.exits.expireIfOverdue(this.memory.entries.get(item.id)!, nowMs);
     }
   }
 
@@ -349,14 +370,12 @@ export class QueueCore {
 
   /** Ids of the unfinished tasks in `state`, in arrival order (a snapshot for bulk actions). */
   idsInState(state: TaskState): string[] {
-    const ids: string[] = [];
-    for (const e of this.memory.entries.values()) if (e.state === state) ids.push(e.id);
-    return ids;
+    return this.memory.entries.idsInState(state);
   }
 
   /** The state of an unfinished task; undefined when the core does not hold it. */
   stateOf(id: string): TaskState | undefined {
-    return this.memory.entries.get(id)?.state;
+    return this.memory.entries.stateOf(id);
   }
 
   // ---- views for the shell -----------------------------------------------------------
@@ -370,7 +389,7 @@ export class QueueCore {
     const { ready } = this.memory;
     if (this.settings.paused || !this.settings.hasToken(nowMs)) return false;
     for (let top = ready.peek(caps); top; top = ready.peek(caps)) {
-      const live = top.batchType === undefined ? this.memory.liveReady(top.item) : this.groups.liveBatch(top.item)?.length;
+      const live = top.batchType === undefined ? this.memory.isLiveReady(top.item) : this.groups.liveBatch(top.item)?.length;
       if (live) return true;
       ready.dropHead(top);
     }
@@ -384,11 +403,16 @@ export class QueueCore {
 
   /** The payload size of an unfinished task (0 when the core does not hold it). */
   payloadBytesOf(id: string): number {
-    return this.memory.entries.get(id)?.payloadBytes ?? 0;
+    return this.memory.entries.payloadBytesOf(id) ?? 0;
   }
 
   has(id: string): boolean {
     return this.memory.entries.has(id);
+  }
+
+  /** Ids of the tasks held packed in columns (for tests: the packed index must be invisible otherwise). */
+  packedTaskIds(): string[] {
+    return this.memory.entries.packedIds();
   }
 
   /** Unfinished tasks in memory, copies (for tests and the rebuild check). */

@@ -19,7 +19,7 @@ export interface CoreStats {
 
 /** Unfinished tasks in memory, copies (for tests and the rebuild check). */
 export function snapshotOf(memory: CoreMemory): TaskIndexEntry[] {
-  return [...memory.entries.values()].map((e) => ({ ...e }));
+  return memory.entries.snapshot();
 }
 
 export function statsOf(memory: CoreMemory, slots: KeySlots): CoreStats {

@@ -22,7 +22,7 @@ export class RuleMembership {
   private readonly members = new Map<string, Set<string>>();
 
   constructor(private readonly memory: CoreMemory) {
-    this.slots = new KeySlots((item) => memory.liveReady(item) !== undefined, memory.deps.sharedSlots);
+    this.slots = new KeySlots((item) => memory.isLiveReady(item), memory.deps.sharedSlots);
   }
 
   slotsOf(e: TaskIndexEntry): string[] {
@@ -50,6 +50,17 @@ export class RuleMembership {
     // It may have been woken for a free slot under another rule of its chain: give
     // that slot to the next task held there, or it would sit free (a stall).
     for (const slot of this.slotsOf(e)) if (slot !== saturated) this.wakeSlot(slot);
+  }
+
+  /**
+   * Holds a packed task (whose only slot is its queue key: it has no rules) at `key` if
+   * that slot is saturated, as `saturatedSlot` and `hold` would; false when it has room.
+   */
+  holdAtKey(key: string, item: ReadyItem): boolean {
+    const slot = slotOf(QUEUE_RULE, key);
+    if (!this.slots.isSaturated(slot)) return false;
+    this.slots.hold(slot, item);
+    return true;
   }
 
   /**
@@ -129,7 +140,8 @@ export class RuleMembership {
    * dropped: the next activation counts its running tasks again.
    */
   releaseShared(): void {
-    for (const e of this.memory.entries.values()) {
+    // Running tasks are never packed.
+    for (const e of this.memory.entries.objects()) {
       if (e.state !== "active") continue;
       for (const slot of this.slotsOf(e)) if (isSharedSlot(slot)) this.slots.release(slot);
     }

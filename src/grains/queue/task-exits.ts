@@ -120,7 +120,7 @@ export class TaskExits {
     this.memory.persist({ kind: mode === "immediate" ? "requeue" : "retry", entry: { ...e }, outcome: { lastError: error, lastFailedAtMs: nowMs } });
   }
 
-  /** Archives a waiting task whose expiry or deadline has passed; true if it did. */
+  /** Archives a waiting task whose expiry or deadline has passed (`isOverdue`); true if it did. */
   expireIfOverdue(e: TaskIndexEntry, nowMs: number): boolean {
     if (e.expiresAtMs > 0 && e.expiresAtMs <= nowMs) {
       this.archive(e, "expired before dispatch", nowMs);
@@ -132,4 +132,9 @@ export class TaskExits {
     }
     return false;
   }
+}
+
+/** Whether a waiting task's expiry or deadline has passed at `nowMs` (what `expireIfOverdue` acts on). */
+export function isOverdue(e: Pick<TaskIndexEntry, "expiresAtMs" | "deadlineAtMs">, nowMs: number): boolean {
+  return (e.expiresAtMs > 0 && e.expiresAtMs <= nowMs) || (e.deadlineAtMs > 0 && e.deadlineAtMs <= nowMs);
 }

@@ -9,6 +9,10 @@
  *
  * Invariant: a pending entry is in the dispatch order at its (priority, seq), and the
  * shell learns that something may have become dispatchable (`markReadyChanged`).
+ *
+ * A plain pending task is packed as it enters the dispatch order (CoreMemory.waitPacked):
+ * after `schedule`, `makePending` or `promote`, the caller's `e` may be a detached copy,
+ * good for reading (an effect's entry, its expiry timers) but never for changing.
  */
 import type { CoreMemory } from "./core-memory.js";
 import type { FiredGroups } from "./fired-groups.js";
@@ -57,10 +61,10 @@ export class WaitingTasks {
     this.memory.due.armExpiry(e);
   }
 
-  /** Puts a pending entry in the dispatch order: alone, or in its batch. */
+  /** Puts a pending entry in the dispatch order: alone (packed when it can be), or in its batch. */
   private enqueueReady(e: TaskIndexEntry): void {
     this.memory.markReadyChanged();
-    if (e.batchId === "") this.memory.ready.pushTask({ id: e.id, priority: e.priority, seq: e.seq });
-    else this.groups.addToBatch(e);
+    if (e.batchId !== "") this.groups.addToBatch(e);
+    else if (!this.memory.waitPacked(e)) this.memory.ready.pushTask({ id: e.id, priority: e.priority, seq: e.seq });
   }
 }
