@@ -12,6 +12,7 @@ import type { ClusterService } from "../../gen/conveyor/v1/cluster_service_pb.js
 import type { UnaryImpl } from "../../rpc/service-definition.js";
 import type { LogPositions } from "../../storage/log-positions.js";
 import type { PartitionRows } from "../../storage/partition-rows.js";
+import type { TaskStore } from "../../storage/task-store.js";
 import type { Logger } from "pino";
 import type { LedgerHost } from "../ledger/ledger-host.js";
 
@@ -31,6 +32,8 @@ export interface ClusterServiceDeps {
   partitionOf(queue: string): number;
   /** Where a loaded partition's rows stand on its changelog (set with the rows, when the sender names a log sequence). */
   positions: LogPositions;
+  /** Told which queues' rows a load replaced (their grains here, if any, describe the old rows). */
+  store: Pick<TaskStore, "forgetQueues">;
   logger: Logger;
   nowMs: () => number;
   ledgers: LedgerHost;
@@ -59,10 +62,10 @@ export function clusterService(deps: ClusterServiceDeps): UnaryImpl<typeof Clust
       if (!r.last) return {};
       transfers.delete(r.transferId);
       let loaded;
+      // Every other row of the partition here is stale too (an earlier stay's, or a crashed
+      // stay's that another node took over from the log): replaced in the same write.
+      const stale = deps.rows.queueNames().filter((q) => deps.partitionOf(q) === r.partition);
       try {
-        // Every other row of the partition here is stale too (an earlier stay's, or a crashed
-        // stay's that another node took over from the log): replaced in the same write.
-        const stale = deps.rows.queueNames().filter((q) => deps.partitionOf(q) === r.partition);
         const logSeq = Number(r.logSeq);
         loaded = deps.rows.load(Buffer.concat(transfer.chunks), stale, () => {
           if (logSeq > 0) deps.positions.set(r.partition, logSeq);
@@ -72,6 +75,11 @@ export function clusterService(deps: ClusterServiceDeps): UnaryImpl<typeof Clust
         if (error instanceof ConveyorError) throw error;
         throw invalidField("data", `is not a partition snapshot (${error instanceof Error ? error.message : String(error)}); nothing was loaded`);
       }
+      // Grains of these queues still in memory here (this node held the partition before and
+      // lost it without handing it off: paused or cut off past its lease, then taken over
+      // from the log) were built on the rows just replaced: they go, and the claim that
+      // follows activates the queues from the loaded rows.
+      deps.store.forgetQueues(new Set([...loaded.queues, ...stale]));
       deps.logger.info({ partition: r.partition, from: r.fromNode, epoch: String(r.epoch), tasks: loaded.tasks, queues: loaded.queues.length, logSeq: String(r.logSeq) },
         "received a partition's rows");
       return { tasks: BigInt(loaded.tasks) };
