@@ -9,8 +9,9 @@
  * socket for the moment it wakes, before it has noticed anything.
  *
  * After SIGCONT: n3 fences itself and registers as a new incarnation; none of the calls
- * it received while stopped is acknowledged before that re-registration (each is refused
- * with a retryable error or served after it, at a new epoch); its partitions are claimed
+ * for its own partitions it received while stopped is acknowledged before that
+ * re-registration (each is refused with a retryable error or served after it, at a new
+ * epoch; calls for other nodes' partitions it forwards to them); its partitions are claimed
  * again at higher epochs; the partition claimed meanwhile by another node is not taken
  * over by n3 on its old view but handed to it with its rows; and every acknowledged task
  * is intact and runs to completion.
@@ -109,12 +110,18 @@ describe("a node stopped past its lease (real processes)", { timeout: 120_000 },
     expect(own).toMatchObject({ phase: "active", serving: true, incarnation: after.incarnation });
     expect(own.fences).toBeGreaterThanOrEqual(1);
 
-    // Nothing the stopped node received was acknowledged on its old registration.
+    // Nothing the stopped node received was acknowledged on its old registration. The calls
+    // went as one EnqueueBatch (the SDK coalesces them), which n3 splits by owner: the items
+    // of partitions another node holds are forwarded to it, and that live owner may
+    // acknowledge them at any time; the items of n3's own partitions are refused, or served
+    // only after it registered again.
     const report: string[] = [];
     for (const o of outcomes) {
       if ("info" in o) {
-        report.push(`${o.queue}: acknowledged ${o.atMs - rejoinedAt!} ms after the re-registration`);
-        expect(o.atMs, `the enqueue to ${o.queue} sent to the stopped node was acknowledged before it registered again`).toBeGreaterThanOrEqual(rejoinedAt!);
+        report.push(`${o.queue}: acknowledged at ${o.atMs - rejoinedAt!} ms from the re-registration`);
+        if (o.queue === heldQ || o.queue === heldQ2) {
+          expect(o.atMs, `the enqueue to ${o.queue} sent to the stopped node was acknowledged before it registered again`).toBeGreaterThanOrEqual(rejoinedAt!);
+        }
         checker.acknowledged.set(o.info.id, `${o.queue}/k0`);
       } else {
         const e = o.error;

@@ -324,20 +324,34 @@ class MethodForwarding {
     const localIndexes: number[] = [];
     const remote: Array<{ indexes: number[]; p: number }> = [];
     for (const [key, g] of groups) (key.startsWith("p:") ? localIndexes.push(...g.indexes) : remote.push(g));
+    localIndexes.sort((a, b) => a - b);
     const parts = await Promise.all([
-      ...(localIndexes.length > 0 ? [this.localPart(call, route, localIndexes, groups)] : []),
-      ...remote.map(async (g) => ({
-        indexes: g.indexes,
-        response: (await this.toOwner(this.subCall(call, route.pick(request, g.indexes)), g.p, queueLabel(queues[g.indexes[0]!]!), false)) as Msg,
-      })),
+      ...(localIndexes.length > 0 ? [this.part(route, localIndexes, () => this.localPart(call, route, localIndexes, groups))] : []),
+      ...remote.map((g) => this.part(route, g.indexes, async () =>
+        (await this.toOwner(this.subCall(call, route.pick(request, g.indexes)), g.p, queueLabel(queues[g.indexes[0]!]!), false)) as Msg)),
     ]);
     return route.merge(parts, queues.length);
   }
 
-  private async localPart(call: CallLike, route: ItemsRoute, indexes: number[], groups: Map<string, { indexes: number[]; p: number }>) {
+  /**
+   * One part of a split call. Where the answer can say so per item (EnqueueBatch), a part
+   * that fails fails only its own items: the other parts are served by their owners
+   * meanwhile, so failing the whole call would report their items refused when they were
+   * stored (the zombie test found a batch sent to a paused node answered FENCED as a whole
+   * while the node had forwarded part of it to a live owner, which stored it).
+   */
+  private async part(route: ItemsRoute, indexes: number[], serve: () => Promise<Msg>): Promise<{ indexes: number[]; response: Msg }> {
+    try {
+      return { indexes, response: await serve() };
+    } catch (error) {
+      if (!route.failed || !(error instanceof ConveyorError)) throw error;
+      return { indexes, response: route.failed(indexes.length, error) };
+    }
+  }
+
+  private async localPart(call: CallLike, route: ItemsRoute, indexes: number[], groups: Map<string, { indexes: number[]; p: number }>): Promise<Msg> {
     for (const [key, g] of groups) if (key.startsWith("p:")) await this.deps.ownership.acquire(g.p);
-    indexes.sort((a, b) => a - b);
-    return { indexes, response: (await this.local(this.subCall(call, route.pick(call.request as Msg, indexes)))) as Msg };
+    return (await this.local(this.subCall(call, route.pick(call.request as Msg, indexes)))) as Msg;
   }
 
   /** The Lease long poll across owners (see the header). */

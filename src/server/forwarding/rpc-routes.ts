@@ -16,6 +16,8 @@
  *   (`keep`), and the answers are merged.
  */
 import type { MessageShape } from "@bufbuild/protobuf";
+import type { ConveyorError } from "../../base/errors.js";
+import { toItemError } from "../../rpc/status.js";
 import type { ActivityBucket, GetActivityResponseSchema } from "../../gen/conveyor/v1/admin_service_pb.js";
 
 type Msg = Record<string, unknown>;
@@ -33,6 +35,12 @@ export interface ItemsRoute {
    * while the call ran (WRONG_OWNER, RELOCATING): worth one more routing.
    */
   misrouted(response: Msg): number[];
+  /**
+   * The answer for `count` items of a part whose owner could not serve it (refused, or
+   * unreachable), each item failing with `error`, when a failed part fails only its own
+   * items; undefined when it fails the whole call.
+   */
+  failed?(count: number, error: ConveyorError): Msg;
 }
 
 /** Item errors that mean "routed to a node that no longer holds the queue", not a fault of the item. */
@@ -70,9 +78,10 @@ const byQueueOrEvery = (every: EveryRoute): RpcRoute => ({ kind: "queue", queue:
  * Items of `list` under `field`, split and merged by index into `out` of the answer;
  * `errorAt` says where an answer item carries its error (none: items cannot fail alone).
  */
-function itemsRoute(listField: string, queueOf: (item: Msg) => string, outField: string, errorAt?: "outcome" | "error"): ItemsRoute {
+function itemsRoute(listField: string, queueOf: (item: Msg) => string, outField: string, errorAt?: "outcome" | "error", failedItem?: (error: ConveyorError) => Msg): ItemsRoute {
   return {
     kind: "items",
+    ...(failedItem ? { failed: (count: number, error: ConveyorError) => ({ [outField]: Array.from({ length: count }, () => failedItem(error)) }) } : {}),
     misrouted: (response) => {
       if (!errorAt) return [];
       const out: number[] = [];
@@ -137,7 +146,11 @@ const queueOfSpec = (spec: Msg) => String(spec["queue"] || "default");
 /** The route of every RPC, keyed "Service/Method" (as roles.ts). */
 export const RPC_ROUTES: Readonly<Record<string, RpcRoute>> = {
   "TaskService/Enqueue": { kind: "queue", queue: (r) => queueOfSpec((r["task"] ?? {}) as Msg) },
-  "TaskService/EnqueueBatch": itemsRoute("tasks", queueOfSpec, "items", "outcome"),
+  // A part that fails fails only its own items: the other parts were stored by their
+  // owners, and answering the whole batch with the error would tell their callers
+  // otherwise (a retry with server-made ids would enqueue them twice). Heartbeats and
+  // settles fail as a whole instead: both are idempotent, and the SDK sends the whole call again.
+  "TaskService/EnqueueBatch": itemsRoute("tasks", queueOfSpec, "items", "outcome", (e) => ({ outcome: { case: "error", value: toItemError(e) } })),
   // Atomic within one queue (the service refuses mixed queues): the first task's queue.
   "TaskService/EnqueueTx": { kind: "queue", queue: (r) => queueOfSpec(((r["tasks"] as Msg[] | undefined) ?? [])[0] ?? {}) },
   "TaskService/GetTask": byTaskId,
