@@ -79,9 +79,15 @@ export class TurnJournal {
 
   constructor(private readonly options: TurnJournalOptions) {}
 
-  /** Is `p`'s log fenced by this node and writable? */
-  isOpen(p: number): boolean {
-    return this.open.has(p);
+  /**
+   * Is `p`'s log fenced by this node and writable, at the claim of `epoch` when given? A
+   * partition opened at an earlier claim stays here until an append finds it fenced, also
+   * after another node took it over (this node paused or cut off past its lease): that
+   * earlier opening does not make a later claim's log open.
+   */
+  isOpen(p: number, epoch?: number): boolean {
+    const open = this.open.get(p);
+    return open !== undefined && (epoch === undefined || open.epoch === epoch);
   }
 
   /**

@@ -39,8 +39,8 @@ export interface MembershipView {
 
 /** The partitions' changelog as ownership sees it (server/changelog-link.ts builds it on the TurnJournal). */
 export interface PartitionLogGate {
-  /** Has this node fenced p's log (and may append to it)? */
-  isOpen(p: number): boolean;
+  /** Has this node fenced p's log at its claim of `epoch` (and may append to it)? */
+  isOpen(p: number, epoch: number): boolean;
   /** Fences p's log for this node's claim at `epoch`; rejects (retryable) if the log cannot be reached. */
   open(p: number, epoch: number): Promise<void>;
   /** This node no longer holds p. */
@@ -117,8 +117,10 @@ export class PartitionOwners implements Ownership {
     if (this.moving.has(p)) return { kind: "moving", p };
     const { membership, log } = this.options;
     const route = this.placement.route(p, membership.registration(), membership.members(), this.records, this.overrides);
-    // Recorded as ours, but not yet fenced on the log: the claim path finishes that first.
-    if (route.kind === "local" && log && !log.isOpen(p)) return { kind: "claim", p };
+    // Recorded as ours, but not yet fenced on the log at this claim's epoch: the claim path
+    // finishes that first. (Fenced at an earlier claim is not enough: this node may have
+    // lost p since, to a takeover, and its watch shows the new claim before the fence.)
+    if (route.kind === "local" && log && !log.isOpen(p, route.epoch)) return { kind: "claim", p };
     return route;
   }
 

@@ -140,7 +140,7 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
     collect() { this.set(standbys?.lag ?? 0); } });
   return {
     gate: {
-      isOpen: (p) => journal.isOpen(p),
+      isOpen: (p, epoch) => journal.isOpen(p, epoch),
       open: async (p, epoch) => {
         const mark = new TextEncoder().encode(JSON.stringify({ node: settings.nodeId, epoch, atMs: clock.nowMs() }));
         // A standby's follower of p stops first: from here on only the claim touches p's rows.

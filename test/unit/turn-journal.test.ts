@@ -35,6 +35,9 @@ describe("TurnJournal", () => {
     const { journal, contents } = setUp();
     await journal.openPartition(P, 7, bytes("fence n1@7"));
     expect(journal.isOpen(P)).toBe(true);
+    // Open at the claim of epoch 7, not at a later claim's (that one fences again).
+    expect(journal.isOpen(P, 7)).toBe(true);
+    expect(journal.isOpen(P, 8)).toBe(false);
     journal.record(`${P}:q`, bytes("t1"), 1);
     journal.record(`${P}:q`, bytes("t2"), 2);
     // Not committed yet: nothing on the log.
