@@ -93,7 +93,15 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
   const servers = parseNatsUrls(settings.urls);
   if (servers.length === 0) return undefined;
   const { db, clock, logger } = settings;
-  const log = await connectWithin(servers, settings.nodeId, clock, logger);
+  const { log, snapshotStore } = await openWithin(`cluster_nats ${servers.join(",")}`, clock, logger, async () => {
+    const opened = await JetStreamChangeLog.open({ servers, connectionName: `conveyord ${settings.nodeId}` });
+    try {
+      return { log: opened, snapshotStore: await opened.openSnapshotStore() };
+    } catch (err) {
+      await opened.close().catch(() => {});
+      throw err;
+    }
+  });
   const metrics = changelogMetrics(settings.registry);
   // Set once the snapshots exist (they need the journal): each acknowledged turn counts towards the next snapshot.
   let appendedListener: (p: number) => void = () => {};
@@ -112,7 +120,6 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
       closed: (p, why) => logger.info({ partition: p, why }, "changelog partition closed on this node"),
     },
   });
-  const snapshotStore = await log.openSnapshotStore();
   const catchUp = new LogCatchUp({
     log, db, store: settings.store, rows: settings.rows, positions: settings.positions, snapshots: snapshotStore, partitionOf: settings.partitionOf, logger,
   });
@@ -211,18 +218,25 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
   };
 }
 
-/** Connects (and creates the stream if missing), retrying until CONNECT_WITHIN_MS (nodes and NATS may start in any order), but not a server set up wrong. */
-async function connectWithin(servers: string[], nodeId: string, clock: Clock, logger: Logger): Promise<JetStreamChangeLog> {
-  const deadline = clock.nowMs() + CONNECT_WITHIN_MS;
+/**
+ * Runs `open` (connect, and create the log's stream and the snapshots' bucket if missing)
+ * until it works, retrying for CONNECT_WITHIN_MS: nodes and NATS may start in any order,
+ * and creating a stream on a fresh or busy JetStream cluster can time out (three nodes
+ * starting at once on the loaded test machine saw the bucket's creation time out, and the
+ * node exited with "timeout" when only the connection was retried). A server set up wrong
+ * (ChangeLogConfigError) is refused at once.
+ */
+export async function openWithin<T>(what: string, clock: Clock, logger: Pick<Logger, "warn">, open: () => Promise<T>, withinMs = CONNECT_WITHIN_MS): Promise<T> {
+  const deadline = clock.nowMs() + withinMs;
   for (;;) {
     try {
-      return await JetStreamChangeLog.open({ servers, connectionName: `conveyord ${nodeId}` });
+      return await open();
     } catch (err) {
       if (err instanceof ChangeLogConfigError) throw err;
       if (clock.nowMs() >= deadline) {
-        throw new Error(`cannot open the changelog on cluster_nats ${servers.join(",")} within ${CONNECT_WITHIN_MS / 1000}s: ${err instanceof Error ? err.message : String(err)}`);
+        throw new Error(`cannot open the changelog on ${what} within ${withinMs / 1000}s: ${err instanceof Error ? err.message : String(err)}`);
       }
-      logger.warn({ err, servers }, "cannot reach the changelog (NATS JetStream) yet; retrying");
+      logger.warn({ err, what }, "cannot reach the changelog (NATS JetStream) yet; retrying");
       await new Promise<void>((r) => clock.setTimer(1_000, r));
     }
   }
