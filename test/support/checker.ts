@@ -50,6 +50,8 @@ export class Checker {
   readonly deliveries: Delivery[] = [];
   /** The longest an acknowledged enqueue took, and when it was sent. */
   maxCallMs = 0;
+  /** Every producer call: when it was sent (performance.now()), how long it took, whether it was acknowledged. */
+  readonly calls: Array<{ startMs: number; ms: number; ok: boolean }> = [];
   private readonly completed = new Set<string>();
   private readonly running = new Map<string, number>();
   private maxRunning = 0;
@@ -129,8 +131,10 @@ export function runProducer(checker: Checker, client: Client, queues: string[]) 
         checker.acknowledged.set(info.id, `${queue}/${key}`);
         checker.acknowledgedAtMs.set(info.id, performance.now());
         checker.maxCallMs = Math.max(checker.maxCallMs, performance.now() - t0);
+        checker.calls.push({ startMs: t0, ms: performance.now() - t0, ok: true });
       } catch (error) {
         checker.failures.push({ op: `enqueue ${queue}`, error, phase: checker.phase });
+        checker.calls.push({ startMs: t0, ms: performance.now() - t0, ok: false });
       }
     }
   })();
