@@ -70,6 +70,12 @@ describe("cold failover: owner and standby killed together (real processes)", { 
       }
       return Number.isFinite(first) ? first : undefined;
     }, 60_000);
+    // The other queues of the two dead nodes fail over too, each when its node's lease runs
+    // out (the two leases end up to a keep-alive interval apart, and the first cold
+    // acknowledgement may come before the other's): the failover phase ends once every
+    // queue has an acknowledged enqueue after the kill.
+    await eventually("an acknowledged enqueue on every queue after the kill", async () =>
+      (queues.every((q) => [...checker.acknowledgedAtMs].some(([id, at]) => at > killedAt && checker.acknowledged.get(id)!.startsWith(`${q}/`))) ? true : undefined), 60_000);
     checker.phase = "after the cold failover";
     const atFailover = checker.acknowledged.size;
     await eventually("work to go on", async () => (checker.acknowledged.size >= atFailover + 100 ? true : undefined), 60_000);
