@@ -68,6 +68,10 @@ export type AppendOutcome =
  * an INVALID_FIELD catalog error by every method.
  */
 export interface ChangeLog {
+  /** The log's name as operators see it (JetStream: the stream's), for status and logs. */
+  readonly stream: string;
+  /** Who leads the log now ("" while nobody does), for status; rejects if the log cannot answer. */
+  leader(): Promise<string>;
   /**
    * Appends `records` as one entry to `partition` if its last sequence is
    * `expectedLastSeq` (0: the partition has no entry). At most one append per partition

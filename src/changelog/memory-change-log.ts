@@ -36,6 +36,14 @@ export class MemoryChangeLog implements ChangeLog {
     return this.store(partition, "fence", [mark], expectedLastSeq);
   }
 
+  readonly stream = "memory";
+
+  /** One process leads it, while it answers. */
+  async leader(): Promise<string> {
+    this.assertAnswering();
+    return "memory";
+  }
+
   async lastSeq(partition: number): Promise<number> {
     checkPartition(partition);
     this.assertAnswering();

@@ -24,7 +24,7 @@
  *   retry, reaching the new owner.
  */
 import { ConveyorError } from "../base/errors.js";
-import type { ChangeLog } from "./changelog.js";
+import type { ChangeLog, LogEntry } from "./changelog.js";
 import { AppendFailed, PartitionAppender } from "./partition-appender.js";
 
 /** What the journal reports (metrics, logs). */
@@ -225,6 +225,11 @@ export class TurnJournal {
     }
   }
 
+  /** Closes p if `open` is still its open state: a recovery of an earlier claim must not close a later one (this node's own new fence refuses its appends). */
+  private closeIfCurrent(p: number, open: OpenPartition, why: string): void {
+    if (this.open.get(p) === open) this.closePartition(p, why);
+  }
+
   /** A turn recorded while `p` recovers: durable once recovery has appended it. */
   private afterRecovery(p: number, open: OpenPartition): Promise<void> {
     const done = (open.recovering ?? Promise.resolve()).then(() => {
@@ -244,21 +249,26 @@ export class TurnJournal {
     const { log } = this.options;
     let acked = open.appender.lastSeq;
     let reappended = 0;
+    /** Every record read back since the last acknowledged entry: each read starts after the one before, and a record that landed must not go again. */
+    const landed: Uint8Array[] = [];
     while (this.open.get(p) === open) {
       try {
         const entries = await log.read(p, acked + 1, 1_000);
-        if (entries.some((e) => e.kind === "fence")) {
-          this.closePartition(p, "another node fenced its changelog");
+        // A fence means another owner; so does a gap (entries that do not continue from this
+        // node's last acknowledged one): a later owner's snapshot purged them, its fence
+        // included. This node never purges past its own last acknowledged entry.
+        if (entries.some((e) => e.kind === "fence") || !continues(entries, acked)) {
+          this.closeIfCurrent(p, open, "another node fenced its changelog");
           return;
         }
-        const landed = entries.flatMap((e) => e.records);
+        for (const entry of entries) landed.push(...entry.records);
         acked = entries.at(-1)?.seq ?? acked;
         const batch = open.failed.slice();
         const missing = batch.filter((r) => !landed.some((l) => sameBytes(l, r)));
         if (missing.length > 0) {
           const outcome = await log.append(p, missing, acked);
           if (outcome.kind === "fenced") {
-            this.closePartition(p, "another node fenced its changelog");
+            this.closeIfCurrent(p, open, "another node fenced its changelog");
             return;
           }
           if (outcome.kind === "unknown") continue; // read again: it may have landed
@@ -284,6 +294,16 @@ const FENCE_ATTEMPTS = 10;
 
 /** How soon recovery asks the log again after it could not answer. */
 const RECOVERY_RETRY_MS = 250;
+
+/** Does each entry follow the one before it, the first following `from`? (An entry that does not name its predecessor is taken as following.) */
+function continues(entries: readonly LogEntry[], from: number): boolean {
+  let prev = from;
+  for (const entry of entries) {
+    if (entry.prevSeq !== undefined && entry.prevSeq !== prev) return false;
+    prev = entry.seq;
+  }
+  return true;
+}
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   if (a.byteLength !== b.byteLength) return false;

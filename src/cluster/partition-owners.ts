@@ -39,7 +39,11 @@ export interface MembershipView {
 
 /** The partitions' changelog as ownership sees it (server/changelog-link.ts builds it on the TurnJournal). */
 export interface PartitionLogGate {
-  /** Has this node fenced p's log at its claim of `epoch` (and may append to it)? */
+  /**
+   * Has this node fenced p's log for its claim at `epoch` (and may append to it)? An open
+   * of an earlier claim does not count: a node fenced out without noticing (no append
+   * since) would otherwise serve a new claim before its catch-up and fence.
+   */
   isOpen(p: number, epoch: number): boolean;
   /** Fences p's log for this node's claim at `epoch`; rejects (retryable) if the log cannot be reached. */
   open(p: number, epoch: number): Promise<void>;
@@ -297,6 +301,10 @@ export class PartitionOwners implements Ownership {
 
   async refresh(): Promise<void> {
     const read = await this.options.coordination.partitions();
+    // Answered after the watch applied later changes (a claim of this node, say): the view
+    // is newer than this read, which would take it back for good (later events at or below
+    // the revision are ignored).
+    if (read.revision < this.revision) return;
     this.records.clear();
     for (const [p, entry] of read.records) this.records.set(p, entry);
     this.revision = Math.max(this.revision, read.revision);

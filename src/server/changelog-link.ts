@@ -18,7 +18,9 @@ import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { Clock } from "../base/clock.js";
 import type { PartitionLogGate } from "../cluster/partition-owners.js";
 import { encodeTurn } from "../changelog/change-record.js";
+import type { ChangeLog } from "../changelog/changelog.js";
 import { ChangeLogConfigError, JetStreamChangeLog } from "../changelog/jetstream-change-log.js";
+import type { SnapshotStore } from "../changelog/snapshot-store.js";
 import { TurnJournal } from "../changelog/turn-journal.js";
 import type { Effect } from "../grains/queue/effects.js";
 import type { Database } from "../storage/database.js";
@@ -48,6 +50,12 @@ export interface ChangelogLink {
   startStandbys(placement: StandbyPlacement, count: number): () => void;
   /** The log's health and every partition's log facts as this node knows them (GetClusterStatus). */
   status(withLog: boolean): Promise<ChangelogView>;
+  /**
+   * Gives the link what drops the node's grains of a partition from memory (the grain host
+   * exists after the link): called before the partition's rows are brought to the log (a
+   * claim, a standby's start) and when this node loses its log (log-catch-up.ts says why).
+   */
+  linkGrains(retirePartition: (p: number) => void): void;
   close(): Promise<void>;
 }
 
@@ -92,7 +100,7 @@ export function parseNatsUrls(value: string): string[] {
 export async function openChangelog(settings: ChangelogSettings): Promise<ChangelogLink | undefined> {
   const servers = parseNatsUrls(settings.urls);
   if (servers.length === 0) return undefined;
-  const { db, clock, logger } = settings;
+  const { clock, logger } = settings;
   const { log, snapshotStore } = await openWithin(`cluster_nats ${servers.join(",")}`, clock, logger, async () => {
     const opened = await JetStreamChangeLog.open({ servers, connectionName: `conveyord ${settings.nodeId}` });
     try {
@@ -102,9 +110,21 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
       throw err;
     }
   });
+  logger.info({ servers, stream: log.stream }, "changelog open");
+  return linkChangelog(settings, log, snapshotStore);
+}
+
+/**
+ * The link on an open log and snapshot store: what `openChangelog` returns once
+ * JetStream answers. Separate so that a simulation can run the node's own wiring on the
+ * in-memory log and store (test/property/changelog-failover.property.test.ts).
+ */
+export function linkChangelog(settings: Omit<ChangelogSettings, "urls">, log: ChangeLog, snapshotStore: SnapshotStore): ChangelogLink {
+  const { db, clock, logger } = settings;
   const metrics = changelogMetrics(settings.registry);
   // Set once the snapshots exist (they need the journal): each acknowledged turn counts towards the next snapshot.
   let appendedListener: (p: number) => void = () => {};
+  let retireGrains: (p: number) => void = () => {};
   const journal = new TurnJournal({
     log, nodeId: settings.nodeId, partitionOf: settings.partitionOf, now: () => clock.nowMs(),
     events: {
@@ -117,11 +137,15 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
         logger.warn({ partition: p, reason }, "changelog append failed; re-reading the partition's log before appending again");
       },
       recovered: (p, reappended) => logger.info({ partition: p, reappended }, "changelog partition recovered"),
-      closed: (p, why) => logger.info({ partition: p, why }, "changelog partition closed on this node"),
+      closed: (p, why) => {
+        logger.info({ partition: p, why }, "changelog partition closed on this node");
+        retireGrains(p);
+      },
     },
   });
   const catchUp = new LogCatchUp({
     log, db, store: settings.store, rows: settings.rows, positions: settings.positions, snapshots: snapshotStore, partitionOf: settings.partitionOf, logger,
+    retireGrains: (p) => retireGrains(p),
   });
   const snapshots = new PartitionSnapshots({
     journal, rows: settings.rows, store: snapshotStore, log, partitionOf: settings.partitionOf, every: settings.snapshotEvery, logger,
@@ -138,9 +162,10 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
   db.onCommit(() => journal.committed());
   db.onRollback(() => journal.rolledBack());
   db.onUndo((writeId) => journal.undone(writeId));
-  logger.info({ servers, stream: log.stream }, "changelog open");
   let standbys: StandbyFollowers | undefined;
   let standbyPlacement: { placement: StandbyPlacement; count: number } | undefined;
+  /** Partitions whose log a claim is opening now. */
+  const opening = new Set<number>();
   new Gauge({ name: "conveyor_changelog_standby_partitions", help: "Partitions this node keeps a warm copy of (follows their changelog as a standby).", registers: [settings.registry],
     collect() { this.set(standbys?.partitions ?? 0); } });
   new Gauge({ name: "conveyor_changelog_standby_lag_entries", help: "Changelog entries this node's standby followers have still to apply, summed over the partitions they follow.", registers: [settings.registry],
@@ -150,7 +175,9 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
       isOpen: (p, epoch) => journal.isOpen(p, epoch),
       open: async (p, epoch) => {
         const mark = new TextEncoder().encode(JSON.stringify({ node: settings.nodeId, epoch, atMs: clock.nowMs() }));
-        // A standby's follower of p stops first: from here on only the claim touches p's rows.
+        // A standby's follower of p stops first, and none starts again while this node opens
+        // or holds p's log (`writes`): from here on only the claim touches p's rows.
+        opening.add(p);
         const resume = (await standbys?.pause(p)) ?? (() => {});
         try {
           // Before the fence, the rows here catch up with whatever the log acknowledged (a
@@ -167,6 +194,7 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
           settings.positions.clear(p);
           metrics.fences.inc();
         } finally {
+          opening.delete(p);
           resume();
         }
       },
@@ -180,7 +208,7 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
     },
     lastSeq: (p) => journal.lastSeq(p) ?? 0,
     startStandbys: (placement, count) => {
-      standbys = new StandbyFollowers({ log, catchUp, placement, count, logger });
+      standbys = new StandbyFollowers({ log, catchUp, placement, count, logger, writes: (p) => opening.has(p) || journal.isOpen(p) });
       standbyPlacement = { placement, count };
       standbys.refresh();
       return () => standbys?.refresh();
@@ -209,6 +237,9 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
           };
         }),
       };
+    },
+    linkGrains: (retirePartition) => {
+      retireGrains = retirePartition;
     },
     close: async () => {
       await standbys?.stop();

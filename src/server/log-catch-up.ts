@@ -42,6 +42,14 @@ export interface LogCatchUpDeps {
   /** Where a rebuild starts from, when the cluster keeps snapshots (else from nothing). */
   snapshots?: SnapshotStore;
   partitionOf(queue: string): number;
+  /**
+   * Drops this node's grains of p from memory: called before p's rows are brought to the
+   * log (a claim's catch-up, a standby's start). Grains left from an earlier stay (a
+   * node fenced or paused past its lease, then back) hold memory the rows no longer match,
+   * and their timers would write into a standby's rows; the claim's activation rebuilds
+   * them from the caught-up rows.
+   */
+  retireGrains?(p: number): void;
   logger: Logger;
 }
 
@@ -72,6 +80,7 @@ export class LogCatchUp {
     const { db, log, positions } = this.deps;
     const started = performance.now();
     if (upTo === 0) return { entries: 0, rebuilt: false, ms: 0 };
+    this.deps.retireGrains?.(p);
     const known = positions.get(p);
     let rebuilt = known === undefined || known > upTo;
     // Grains of p still in memory (this node held p before) describe the rows as they
@@ -115,6 +124,7 @@ export class LogCatchUp {
    * sequence to follow after.
    */
   async standbyFrom(p: number): Promise<number> {
+    this.deps.retireGrains?.(p);
     const known = this.deps.positions.get(p);
     if (known !== undefined) return known;
     return this.rebuild(p);

@@ -127,6 +127,10 @@ export class ConveyorNode {
     let grantsWanted = () => {};
     const runtime = startGrainRuntime(storage, { config, clock, random, metrics, logger, changelog, durable }, ownership,
       grants ? { grants, nowMs: () => clock.nowMs(), onWaiting: () => grantsWanted() } : undefined);
+    // Grains of a partition whose rows the changelog rebuilds, or whose log this node lost, go from memory.
+    changelog?.linkGrains((p) => {
+      for (const queue of runtime.host.activeQueues()) if (partitionOfQueue(queue) === p) runtime.host.retire(queue);
+    });
     const ledgers = new LedgerHost(ownership);
     // Queues with unfinished tasks come back at start (their timers, their leases' lapses).
     // So do queues with unpaused schedules (their ticks, missed ones included).

@@ -11,7 +11,8 @@
  * the position to the log's last sequence before its fence, whatever the follower did.
  * So a follower that falls behind, stops on a log outage, or fails costs time, not data.
  * Rules that keep it off an owner's rows:
- * - a partition this node holds, claims or hands off is never followed;
+ * - a partition this node holds, claims or hands off is never followed, nor one whose log
+ *   it is opening or holds open (its view of the records may lag its own claim);
  * - a claim pauses the partition's follower and waits for its entry in flight before its
  *   catch-up (`pause`), and opening the partition clears its position, after which
  *   `applyFollowed` refuses every entry.
@@ -50,6 +51,12 @@ export class StandbyFollowers {
     placement: StandbyPlacement;
     /** `cluster_standbys`: how many members keep a warm copy of each partition (0: none). */
     count: number;
+    /**
+     * Does this node write p's log (a claim opening it, or open)? Never followed then,
+     * whatever the records say: this node's view of them may lag its own claim, and a
+     * standby's start rebuilds the rows from the snapshot.
+     */
+    writes?(p: number): boolean;
     logger: Logger;
   }) {}
 
@@ -107,6 +114,7 @@ export class StandbyFollowers {
 
   private standsBy(p: number): boolean {
     const { placement } = this.deps;
+    if (this.deps.writes?.(p)) return false;
     const kind = placement.route(p).kind;
     // Held, being claimed or being handed off here: the rows are an owner's.
     if (kind === "local" || kind === "claim" || kind === "moving") return false;

@@ -72,10 +72,12 @@ async function appendTurns(p: number): Promise<number> {
   return last;
 }
 
-function catchUpOn(dataDir: DataDir): { catchUp: LogCatchUp; positions: LogPositions; store: TaskStore } {
+function catchUpOn(dataDir: DataDir, retireGrains?: (p: number) => void): { catchUp: LogCatchUp; positions: LogPositions; store: TaskStore } {
   const store = new TaskStore(dataDir.db, { deadRetentionMs: 86_400_000 });
   const positions = new LogPositions(dataDir.db);
-  const catchUp = new LogCatchUp({ log, db: dataDir.db, store, rows: new PartitionRows(dataDir.db), positions, partitionOf, logger: pino({ level: "silent" }) });
+  const catchUp = new LogCatchUp({
+    log, db: dataDir.db, store, rows: new PartitionRows(dataDir.db), positions, partitionOf, logger: pino({ level: "silent" }), ...(retireGrains ? { retireGrains } : {}),
+  });
   return { catchUp, positions, store };
 }
 
@@ -207,6 +209,17 @@ describe("catching up with a partition's changelog before a claim", () => {
     expect(onOwner("pending").length).toBeGreaterThan(0);
     expect(onOwner("active").length).toBeGreaterThan(0);
     own.stop();
+  });
+
+  it("drops this node's grains of the partition before it brings the rows to the log (a standby's start, a claim)", async () => {
+    work("a-one", 3);
+    const last = await appendTurns(P);
+    const retired: number[] = [];
+    const { catchUp } = catchUpOn(replica, (p) => retired.push(p));
+    await catchUp.standbyFrom(P);
+    expect(retired).toEqual([P]);
+    await catchUp.to(P, last);
+    expect(retired).toEqual([P, P]);
   });
 
   it("an empty log keeps the rows here as they are (written before the cluster had a log)", async () => {

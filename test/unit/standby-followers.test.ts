@@ -128,7 +128,7 @@ describe("warm standbys follow their partitions' changelogs", () => {
     await followers.stop();
   });
 
-  it("never follows a partition this node holds, claims or hands off; with count 0, none", async () => {
+  it("never follows a partition this node holds, claims, hands off or writes the log of; with count 0, none", async () => {
     const { catchUp } = standbyParts(standby);
     for (const kind of ["local", "claim", "moving"] as const) {
       const followers = new StandbyFollowers({ log, catchUp, placement: placement(new Set([0]), new Map([[0, kind]])), count: 1, logger: silent });
@@ -138,6 +138,11 @@ describe("warm standbys follow their partitions' changelogs", () => {
     const none = new StandbyFollowers({ log, catchUp, placement: placement(new Set([0, 1])), count: 0, logger: silent });
     none.refresh();
     expect(none.partitions).toBe(0);
+    // Nor one whose log this node writes (a claim opening it, or open), whatever the records say.
+    const writing = new StandbyFollowers({ log, catchUp, placement: placement(new Set([0, 1])), count: 1, logger: silent, writes: (p) => p === 0 });
+    writing.refresh();
+    expect(writing.partitions).toBe(1);
+    await writing.stop();
   });
 
   it("a claim's pause stops the follower; the catch-up then applies only the lag; an opened partition refuses followed entries", async () => {

@@ -102,6 +102,33 @@ describe("TurnJournal", () => {
     expect(events).toEqual(["failed 3 no_quorum", "recovered 3 2"]);
   });
 
+  it("a recovery whose own append is unknown too appends nothing twice", async () => {
+    const { log, journal, contents } = setUp();
+    const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    await journal.openPartition(P, 1, bytes("f"));
+    // "a" lands but its acknowledgement is lost; "b" comes while recovery waits to read.
+    log.startOutage({ landing: true });
+    journal.record(`${P}:q`, bytes("a"), 1);
+    journal.committed();
+    await expect(journal.flushed(P)).rejects.toMatchObject({ reason: "LOG_UNAVAILABLE" });
+    journal.record(`${P}:q`, bytes("b"), 2);
+    journal.committed();
+    // Recovery reads "a" back and appends "b", whose acknowledgement is lost as well.
+    log.endOutage();
+    const release = log.holdAppends();
+    await wait(300);
+    log.startOutage({ landing: true });
+    release();
+    await wait(10);
+    // It reads again from after "a": "b" is there, and "a" must not go again.
+    log.endOutage();
+    await wait(300);
+    journal.record(`${P}:q`, bytes("c"), 3);
+    journal.committed();
+    await journal.flushed(P);
+    expect(await contents()).toEqual(["F", "a", "b", "c"]);
+  });
+
   it("closes the partition when another node fenced it, and refuses its callers from then on", async () => {
     const { log, journal, events, contents } = setUp();
     await journal.openPartition(P, 1, bytes("f1"));
@@ -119,6 +146,56 @@ describe("TurnJournal", () => {
     other.committed();
     await other.flushed(P);
     expect(await contents()).toEqual(["F", "F", "new owner"]);
+  });
+
+  it("closes the partition when recovery finds a gap after its last entry: a later owner purged its own fence away", async () => {
+    const { log, journal, events, contents } = setUp();
+    await journal.openPartition(P, 1, bytes("f1"));
+    log.startOutage();
+    journal.record(`${P}:q`, bytes("zombie"), 1);
+    journal.committed();
+    await expect(journal.flushed(P)).rejects.toMatchObject({ reason: "LOG_UNAVAILABLE" });
+    // While this node's recovery waits to read again, another node fences, writes, and purges
+    // below a snapshot of its own: the fence is gone, its entries remain.
+    log.endOutage();
+    const other = new TurnJournal({ log, nodeId: "n2", partitionOf: () => P, now: () => 0 });
+    await other.openPartition(P, 2, bytes("f2"));
+    for (const t of ["n2 a", "n2 b"]) {
+      other.record(`${P}:q`, bytes(t), 1);
+      other.committed();
+      await other.flushed(P);
+    }
+    await log.purgeBelow(P, await log.lastSeq(P));
+    expect(await contents()).toEqual(["n2 b"]);
+    journal.record(`${P}:q`, bytes("later"), 2);
+    journal.committed();
+    await expect(journal.flushed(P)).rejects.toMatchObject({ code: "UNAVAILABLE", reason: "FENCED" });
+    expect(journal.isOpen(P)).toBe(false);
+    expect(await contents(), "nothing of the fenced node after the new owner's entries").toEqual(["n2 b"]);
+    expect(events).toEqual(["failed 3 no_quorum", "closed 3 another node fenced its changelog"]);
+  });
+
+  it("a recovery left from an earlier claim of this node does not close its later claim", async () => {
+    const { log, journal, contents } = setUp();
+    await journal.openPartition(P, 1, bytes("f1"));
+    log.startOutage();
+    journal.record(`${P}:q`, bytes("old"), 1);
+    journal.committed();
+    await expect(journal.flushed(P)).rejects.toMatchObject({ reason: "LOG_UNAVAILABLE" });
+    // This node claims the partition again (a new registration after a pause): its new
+    // fence goes first, then the old claim's recovery appends again, and is refused.
+    log.endOutage();
+    const release = log.holdAppends();
+    const reopened = journal.openPartition(P, 2, bytes("f2"));
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    release();
+    await reopened;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(journal.isOpen(P, 2), "the old recovery gave up without closing the new claim").toBe(true);
+    journal.record(`${P}:q`, bytes("new"), 2);
+    journal.committed();
+    await journal.flushed(P);
+    expect(await contents()).toEqual(["F", "F", "new"]);
   });
 
   it("keeps each partition's failures to itself", async () => {
