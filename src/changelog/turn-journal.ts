@@ -79,9 +79,10 @@ export class TurnJournal {
 
   constructor(private readonly options: TurnJournalOptions) {}
 
-  /** Is `p`'s log fenced by this node and writable? */
-  isOpen(p: number): boolean {
-    return this.open.has(p);
+  /** Is `p`'s log fenced by this node and writable (at `epoch`, when given: the claim it was opened for)? */
+  isOpen(p: number, epoch?: number): boolean {
+    const open = this.open.get(p);
+    return open !== undefined && (epoch === undefined || open.epoch === epoch);
   }
 
   /**
@@ -233,14 +234,22 @@ export class TurnJournal {
    * fence there means another owner: close. Records of ours found there landed; the
    * rest (and turns recorded meanwhile) are appended again, in order; then appends
    * resume. Retried until it works or the partition is closed.
+   *
+   * It ends, touching nothing, once `open` is no longer p's entry: this node may have
+   * claimed p again meanwhile, at a new epoch (cut off past its lease, taken over, then
+   * given p back), and the fences this recovery then reads include that claim's own.
+   * Closing p then closed the new claim's log: the network fault test found every later
+   * write of that partition refused FENCED on a node that held it.
    */
   private async recover(p: number, open: OpenPartition): Promise<void> {
     const { log } = this.options;
     let acked = open.appender.lastSeq;
     let reappended = 0;
-    while (this.open.get(p) === open) {
+    const current = () => this.open.get(p) === open;
+    while (current()) {
       try {
         const entries = await log.read(p, acked + 1, 1_000);
+        if (!current()) return;
         if (entries.some((e) => e.kind === "fence")) {
           this.closePartition(p, "another node fenced its changelog");
           return;
@@ -251,6 +260,7 @@ export class TurnJournal {
         const missing = batch.filter((r) => !landed.some((l) => sameBytes(l, r)));
         if (missing.length > 0) {
           const outcome = await log.append(p, missing, acked);
+          if (!current()) return;
           if (outcome.kind === "fenced") {
             this.closePartition(p, "another node fenced its changelog");
             return;

@@ -16,9 +16,11 @@
 import type { Logger } from "pino";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { Clock } from "../base/clock.js";
+import { ConveyorError } from "../base/errors.js";
 import type { PartitionLogGate } from "../cluster/partition-owners.js";
 import { encodeTurn } from "../changelog/change-record.js";
 import { ChangeLogConfigError, JetStreamChangeLog } from "../changelog/jetstream-change-log.js";
+import type { JetStreamSnapshotStore } from "../changelog/jetstream-snapshot-store.js";
 import { TurnJournal } from "../changelog/turn-journal.js";
 import type { Effect } from "../grains/queue/effects.js";
 import type { Database } from "../storage/database.js";
@@ -46,6 +48,8 @@ export interface ChangelogLink {
    * of; returns what to call after every change of the members or the records.
    */
   startStandbys(placement: StandbyPlacement, count: number): () => void;
+  /** Resolves if p's log answers a read from this node within LOG_ANSWER_WAIT_MS; rejects UNAVAILABLE / LOG_UNAVAILABLE otherwise (a handoff's receiver asks). */
+  answers(p: number): Promise<void>;
   /** The log's health and every partition's log facts as this node knows them (GetClusterStatus). */
   status(withLog: boolean): Promise<ChangelogView>;
   close(): Promise<void>;
@@ -65,6 +69,8 @@ export interface ChangelogView {
 
 /** How long a status call waits for the log to name its leader. */
 const STATUS_LOG_WAIT_MS = 2_000;
+/** How long a handoff's receiver waits for its log to answer before it refuses the handoff (the sender's calls wait meanwhile). */
+const LOG_ANSWER_WAIT_MS = 1_000;
 
 export interface ChangelogSettings {
   /** `cluster_nats`: NATS URLs, comma-separated. */
@@ -93,7 +99,7 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
   const servers = parseNatsUrls(settings.urls);
   if (servers.length === 0) return undefined;
   const { db, clock, logger } = settings;
-  const log = await connectWithin(servers, settings.nodeId, clock, logger);
+  const { log, snapshotStore } = await connectWithin(servers, settings.nodeId, clock, logger);
   const metrics = changelogMetrics(settings.registry);
   // Set once the snapshots exist (they need the journal): each acknowledged turn counts towards the next snapshot.
   let appendedListener: (p: number) => void = () => {};
@@ -112,7 +118,6 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
       closed: (p, why) => logger.info({ partition: p, why }, "changelog partition closed on this node"),
     },
   });
-  const snapshotStore = await log.openSnapshotStore();
   const catchUp = new LogCatchUp({
     log, db, store: settings.store, rows: settings.rows, positions: settings.positions, snapshots: snapshotStore, partitionOf: settings.partitionOf, logger,
   });
@@ -140,7 +145,7 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
     collect() { this.set(standbys?.lag ?? 0); } });
   return {
     gate: {
-      isOpen: (p) => journal.isOpen(p),
+      isOpen: (p, epoch) => journal.isOpen(p, epoch),
       open: async (p, epoch) => {
         const mark = new TextEncoder().encode(JSON.stringify({ node: settings.nodeId, epoch, atMs: clock.nowMs() }));
         // A standby's follower of p stops first: from here on only the claim touches p's rows.
@@ -203,6 +208,17 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
         }),
       };
     },
+    answers: async (p) => {
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([log.lastSeq(p), new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new ConveyorError("UNAVAILABLE", "LOG_UNAVAILABLE",
+            `partition ${p}'s changelog did not answer this node within ${LOG_ANSWER_WAIT_MS} ms; retry`)), LOG_ANSWER_WAIT_MS);
+        })]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
     close: async () => {
       await standbys?.stop();
       journal.closeAll("the node stopped");
@@ -211,13 +227,21 @@ export async function openChangelog(settings: ChangelogSettings): Promise<Change
   };
 }
 
-/** Connects (and creates the stream if missing), retrying until CONNECT_WITHIN_MS (nodes and NATS may start in any order), but not a server set up wrong. */
-async function connectWithin(servers: string[], nodeId: string, clock: Clock, logger: Logger): Promise<JetStreamChangeLog> {
+/**
+ * Connects and opens the snapshot store (creating the stream and the bucket if missing),
+ * retrying until CONNECT_WITHIN_MS (nodes and NATS may start in any order), but not a
+ * server set up wrong. The bucket is in the retry too: three nodes creating it at once on
+ * a NATS cluster that had just started timed out in a loaded test run, and the node exited.
+ */
+async function connectWithin(servers: string[], nodeId: string, clock: Clock, logger: Logger): Promise<{ log: JetStreamChangeLog; snapshotStore: JetStreamSnapshotStore }> {
   const deadline = clock.nowMs() + CONNECT_WITHIN_MS;
   for (;;) {
+    let log: JetStreamChangeLog | undefined;
     try {
-      return await JetStreamChangeLog.open({ servers, connectionName: `conveyord ${nodeId}` });
+      log = await JetStreamChangeLog.open({ servers, connectionName: `conveyord ${nodeId}` });
+      return { log, snapshotStore: await log.openSnapshotStore() };
     } catch (err) {
+      await log?.close().catch(() => {});
       if (err instanceof ChangeLogConfigError) throw err;
       if (clock.nowMs() >= deadline) {
         throw new Error(`cannot open the changelog on cluster_nats ${servers.join(",")} within ${CONNECT_WITHIN_MS / 1000}s: ${err instanceof Error ? err.message : String(err)}`);

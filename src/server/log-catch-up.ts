@@ -74,6 +74,10 @@ export class LogCatchUp {
     if (upTo === 0) return { entries: 0, rebuilt: false, ms: 0 };
     const known = positions.get(p);
     let rebuilt = known === undefined || known > upTo;
+    // Grains of p still in memory (this node held p before) describe the rows as they
+    // were: they go before the first page, so none of their timers writes on top of it
+    // (a rebuild drops them with the rows it replaces).
+    if (!rebuilt && known! < upTo) this.deps.store.forgetQueues(this.queuesOf(p));
     let at = rebuilt ? await this.rebuild(p) : known!;
     /** The snapshot a rebuild started from (0: none). */
     let fromSnapshot = rebuilt ? at : 0;
@@ -149,14 +153,20 @@ export class LogCatchUp {
     }
   }
 
+  /** The queues of p with rows here. */
+  private queuesOf(p: number): string[] {
+    return this.deps.rows.queueNames().filter((q) => this.deps.partitionOf(q) === p);
+  }
+
   /**
    * Replaces p's rows here with its latest snapshot, at the snapshot's sequence, or with
    * nothing at 0 when there is none (or no snapshot store); one write, position included.
+   * The task store's caches and the grains of the replaced queues go with the rows.
    */
   private async rebuild(p: number): Promise<number> {
-    const { rows, store, partitionOf, db, positions, snapshots } = this.deps;
+    const { rows, store, db, positions, snapshots } = this.deps;
     const snapshot = await snapshots?.latest(p);
-    const queues = rows.queueNames().filter((q) => partitionOf(q) === p);
+    const queues = this.queuesOf(p);
     if (!snapshot) {
       db.write(() => {
         rows.drop(queues);
@@ -164,6 +174,7 @@ export class LogCatchUp {
       });
     } else {
       const loaded = rows.load(Buffer.from(snapshot.bytes.buffer, snapshot.bytes.byteOffset, snapshot.bytes.byteLength), queues, () => positions.set(p, snapshot.seq));
+      queues.push(...loaded.queues);
       this.deps.logger.info({ partition: p, snapshotSeq: snapshot.seq, bytes: snapshot.bytes.byteLength, tasks: loaded.tasks }, "loaded a partition's rows from its latest snapshot");
     }
     store.forgetQueues(queues);

@@ -39,7 +39,7 @@ export class NodeMetrics {
   readonly rateLimited = new Counter({ name: "conveyor_rate_limited_total", help: "Dispatch cycles stopped by the queue's rate limit.", labelNames: ["queue"] as const, registers: [this.registry] });
   readonly throttled = new Counter({ name: "conveyor_concurrency_throttled_total", help: "Dispatch cycles that held a task back because its concurrency key was saturated.", labelNames: ["queue"] as const, registers: [this.registry] });
   readonly scheduleTicks = new Counter({ name: "conveyor_schedule_ticks_total", help: "Schedule ticks handled, by outcome: enqueued, missed (skip policy), running (overlap guard) or refused (by admission).", labelNames: ["queue", "outcome"] as const, registers: [this.registry] });
-  readonly grainLifecycle = new Counter({ name: "conveyor_grain_lifecycle_total", help: "Grain activations and deactivations, by event: activated, idle, failed or shutdown.", labelNames: ["queue", "event"] as const, registers: [this.registry] });
+  readonly grainLifecycle = new Counter({ name: "conveyor_grain_lifecycle_total", help: "Grain activations and deactivations, by event: activated, idle, failed, shutdown, removed (a queue deleted or handed off) or replaced (its rows replaced by a handoff's load or a catch-up from the changelog).", labelNames: ["queue", "event"] as const, registers: [this.registry] });
   readonly rpcSeconds = new Histogram({ name: "conveyor_rpc_duration_seconds", help: "RPC handling time.", labelNames: ["method", "code"] as const, buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5, 30, 60], registers: [this.registry] });
   /** Read at scrape time; the composition root points them at the live parts. */
   readonly sources = {

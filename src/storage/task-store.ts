@@ -22,6 +22,7 @@ export interface TaskStoreOptions {
 
 export class TaskStore implements QueueStore {
   private readonly knownQueues = new Set<string>();
+  private readonly forgetListeners: Array<(queues: readonly string[]) => void> = [];
   private readonly stmt;
   /** The schedules' statements (their effects are applied in the grain's turn, like the tasks'). */
   readonly schedules: ScheduleStore;
@@ -183,9 +184,21 @@ export class TaskStore implements QueueStore {
     return row && rowToRecord(row);
   }
 
-  /** The rows of `queues` were deleted outside the grains (a partition dropped to be rebuilt): a later insert must create each queue's row again. */
+  /**
+   * The rows of `queues` were deleted or replaced outside the grains (a partition dropped
+   * to be rebuilt, caught up with its changelog, or loaded by a handoff): a later insert
+   * must create each queue's row again, and whatever was built on the old rows is stale,
+   * so the listeners (the node's grains) drop it too.
+   */
   forgetQueues(queues: Iterable<string>): void {
-    for (const queue of queues) this.knownQueues.delete(queue);
+    const list = [...queues];
+    for (const queue of list) this.knownQueues.delete(queue);
+    for (const listener of this.forgetListeners) listener(list);
+  }
+
+  /** Called by forgetQueues with the queues whose rows were replaced outside the grains. */
+  onForget(listener: (queues: readonly string[]) => void): void {
+    this.forgetListeners.push(listener);
   }
 
   apply(queue: string, effects: readonly Effect[]): ReadonlyMap<string, TaskRecord> {

@@ -177,6 +177,38 @@ describe("catching up with a partition's changelog before a claim", () => {
     expect(rowsOf(replica.db, 1)).toEqual(otherBefore);
   });
 
+  it("drops the grains of the partition still in memory here (it held the partition before), so their queues come back from the caught-up rows", async () => {
+    const { catchUp, store } = catchUpOn(replica);
+    // The replica's own grains, wired as the node wires them (node.ts): rows replaced outside the grains end their memory.
+    const own = grainsOn(store);
+    store.onForget((queues) => queues.forEach((q) => own.deactivate(q, "replaced")));
+    // It served "a-one" once (a task the log never acknowledged, leased here), and still has that grain in memory.
+    for (const outcome of own.get("a-one").enqueue([newTask({ queue: "a-one", id: "never-acknowledged" })], false)) if (!outcome.ok) throw outcome.error;
+    own.get("a-one").lease(1, { batchTypes: new Set() }, Infinity, "w2");
+    await replica.db.committed();
+    const onOwner = (state: string) => (owner.db.sqlite.prepare("SELECT id FROM tasks WHERE queue = 'a-one' AND state = ? ORDER BY id").pluck().all(state) as string[]);
+    const inMemory = (state: "pending" | "active") => own.get("a-one").idsInState(state).sort();
+
+    // A rebuild (no position): the grain goes with the rows it was built on.
+    work("a-one", 12);
+    await catchUp.to(P, await appendTurns(P));
+    await replica.db.committed();
+    expect(own.peek("a-one"), "the grain built on the dropped rows").toBeUndefined();
+    expect(inMemory("pending")).toEqual(onOwner("pending"));
+    expect(inMemory("active")).toEqual(onOwner("active"));
+
+    // From a position: the grain in memory goes before the first page is applied.
+    work("a-one", 6);
+    await catchUp.to(P, await appendTurns(P));
+    await replica.db.committed();
+    expect(own.peek("a-one"), "the grain built on the rows before the catch-up").toBeUndefined();
+    expect(inMemory("pending")).toEqual(onOwner("pending"));
+    expect(inMemory("active")).toEqual(onOwner("active"));
+    expect(onOwner("pending").length).toBeGreaterThan(0);
+    expect(onOwner("active").length).toBeGreaterThan(0);
+    own.stop();
+  });
+
   it("an empty log keeps the rows here as they are (written before the cluster had a log)", async () => {
     const { catchUp, positions } = catchUpOn(replica);
     const empty = 7;

@@ -4,8 +4,8 @@
  * its own (a scheduled task coming due, a lease lapsing) so that timers survive
  * passivation.
  *
- * Grain memory is disposable: deactivation (idle, storage failure, shutdown, and later
- * relocation) only drops it, and the next activation rebuilds it from storage.
+ * Grain memory is disposable: deactivation (idle, storage failure, shutdown, a handoff,
+ * rows replaced from outside) only drops it, and the next activation rebuilds it from storage.
  */
 import type { Logger } from "pino";
 import { nodeStopping } from "../../base/errors.js";
@@ -17,7 +17,12 @@ import type { QueueStore } from "../queue/ports.js";
 import type { CronCalendar } from "../queue/schedule.js";
 import type { SharedSlotLedger } from "./shared-slots.js";
 
-export type DeactivationReason = "idle" | "failed" | "shutdown" | "removed";
+/**
+ * Why a grain left memory. `replaced`: its queue's rows were replaced outside the grains
+ * (a handoff's load, a catch-up from the changelog), so its memory describes rows that no
+ * longer exist: the next activation reads the new ones.
+ */
+export type DeactivationReason = "idle" | "failed" | "shutdown" | "removed" | "replaced";
 
 export interface GrainHostOptions {
   store: QueueStore;

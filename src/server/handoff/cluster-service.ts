@@ -12,6 +12,7 @@ import type { ClusterService } from "../../gen/conveyor/v1/cluster_service_pb.js
 import type { UnaryImpl } from "../../rpc/service-definition.js";
 import type { LogPositions } from "../../storage/log-positions.js";
 import type { PartitionRows } from "../../storage/partition-rows.js";
+import type { TaskStore } from "../../storage/task-store.js";
 import type { Logger } from "pino";
 import type { LedgerHost } from "../ledger/ledger-host.js";
 
@@ -31,6 +32,23 @@ export interface ClusterServiceDeps {
   partitionOf(queue: string): number;
   /** Where a loaded partition's rows stand on its changelog (set with the rows, when the sender names a log sequence). */
   positions: LogPositions;
+  /** Told which queues' rows a load replaced (their grains here, if any, describe the old rows). */
+  store: Pick<TaskStore, "forgetQueues">;
+  /**
+   * Does this node hold p (its claim recorded and, with a changelog, fenced)? Its rows of
+   * p are then the partition's own, and no load replaces them (absent: never, for tests
+   * of the load alone).
+   */
+  holds?(p: number): boolean;
+  /**
+   * Resolves when this node's changelog answers a read of p now; rejects (UNAVAILABLE)
+   * when it does not. A partition handed to a node that cannot read the log cannot be
+   * claimed there (the claim fences the log first), so the handoff is refused at its first
+   * chunk and the sender keeps serving it: the network fault test saw a node back from a
+   * partition, whose nats-server was still rejoining, take its partitions back and leave
+   * them unclaimed for 21 s. Absent without a changelog.
+   */
+  logAnswers?(p: number): Promise<void>;
   logger: Logger;
   nowMs: () => number;
   ledgers: LedgerHost;
@@ -48,6 +66,7 @@ export function clusterService(deps: ClusterServiceDeps): UnaryImpl<typeof Clust
       let transfer = transfers.get(r.transferId);
       if (!transfer) {
         if (r.chunk !== 0) throw new ConveyorError("FAILED_PRECONDITION", "INVALID_FIELD", `transfer ${r.transferId}: chunk ${r.chunk} before chunk 0`);
+        await deps.logAnswers?.(r.partition);
         transfer = { partition: r.partition, from: r.fromNode, chunks: [], startedAtMs: now };
         transfers.set(r.transferId, transfer);
       }
@@ -58,11 +77,16 @@ export function clusterService(deps: ClusterServiceDeps): UnaryImpl<typeof Clust
       transfer.chunks.push(Buffer.from(r.data));
       if (!r.last) return {};
       transfers.delete(r.transferId);
+      // Rows of a partition this node holds are the partition's only copy besides the log:
+      // a sender that believes it still holds p (a stale view) must never replace them.
+      if (deps.holds?.(r.partition)) {
+        throw new ConveyorError("FAILED_PRECONDITION", "PLACEMENT_REFUSED", `partition ${r.partition} is held by this node; a handoff from ${r.fromNode} cannot replace its rows`);
+      }
       let loaded;
+      // Every other row of the partition here is stale too (an earlier stay's, or a crashed
+      // stay's that another node took over from the log): replaced in the same write.
+      const stale = deps.rows.queueNames().filter((q) => deps.partitionOf(q) === r.partition);
       try {
-        // Every other row of the partition here is stale too (an earlier stay's, or a crashed
-        // stay's that another node took over from the log): replaced in the same write.
-        const stale = deps.rows.queueNames().filter((q) => deps.partitionOf(q) === r.partition);
         const logSeq = Number(r.logSeq);
         loaded = deps.rows.load(Buffer.concat(transfer.chunks), stale, () => {
           if (logSeq > 0) deps.positions.set(r.partition, logSeq);
@@ -72,6 +96,11 @@ export function clusterService(deps: ClusterServiceDeps): UnaryImpl<typeof Clust
         if (error instanceof ConveyorError) throw error;
         throw invalidField("data", `is not a partition snapshot (${error instanceof Error ? error.message : String(error)}); nothing was loaded`);
       }
+      // Grains of these queues still in memory here (this node held the partition before and
+      // lost it without handing it off: paused or cut off past its lease, then taken over
+      // from the log) were built on the rows just replaced: they go, and the claim that
+      // follows activates the queues from the loaded rows.
+      deps.store.forgetQueues(new Set([...loaded.queues, ...stale]));
       deps.logger.info({ partition: r.partition, from: r.fromNode, epoch: String(r.epoch), tasks: loaded.tasks, queues: loaded.queues.length, logSeq: String(r.logSeq) },
         "received a partition's rows");
       return { tasks: BigInt(loaded.tasks) };
