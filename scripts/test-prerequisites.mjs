@@ -6,7 +6,9 @@
  * Two lists, two ways:
  * - .ci/apt-packages (Debian's Chromium for the dashboard's browser tests; Python 3 with
  *   grpcio, protobuf, protoc, grpc_python_plugin and pytest for the Python SDK, run by
- *   `npm run test:python` with /usr/bin/python3) are installed
+ *   `npm run test:python` with /usr/bin/python3; iproute2 and nftables for the network
+ *   fault tests, which need root and are skipped without it, so a run that is not root
+ *   does not ask for those two) are installed
  *   with apt-get when missing and this process may install Debian packages (root, or
  *   password-less sudo), without starting any system service. Otherwise it stops the run
  *   with one line that says what to install and how.
@@ -32,7 +34,10 @@ const NEEDS = {
   "python3-pytest": "/usr/lib/python3/dist-packages/pytest/__init__.py",
   "protobuf-compiler": "/usr/bin/protoc",
   "protobuf-compiler-grpc": "/usr/bin/grpc_python_plugin",
+  nftables: "/usr/sbin/nft",
 };
+/** Packages only root's runs use (test/cluster/network-faults.test.ts: namespaces, veths, nft rules). */
+const ROOT_ONLY = new Set(["iproute2", "nftables"]);
 
 if (process.env.CONVEYOR_SKIP_PREREQUISITES === "1") process.exit(0);
 
@@ -42,7 +47,7 @@ installListed();
 
 /** Installs the packages of .ci/apt-packages that are missing (exits the process on failure). */
 function installListed() {
-  const listed = readList(".ci/apt-packages");
+  const listed = readList(".ci/apt-packages").filter((pkg) => asRoot || !ROOT_ONLY.has(pkg));
   const missing = listed.filter((pkg) => !isInstalled(pkg));
   if (missing.length === 0) return;
 

@@ -80,7 +80,12 @@ export interface ChangeLog {
   append(partition: number, records: readonly Uint8Array[], expectedLastSeq: number): Promise<AppendOutcome>;
   /** Appends a fence entry holding `mark` (who fenced, at which epoch), under the same rule as `append`. */
   appendFence(partition: number, mark: Uint8Array, expectedLastSeq: number): Promise<AppendOutcome>;
-  /** The partition's last sequence now (0 if it has no entry), as read from the log's leader. */
+  /**
+   * The partition's last sequence now (0 if it has no entry), as read from the log's leader.
+   * This, `read` and `purgeBelow` reject with UNAVAILABLE / LOG_UNAVAILABLE (a
+   * ConveyorError, retryable) when the log cannot answer now: no leader, a timeout, the
+   * connection down.
+   */
   lastSeq(partition: number): Promise<number>;
   /**
    * The partition's entries with sequence ≥ `fromSeq`, in order, at most `maxEntries`

@@ -17,9 +17,15 @@
  *   (`allow_direct` off), which a follower may answer from a stale state.
  * - A publish that timed out may still be stored later (the client may have buffered it
  *   across a reconnect): that is why such an append is `unknown`, not failed.
+ * - A read the log cannot answer now (no stream leader while one is elected, a timeout,
+ *   the connection down) rejects with UNAVAILABLE / LOG_UNAVAILABLE, never with the
+ *   client's own error: a claim's catch-up reads the log while a caller waits, and the
+ *   network fault test saw a TimeoutError of the last-sequence read reach callers as
+ *   INTERNAL when the stream's leader was cut off.
  */
 import { DeliverPolicy, DiscardPolicy, jetstream, JetStreamApiError, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StreamConfig } from "@nats-io/jetstream";
 import { connect, errors, headers, type NatsConnection } from "@nats-io/transport-node";
+import { ConveyorError } from "../base/errors.js";
 import { checkAppend, checkMaxEntries, checkPartition, checkSeq } from "./append-checks.js";
 import { NATS_MAX_PAYLOAD_REQUIRED, type AppendOutcome, type ChangeLog, type EntryKind, type Follower, type LogEntry } from "./changelog.js";
 import { frameRecords, unframeRecords } from "./entry-frame.js";
@@ -36,8 +42,16 @@ export interface JetStreamChangeLogOptions {
   replicas?: number;
   /** How long an append waits for its acknowledgement before it is `unknown` (default 2 s). */
   appendTimeoutMs?: number;
-  /** How long a read, last-sequence or purge request waits (default 5 s). */
+  /** How long a purge, stream or snapshot request waits (default 5 s). */
   requestTimeoutMs?: number;
+  /**
+   * How long a read or last-sequence request waits (default 2 s). Shorter than other
+   * requests: each is one small message from the stream leader, and a writer that lost
+   * its leader re-reads the tail before it serves again, so while a new leader is elected
+   * a read sent to the old one should give up soon and ask again (the stream-leader test
+   * paused up to 12.6 s with 5 s reads, the election itself 4.7-8.8 s).
+   */
+  readTimeoutMs?: number;
   /** The connection's name, as the server's monitoring shows it. */
   connectionName?: string;
 }
@@ -48,6 +62,11 @@ export class ChangeLogConfigError extends Error {}
 const ENTRY_HEADER = "Cv-Entry";
 /** The entry's predecessor (its append's expected last sequence), so readers see a gap. */
 const PREV_HEADER = "Cv-Prev";
+/** How often the connection pings its server, and how many unanswered pings make it go to another. */
+const PING_INTERVAL_MS = 2_000;
+const MAX_PINGS_OUT = 2;
+/** How long one connection attempt to a server may take (dial, INFO, CONNECT). */
+const CONNECT_TIMEOUT_MS = 2_000;
 /** JetStream API error codes this file acts on (nats-server's errors.json). */
 const WRONG_LAST_SEQUENCE = 10071;
 
@@ -56,6 +75,8 @@ export class JetStreamChangeLog implements ChangeLog {
     private readonly nc: NatsConnection,
     private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
+    /** The same API with the shorter read timeout (`readTimeoutMs`). */
+    private readonly reads: JetStreamManager,
     readonly stream: string,
     private readonly subjectPrefix: string,
     private readonly appendTimeoutMs: number,
@@ -71,7 +92,16 @@ export class JetStreamChangeLog implements ChangeLog {
       // A leader change or a server restart must never end the connection for good.
       maxReconnectAttempts: -1,
       reconnectTimeWait: 250,
-      timeout: requestTimeoutMs,
+      // A server that stops answering without closing the connection (cut off by a network
+      // partition, or paused) is left for another after 2-3 unanswered pings, 4-6 s, not
+      // NATS' default 2 min ping interval: the network fault test found a node whose
+      // connection went to the cut-off machine's server unable to append, or to take over
+      // that machine's partitions, for as long as the partition lasted. The client tries
+      // that server once more first (its list is a rotation), so a connection attempt is
+      // bounded too: 2 s rather than the request timeout.
+      pingInterval: PING_INTERVAL_MS,
+      maxPingOut: MAX_PINGS_OUT,
+      timeout: CONNECT_TIMEOUT_MS,
     });
     try {
       const maxPayload = nc.info?.max_payload ?? 0;
@@ -80,8 +110,9 @@ export class JetStreamChangeLog implements ChangeLog {
           `${NATS_MAX_PAYLOAD_REQUIRED} (one grain turn is one entry): set \`max_payload: 8MB\` in every nats-server's configuration`);
       }
       const jsm = await jetstreamManager(nc, { timeout: requestTimeoutMs });
+      const reads = await jetstreamManager(nc, { timeout: options.readTimeoutMs ?? 2_000, checkAPI: false });
       const log = new JetStreamChangeLog(
-        nc, jetstream(nc, { timeout: requestTimeoutMs }), jsm,
+        nc, jetstream(nc, { timeout: requestTimeoutMs }), jsm, reads,
         options.stream ?? "CV_LOG", options.subjectPrefix ?? "cv.log",
         options.appendTimeoutMs ?? 2_000, requestTimeoutMs,
       );
@@ -105,7 +136,8 @@ export class JetStreamChangeLog implements ChangeLog {
 
   async lastSeq(partition: number): Promise<number> {
     checkPartition(partition);
-    const last = await this.jsm.streams.getMessage(this.stream, { last_by_subj: this.subjectOf(partition) });
+    const last = await this.request(`partition ${partition}'s last sequence`,
+      () => this.reads.streams.getMessage(this.stream, { last_by_subj: this.subjectOf(partition) }));
     return last?.seq ?? 0;
   }
 
@@ -123,7 +155,8 @@ export class JetStreamChangeLog implements ChangeLog {
     const out: LogEntry[] = [];
     for (let seq = fromSeq; out.length < maxEntries; ) {
       // next_by_subj is in nats-server's STREAM.MSG.GET since 2.9, though not in the client's MsgRequest type.
-      const m = await this.jsm.streams.getMessage(this.stream, { seq, next_by_subj: subject } as unknown as { seq: number });
+      const m = await this.request(`partition ${partition}'s entries from ${seq}`,
+        () => this.reads.streams.getMessage(this.stream, { seq, next_by_subj: subject } as unknown as { seq: number }));
       if (!m) break;
       out.push(toEntry(m.seq, m.header?.get(ENTRY_HEADER), m.header?.get(PREV_HEADER), m.data));
       seq = m.seq + 1;
@@ -138,7 +171,8 @@ export class JetStreamChangeLog implements ChangeLog {
     // purged empty would accept an append that expects 0 again.
     const upTo = Math.min(belowSeq, await this.lastSeq(partition));
     if (upTo <= 1) return 0;
-    const res = await this.jsm.streams.purge(this.stream, { filter: this.subjectOf(partition), seq: upTo });
+    const res = await this.request(`purging partition ${partition}'s log`,
+      () => this.jsm.streams.purge(this.stream, { filter: this.subjectOf(partition), seq: upTo }));
     return res.purged;
   }
 
@@ -248,6 +282,17 @@ export class JetStreamChangeLog implements ChangeLog {
     return `${this.subjectPrefix}.${partition}`;
   }
 
+  /** A request to the stream's leader: one the log could not answer now rejects UNAVAILABLE / LOG_UNAVAILABLE. */
+  private async request<T>(what: string, send: () => Promise<T>): Promise<T> {
+    try {
+      return await send();
+    } catch (err) {
+      const unavailable = err instanceof JetStreamApiError ? err.status >= 500 : unanswered(err) !== undefined;
+      if (!unavailable) throw err;
+      throw new ConveyorError("UNAVAILABLE", "LOG_UNAVAILABLE", `the changelog did not answer (${what}: ${err instanceof Error ? err.message : String(err)}); retry`);
+    }
+  }
+
   private async publish(partition: number, kind: EntryKind, records: readonly Uint8Array[], expectedLastSeq: number): Promise<AppendOutcome> {
     const h = headers();
     if (kind === "fence") h.set(ENTRY_HEADER, "fence");
@@ -326,11 +371,18 @@ function outcomeOfFailure(err: unknown): AppendOutcome {
     // refused for a reason we cannot act on: the writer stops and re-reads the tail.
     return { kind: "unknown", reason: "no_quorum", detail };
   }
-  if (err instanceof errors.TimeoutError) return { kind: "unknown", reason: "timeout", detail };
-  // No responders: no server has the stream's subject now (its leader is gone).
-  if (err instanceof Error && err.name === "JetStreamNotEnabled") return { kind: "unknown", reason: "no_quorum", detail };
-  if (err instanceof errors.ClosedConnectionError || err instanceof errors.ConnectionError || err instanceof errors.DrainingConnectionError || err instanceof errors.RequestError) {
-    return { kind: "unknown", reason: "unavailable", detail };
-  }
+  const reason = unanswered(err);
+  if (reason) return { kind: "unknown", reason, detail };
   throw err;
+}
+
+/** Why a request got no answer (a timeout, no responders, the connection down), or undefined for any other failure. */
+function unanswered(err: unknown): "timeout" | "no_quorum" | "unavailable" | undefined {
+  if (err instanceof errors.TimeoutError) return "timeout";
+  // No responders: no server has the stream's subject now (its leader is gone).
+  if (err instanceof Error && err.name === "JetStreamNotEnabled") return "no_quorum";
+  if (err instanceof errors.ClosedConnectionError || err instanceof errors.ConnectionError || err instanceof errors.DrainingConnectionError || err instanceof errors.RequestError) {
+    return "unavailable";
+  }
+  return undefined;
 }

@@ -2,12 +2,13 @@
  * The in-memory ChangeLog: one process, no replication, but the same rules as the real
  * log (shared sequence across partitions, refusal on a wrong expected last sequence,
  * purge keeps the last entry) and the same failures on demand:
- * - an outage (`startOutage`): appends report `unknown` and the other operations reject,
- *   as while JetStream elects a stream leader; with `landing: true` the appends of the
+ * - an outage (`startOutage`): appends report `unknown` and the other operations reject
+ *   (UNAVAILABLE / LOG_UNAVAILABLE), as while JetStream elects a stream leader; with `landing: true` the appends of the
  *   outage are stored nonetheless, as when an acknowledgement is lost rather than the write;
  * - a hold (`holdAppends`): appends wait until released, so a test can see what queues up
  *   behind an append in flight.
  */
+import { ConveyorError } from "../base/errors.js";
 import { checkAppend, checkMaxEntries, checkPartition, checkSeq } from "./append-checks.js";
 import type { AppendOutcome, ChangeLog, EntryKind, Follower, LogEntry } from "./changelog.js";
 
@@ -166,7 +167,8 @@ export class MemoryChangeLog implements ChangeLog {
   }
 
   private assertAnswering(): void {
-    if (this.closed) throw new Error("memory changelog closed");
-    if (this.outage) throw new Error("memory changelog outage: no leader");
+    // As the JetStream log: a read it cannot answer now is UNAVAILABLE, for the caller to retry.
+    if (this.closed) throw new ConveyorError("UNAVAILABLE", "LOG_UNAVAILABLE", "the changelog did not answer (memory changelog closed); retry");
+    if (this.outage) throw new ConveyorError("UNAVAILABLE", "LOG_UNAVAILABLE", "the changelog did not answer (memory changelog outage: no leader); retry");
   }
 }

@@ -244,6 +244,12 @@ export class TurnJournal {
    * fence there means another owner: close. Records of ours found there landed; the
    * rest (and turns recorded meanwhile) are appended again, in order; then appends
    * resume. Retried until it works or the partition is closed.
+   *
+   * It ends, touching nothing, once `open` is no longer p's entry: this node may have
+   * claimed p again meanwhile, at a new epoch (cut off past its lease, taken over, then
+   * given p back), and the fences this recovery then reads include that claim's own.
+   * Closing p then closed the new claim's log: the network fault test found every later
+   * write of that partition refused FENCED on a node that held it.
    */
   private async recover(p: number, open: OpenPartition): Promise<void> {
     const { log } = this.options;
@@ -251,9 +257,11 @@ export class TurnJournal {
     let reappended = 0;
     /** Every record read back since the last acknowledged entry: each read starts after the one before, and a record that landed must not go again. */
     const landed: Uint8Array[] = [];
-    while (this.open.get(p) === open) {
+    const current = () => this.open.get(p) === open;
+    while (current()) {
       try {
         const entries = await log.read(p, acked + 1, 1_000);
+        if (!current()) return;
         // A fence means another owner; so does a gap (entries that do not continue from this
         // node's last acknowledged one): a later owner's snapshot purged them, its fence
         // included. This node never purges past its own last acknowledged entry.
@@ -267,6 +275,7 @@ export class TurnJournal {
         const missing = batch.filter((r) => !landed.some((l) => sameBytes(l, r)));
         if (missing.length > 0) {
           const outcome = await log.append(p, missing, acked);
+          if (!current()) return;
           if (outcome.kind === "fenced") {
             this.closeIfCurrent(p, open, "another node fenced its changelog");
             return;

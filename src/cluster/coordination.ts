@@ -185,6 +185,8 @@ export type KeepAliveResult = "alive" | "lost";
 
 export interface Watch {
   cancel(): Promise<void>;
+  /** Where the watch streams from (an etcd endpoint), when the implementation has several. */
+  readonly endpoint?: string;
 }
 
 /**
@@ -214,8 +216,9 @@ export interface Coordination {
   members(): Promise<MembersRead>;
   /**
    * Calls `onChange` for every change under `members/` from `fromRevision` on, in order,
-   * resuming by itself after a disconnection; `onError` when it cannot (a WatchCompactedError
-   * when etcd no longer has the history from `fromRevision`).
+   * until `onError`, called once when the watch ends: a WatchCompactedError when etcd no
+   * longer has the history from `fromRevision`, or its stream lost (its etcd endpoint
+   * stopped answering, etcd-coordination.ts); the caller reads again and watches anew.
    */
   watchMembers(fromRevision: number, onChange: (change: MemberChange) => void, onError: (error: Error) => void): Promise<Watch>;
   /**

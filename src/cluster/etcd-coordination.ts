@@ -10,6 +10,15 @@
  * happen before it is sent). Keep-alives bypass the shared client and go to every
  * endpoint at once (etcd-keep-alives.ts says why). etcd leases are whole seconds: a TTL
  * is rounded up.
+ *
+ * Watches stream from one endpoint each, on a client of that endpoint alone: the one that
+ * answered a keep-alive last. A watch whose endpoint stops answering keep-alives for
+ * WATCH_ENDPOINT_SILENT_MS while another endpoint answers, or whose stream breaks, ends
+ * (`onError`), and its owner reads again and watches anew, from an endpoint that answers.
+ * The shared client's watch stays on the endpoint it picked: cut off from it by a network
+ * partition (no reset, nothing comes back), it delivered nothing and never failed, and
+ * the network fault test saw a node keep a cut-off member in its view and never take its
+ * partitions over.
  */
 import { Etcd3, EtcdLeaseInvalidError, type IKeyValue, type Lease } from "etcd3";
 import { EndpointKeepAlives } from "./etcd-keep-alives.js";
@@ -30,6 +39,10 @@ export interface EtcdCoordinationOptions {
 }
 
 const CALL_TIMEOUT_MS_DEFAULT = 3_000;
+/** A watch's endpoint silent this long (no keep-alive answered) while another answers: the watch moves. */
+const WATCH_ENDPOINT_SILENT_MS = 3_000;
+/** How often a watch checks its endpoint. */
+const WATCH_CHECK_MS = 500;
 const HEALTH_TIMEOUT_MS = 2_000;
 
 export class EtcdCoordination implements Coordination {
@@ -37,11 +50,15 @@ export class EtcdCoordination implements Coordination {
   private readonly keys: ClusterKeys;
   private readonly leases = new Map<string, Lease>();
   private readonly keepAlives: EndpointKeepAlives;
+  private readonly timeoutMs: number;
+  /** One client per endpoint for watches (etcd3 multiplexes a client's watches on one stream). */
+  private readonly watchClients = new Map<string, Etcd3>();
 
   constructor(private readonly options: EtcdCoordinationOptions) {
     if (options.endpoints.length === 0) throw new Error("no etcd endpoints");
     this.keys = new ClusterKeys(options.cluster);
     const timeoutMs = options.callTimeoutMs ?? CALL_TIMEOUT_MS_DEFAULT;
+    this.timeoutMs = timeoutMs;
     this.client = new Etcd3({
       hosts: options.endpoints,
       dialTimeout: timeoutMs,
@@ -136,22 +153,98 @@ export class EtcdCoordination implements Coordination {
     }, onError);
   }
 
-  /** Every event under `prefix` from `fromRevision` on, in order; `onError` when the watch ends (compaction named). */
+  /**
+   * Every event under `prefix` from `fromRevision` on, in order, from the endpoint that
+   * answered a keep-alive last (the others in turn if it cannot be watched from within the
+   * call timeout); `onError` once when the watch ends (compaction named), its endpoint
+   * left behind (see the header) or its stream broken. Rejects if no endpoint can be watched from.
+   */
   private async watchPrefix(
     prefix: string, fromRevision: number, onEvent: (event: { type: string; kv: IKeyValue }, revision: number) => void, onError: (error: Error) => void,
   ): Promise<Watch> {
-    const watcher = await this.client.watch().prefix(prefix).startRevision(String(fromRevision)).create();
-    watcher.on("data", (res) => {
-      for (const event of res.events) onEvent(event, Number(event.kv.mod_revision));
-    });
-    // etcd3 reports a cancelled watch as "Watcher canceled: <reason>", and etcd gives no
-    // reason for a compaction; so ask: a read at the watch's revision fails the same way.
-    watcher.on("error", (err: Error) => {
-      this.compacted(prefix, fromRevision).then(
-        (compacted) => onError(compacted ? new WatchCompactedError(`${err.message} (history before revision ${fromRevision} compacted)`) : err),
-        () => onError(err));
-    });
-    return { cancel: () => watcher.cancel() };
+    const failures: string[] = [];
+    for (const endpoint of this.keepAlives.byFreshness()) {
+      const watcher = this.watchClient(endpoint).watch().prefix(prefix).startRevision(String(fromRevision)).watcher();
+      // Listening from the start: the events from `fromRevision` may arrive in the same
+      // read as etcd's "created", before this function runs again.
+      let live = true;
+      let check: NodeJS.Timeout | undefined;
+      const stop = () => {
+        live = false;
+        clearInterval(check);
+      };
+      watcher.on("data", (res) => {
+        if (live) for (const event of res.events) onEvent(event, Number(event.kv.mod_revision));
+      });
+      try {
+        await new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(() => reject(new Error(`not established within ${this.timeoutMs}ms`)), this.timeoutMs);
+          const settle = (err?: Error) => {
+            clearTimeout(timer);
+            if (err) reject(err);
+            else resolve();
+          };
+          watcher.once("connected", () => settle());
+          watcher.once("error", (err: Error) => settle(err));
+          watcher.once("disconnected", (err: Error) => settle(err));
+        });
+      } catch (err) {
+        stop();
+        watcher.on("error", () => {}); // abandoned: its later errors are nobody's
+        watcher.cancel().catch(() => {});
+        // A cancelled watch (a compaction) is etcd's answer, the same from every endpoint.
+        if (err instanceof Error && /cancel/i.test(err.message)) {
+          this.endedWith(prefix, fromRevision, err, onError);
+          return { endpoint, cancel: async () => {} };
+        }
+        failures.push(`${endpoint}: ${err instanceof Error ? err.message : String(err)}`);
+        continue;
+      }
+      const end = (err: Error) => {
+        if (!live) return;
+        stop();
+        watcher.cancel().catch(() => {});
+        onError(err);
+      };
+      // etcd3 reports a cancelled watch as "Watcher canceled: <reason>" (a compaction, say).
+      watcher.on("error", (err: Error) => {
+        if (!live) return;
+        stop();
+        this.endedWith(prefix, fromRevision, err, onError);
+      });
+      // etcd3 would connect again to the same endpoint by itself; the owner reads and watches anew instead.
+      watcher.on("disconnected", (err: Error) => end(new Error(`the watch stream from ${endpoint} broke: ${err.message}`)));
+      check = setInterval(() => {
+        if (this.keepAlives.leftBehind(endpoint, WATCH_ENDPOINT_SILENT_MS)) {
+          end(new Error(`etcd endpoint ${endpoint} answered no keep-alive for ${WATCH_ENDPOINT_SILENT_MS}ms while another did; watching from another`));
+        }
+      }, WATCH_CHECK_MS);
+      check.unref();
+      return {
+        endpoint,
+        cancel: async () => {
+          stop();
+          // A cancel waits for etcd's answer, which an endpoint cut off never sends: bounded.
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([watcher.cancel(), new Promise<void>((resolve) => (timer = setTimeout(resolve, this.timeoutMs)))]);
+          clearTimeout(timer);
+        },
+      };
+    }
+    throw new Error(`no watch of ${prefix} could be established (${failures.join("; ")})`);
+  }
+
+  /** A watch etcd ended: `onError`, naming a compaction (etcd gives no reason; a read at the watch's revision fails the same way). */
+  private endedWith(prefix: string, fromRevision: number, err: Error, onError: (error: Error) => void): void {
+    this.compacted(prefix, fromRevision).then(
+      (compacted) => onError(compacted ? new WatchCompactedError(`${err.message} (history before revision ${fromRevision} compacted)`) : err),
+      () => onError(err));
+  }
+
+  private watchClient(endpoint: string): Etcd3 {
+    let client = this.watchClients.get(endpoint);
+    if (!client) this.watchClients.set(endpoint, (client = new Etcd3({ hosts: [endpoint] })));
+    return client;
   }
 
   /** Is the history at `revision` gone (compacted)? */
@@ -290,6 +383,7 @@ export class EtcdCoordination implements Coordination {
     for (const lease of this.leases.values()) lease.release();
     this.leases.clear();
     this.keepAlives.close();
+    for (const client of this.watchClients.values()) client.close();
     this.client.close();
   }
 }

@@ -16,6 +16,10 @@
  * decides, which is the fastest path to the leader there is. "lost" is etcd's own answer
  * (the lease is unknown, TTL 0), which only the leader gives, so one such answer is
  * enough. Cost: one small stream per endpoint per keep-alive, every TTL/3.
+ *
+ * Every answer is noted per endpoint, the later ones too, so the node knows which
+ * endpoints answer now: its watches stream from one that does, and move when it stops
+ * (etcd-coordination.ts).
  */
 import { noop } from "cockatiel";
 import { Etcd3 } from "etcd3";
@@ -23,6 +27,10 @@ import type { KeepAliveResult } from "./coordination.js";
 
 export class EndpointKeepAlives {
   private readonly clients: Array<{ endpoint: string; client: Etcd3 }>;
+  /** When each endpoint last answered a keep-alive (Date.now()), and when the first was sent. */
+  private readonly answeredAt = new Map<string, number>();
+  private firstSentAt: number | undefined;
+  private rotation = 0;
 
   constructor(endpoints: readonly string[], dialTimeoutMs: number) {
     this.clients = endpoints.map((endpoint) => ({
@@ -34,12 +42,14 @@ export class EndpointKeepAlives {
   /** Renews `leaseId` once: "alive" or "lost" from the first endpoint that answers; throws when none does within `timeoutMs`. */
   once(leaseId: string, timeoutMs: number): Promise<KeepAliveResult> {
     const deadline = Date.now() + timeoutMs;
+    this.firstSentAt ??= Date.now();
     return new Promise<KeepAliveResult>((resolve, reject) => {
       const errors: string[] = [];
       let settled = false;
       for (const { endpoint, client } of this.clients) {
         renewAt(client, leaseId, deadline).then(
           (result) => {
+            this.answeredAt.set(endpoint, Date.now());
             if (settled) return;
             settled = true;
             resolve(result);
@@ -53,6 +63,31 @@ export class EndpointKeepAlives {
           });
       }
     });
+  }
+
+  /**
+   * Every endpoint, the ones that answered a keep-alive most recently first; those that
+   * never answered (no lease yet) after them, starting with a different one on each call,
+   * so a retry goes elsewhere first.
+   */
+  byFreshness(): string[] {
+    const start = this.rotation++;
+    const rotated = this.clients.map((_, i) => this.clients[(start + i) % this.clients.length]!.endpoint);
+    const at = (endpoint: string) => this.answeredAt.get(endpoint) ?? -Infinity;
+    return rotated.sort((a, b) => at(b) - at(a));
+  }
+
+  /**
+   * Has `endpoint` stopped answering while another one answers: silent for `silentMs`
+   * (since its last answer, or since the first keep-alive if it never answered) although
+   * some endpoint answered within that time? Never while no endpoint answers at all (no
+   * lease, or etcd unreachable: moving cannot help).
+   */
+  leftBehind(endpoint: string, silentMs: number): boolean {
+    const now = Date.now();
+    const others = [...this.answeredAt.values()].some((at) => now - at < silentMs);
+    const since = this.answeredAt.get(endpoint) ?? this.firstSentAt;
+    return others && since !== undefined && now - since >= silentMs;
   }
 
   close(): void {

@@ -72,7 +72,13 @@ export class PartitionOwners implements Ownership {
   private watch: Watch | undefined;
   private stopped = false;
   private readonly listeners = new Set<() => void>();
-  private readonly claimedListeners = new Set<(p: number) => void>();
+  private readonly claimedListeners = new Set<(p: number, takenOverFrom: string | undefined) => void>();
+  /**
+   * Takeovers claimed in etcd whose log fence has not succeeded yet (the log did not
+   * answer): the claim that finishes it, which sees the record as this node's own, still
+   * reports whom it took the partition from.
+   */
+  private readonly takingOver = new Map<number, string>();
   /** Partitions this node is handing off, and who waits for each move to end. */
   private readonly moving = new Map<number, Array<() => void>>();
   /** The operator's drains and pins, as watched. */
@@ -128,8 +134,13 @@ export class PartitionOwners implements Ownership {
     return route;
   }
 
-  /** Called after each claim this node wins (lazy, at start, or of a partition handed to it): its queues come back. */
-  onClaimed(listener: (p: number) => void): () => void {
+  /**
+   * Called after each claim this node wins (lazy, at start, or of a partition handed to
+   * it): its queues come back. `takenOverFrom` names the holder whose registration was
+   * gone when its partition was claimed here (a takeover from the changelog), once per
+   * claim, whichever path claimed it.
+   */
+  onClaimed(listener: (p: number, takenOverFrom: string | undefined) => void): () => void {
     this.claimedListeners.add(listener);
     return () => this.claimedListeners.delete(listener);
   }
@@ -322,14 +333,26 @@ export class PartitionOwners implements Ownership {
   private async claimOnce(p: number): Promise<number | undefined> {
     const self = this.options.membership.registration();
     if (self.memberRevision === 0 || !this.options.membership.serving()) throw fenced(this.nodeId);
+    // Held by another node (or handed to one) before this claim: a claim over it is a takeover, its registration being gone.
+    const before = this.records.get(p)?.record;
+    const takenOverFrom = (before?.state === "owned" ? (before.owner !== self.nodeId ? before.owner : undefined)
+      : before?.to !== undefined && before.to !== self.nodeId ? before.to : undefined) ?? this.takingOver.get(p);
     const result = await this.options.coordination.claimPartition(p, { nodeId: self.nodeId, incarnation: self.incarnation, memberRevision: self.memberRevision });
     // Fence the log before serving: from here on a previous owner can append nothing more.
-    if (result.ok && this.options.log) await this.options.log.open(p, result.epoch);
+    if (result.ok && this.options.log) {
+      if (takenOverFrom !== undefined) this.takingOver.set(p, takenOverFrom);
+      await this.options.log.open(p, result.epoch);
+    }
     if (result.ok) {
-      this.records.set(p, { record: { owner: self.nodeId, incarnation: self.incarnation, memberRevision: self.memberRevision, state: "owned" }, epoch: result.epoch });
+      this.takingOver.delete(p);
+      // Never over a newer record the watch brought while the log was fenced (a handoff or
+      // a claim after this one): the view of the records only goes forward.
+      if ((this.records.get(p)?.epoch ?? 0) <= result.epoch) {
+        this.records.set(p, { record: { owner: self.nodeId, incarnation: self.incarnation, memberRevision: self.memberRevision, state: "owned" }, epoch: result.epoch });
+      }
       this.options.logger.info({ partition: p, epoch: result.epoch }, "claimed partition");
       this.changed();
-      for (const listener of this.claimedListeners) listener(p);
+      for (const listener of this.claimedListeners) listener(p, takenOverFrom);
       return result.epoch;
     }
     // Someone holds it: remember who, and let the caller route there.
@@ -366,6 +389,8 @@ export class PartitionOwners implements Ownership {
     this.revision = change.revision;
     if (change.kind === "put") this.records.set(change.p, { record: change.record, epoch: change.epoch });
     else this.records.delete(change.p);
+    // Claimed or handed on by another node meanwhile: no takeover of ours is pending there.
+    if (change.kind === "delete" || change.record.owner !== this.nodeId) this.takingOver.delete(change.p);
     this.changed();
     // Handed to this node: claim it now, so its timers run without waiting for a call.
     if (change.kind === "put" && change.record.state === "released" && change.record.to === this.nodeId) {

@@ -16,6 +16,7 @@
 import type { Logger } from "pino";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { Clock } from "../base/clock.js";
+import { ConveyorError } from "../base/errors.js";
 import type { PartitionLogGate } from "../cluster/partition-owners.js";
 import { encodeTurn } from "../changelog/change-record.js";
 import type { ChangeLog } from "../changelog/changelog.js";
@@ -48,6 +49,8 @@ export interface ChangelogLink {
    * of; returns what to call after every change of the members or the records.
    */
   startStandbys(placement: StandbyPlacement, count: number): () => void;
+  /** Resolves if p's log answers a read from this node within LOG_ANSWER_WAIT_MS; rejects UNAVAILABLE / LOG_UNAVAILABLE otherwise (a handoff's receiver asks). */
+  answers(p: number): Promise<void>;
   /** The log's health and every partition's log facts as this node knows them (GetClusterStatus). */
   status(withLog: boolean): Promise<ChangelogView>;
   /**
@@ -73,6 +76,8 @@ export interface ChangelogView {
 
 /** How long a status call waits for the log to name its leader. */
 const STATUS_LOG_WAIT_MS = 2_000;
+/** How long a handoff's receiver waits for its log to answer before it refuses the handoff (the sender's calls wait meanwhile). */
+const LOG_ANSWER_WAIT_MS = 1_000;
 
 export interface ChangelogSettings {
   /** `cluster_nats`: NATS URLs, comma-separated. */
@@ -240,6 +245,17 @@ export function linkChangelog(settings: Omit<ChangelogSettings, "urls">, log: Ch
     },
     linkGrains: (retirePartition) => {
       retireGrains = retirePartition;
+    },
+    answers: async (p) => {
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([log.lastSeq(p), new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new ConveyorError("UNAVAILABLE", "LOG_UNAVAILABLE",
+            `partition ${p}'s changelog did not answer this node within ${LOG_ANSWER_WAIT_MS} ms; retry`)), LOG_ANSWER_WAIT_MS);
+        })]);
+      } finally {
+        clearTimeout(timer);
+      }
     },
     close: async () => {
       await standbys?.stop();

@@ -165,7 +165,7 @@ export class ConveyorNode {
       ...(ownership instanceof OwnershipLink ? { joined: ownership.linked } : {}),
       observe: { forwarded: (method) => clusterMetrics.forwarded.inc({ method }), wrongOwner: (method) => clusterMetrics.wrongOwner.inc({ method }) },
     };
-    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security, forwarding, rows: storage.rows, positions: storage.positions, store: storage.store, ledgers });
+    const transports = await startTransports(services, runtime, { config, metrics, logger, db: storage.db, queries: storage.queries, clock, security, forwarding, rows: storage.rows, positions: storage.positions, store: storage.store, ledgers, changelog });
     const joined = await joinCluster(config, transports, dataDir, logger, membership, clusterRules, changelog?.gate);
     placement.control = joined.placement;
     let drain = async () => {};
@@ -439,7 +439,7 @@ async function startTransports(
   bare: Services, runtime: GrainRuntime,
   env: {
     config: NodeConfig; metrics: NodeMetrics; logger: Logger; db: Database; queries: Pick<AdminQueries, "depth">; clock: Clock; security: NodeSecurity;
-    forwarding: ForwarderDeps; rows: PartitionRows; positions: LogPositions; store: TaskStore; ledgers: LedgerHost;
+    forwarding: ForwarderDeps; rows: PartitionRows; positions: LogPositions; store: TaskStore; ledgers: LedgerHost; changelog: ChangelogLink | undefined;
   },
 ): Promise<Transports> {
   const { config, metrics, logger, db, queries, clock, security, forwarding } = env;
@@ -465,7 +465,8 @@ async function startTransports(
   // Node-to-node (handoffs): served here, never forwarded.
   addUnaryService(grpcServer, ClusterService,
     security.guard(ClusterService, clusterService({
-      rows: env.rows, positions: env.positions, store: env.store, partitions: config.clusterPartitions, partitionOf: (q) => partitionOf(q, config.clusterPartitions),
+      rows: env.rows, positions: env.positions, store: env.store, holds: (p) => forwarding.ownership.holds(p), partitions: config.clusterPartitions, partitionOf: (q) => partitionOf(q, config.clusterPartitions),
+      ...(env.changelog ? { logAnswers: env.changelog.answers } : {}),
       logger, nowMs: () => clock.nowMs(), ledgers: env.ledgers,
     })), onInternal, observe);
   // grpcurl and `buf curl` discover the services and their messages from the node itself.

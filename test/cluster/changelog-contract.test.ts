@@ -27,6 +27,8 @@ interface Harness {
   other: ChangeLog;
   /** Takes the log's leader away while appends go on. */
   disruptLeader(): Promise<Disruption>;
+  /** A client of the same log that has been closed: it cannot reach the log any more. */
+  closedClient(): Promise<ChangeLog>;
   stop(): Promise<void>;
 }
 
@@ -50,6 +52,11 @@ const natsHarness = async (): Promise<Harness> => {
       await nats.server(leader).kill();
       return { failureSeen: () => undefined };
     },
+    async closedClient() {
+      const closed = await JetStreamChangeLog.open({ servers: nats.urls, replicas: 3, connectionName: "contract-closed" });
+      await closed.close();
+      return closed;
+    },
     async stop() {
       await Promise.all([log.close(), other.close()]);
       await nats.stop();
@@ -67,6 +74,11 @@ const memoryHarness = async (): Promise<Harness> => {
       // Entries of the outage are stored but not acknowledged: the worst case for a writer.
       log.startOutage({ landing: true });
       return { failureSeen: () => log.endOutage() };
+    },
+    async closedClient() {
+      const closed = new MemoryChangeLog();
+      await closed.close();
+      return closed;
     },
     stop: () => log.close(),
   };
@@ -123,6 +135,15 @@ describe.each([
     ]);
     // Each entry names its predecessor, so a reader can tell a gap (a purge) from a sequence jump.
     expect(entries.map((e) => e.prevSeq)).toEqual([0, s1, s2]);
+  });
+
+  it("a read the log cannot answer is UNAVAILABLE / LOG_UNAVAILABLE, for the caller to retry (never the client's own error)", async () => {
+    const closed = await h.closedClient();
+    for (const read of [() => closed.lastSeq(0), () => closed.read(0, 1, 10), () => closed.purgeBelow(0, 5)]) {
+      await expect(read()).rejects.toMatchObject({ code: "UNAVAILABLE", reason: "LOG_UNAVAILABLE" });
+    }
+    // An append's outcome says it instead.
+    expect(await closed.append(0, [bytes("x")], 0)).toMatchObject({ kind: "unknown" });
   });
 
   it("keeps partitions apart: another partition's appends neither fence nor show up", async () => {
@@ -279,6 +300,7 @@ describe.each([
     let disruption: Disruption | undefined;
     let disruptedAtMs = 0;
     let firstAckAfterMs: number | undefined;
+    const readErrors: unknown[] = [];
     const ACKS_BEFORE = 30;
     const ACKS_AFTER = 30;
     const deadline = Date.now() + 50_000;
@@ -300,8 +322,13 @@ describe.each([
       // Unknown (or fenced by one of our own unknown appends landing late): stop, re-read the tail, go on from there.
       failures++;
       disruption?.failureSeen();
-      expected = await eventually("the log to answer its last sequence again", () => h.log.lastSeq(p), 30_000);
+      expected = await eventually("the log to answer its last sequence again", () => h.log.lastSeq(p).catch((err: unknown) => {
+        readErrors.push(err);
+        throw err;
+      }), 30_000);
     }
+    // While the log had no leader, its reads failed only as retryable UNAVAILABLE / LOG_UNAVAILABLE.
+    for (const err of readErrors) expect(err).toMatchObject({ code: "UNAVAILABLE", reason: "LOG_UNAVAILABLE" });
     expect(failures, "the leader loss made at least one append fail").toBeGreaterThan(0);
     const entries = await eventually("the log to answer reads again", () => readAll(h.log, p), 30_000);
     const stored = new Map(entries.map((e) => [e.seq, text(e.records[0]!)]));
@@ -314,7 +341,8 @@ describe.each([
     await eventually("the follower to deliver every stored entry", async () => (followed.length >= entries.length ? true : undefined), 30_000);
     await follower.stop();
     expect(followed.map((e) => [e.seq, text(e.records[0]!)])).toEqual(entries.map((e) => [e.seq, text(e.records[0]!)]));
-    console.log(`[changelog ${_name}] leader loss: first acknowledged append ${firstAckAfterMs} ms after the disruption; ${failures} append(s) failed; ${entries.length - acked.size} unacknowledged entr(ies) stored`);
+    console.log(`[changelog ${_name}] leader loss: first acknowledged append ${firstAckAfterMs} ms after the disruption; ${failures} append(s) failed; ${entries.length - acked.size} unacknowledged entr(ies) stored; ` +
+      `${readErrors.length} last-sequence read(s) refused meanwhile`);
   }, 60_000);
 });
 
@@ -328,4 +356,49 @@ describe("ChangeLog on a nats-server with NATS' default max_payload", () => {
       await nats.stop();
     }
   });
+});
+
+describe("ChangeLog on JetStream: a server that stops answering but keeps the connection open", () => {
+  it("the client leaves it for another server within seconds and appends again (SIGSTOP of its server, a follower)", async () => {
+    const nats = await startNats({ size: 3 });
+    const setup = await JetStreamChangeLog.open({ servers: nats.urls, replicas: 3, connectionName: "contract-setup" });
+    let log: JetStreamChangeLog | undefined;
+    let stopped: NatsCluster["servers"][number] | undefined;
+    const closers: Array<() => Promise<void>> = [];
+    try {
+      const p = 0;
+      let last = okSeq(await setup.append(p, [bytes("first")], 0));
+      const leader = await eventually("the log stream to have a leader", async () => (await setup.leader()) || undefined, 20_000);
+      // The client is given one follower's URL (it learns the others from the cluster), so
+      // stopping that server leaves the stream its leader and quorum: only the client's own
+      // connection is at stake. A stopped process keeps its sockets open and answers nothing,
+      // as a server cut off by a network partition does.
+      stopped = nats.servers.find((s) => s.name !== leader)!;
+      // Reads the tail after a failed append: a client on the leader, which stays up.
+      const reader = await JetStreamChangeLog.open({ servers: [nats.server(leader).url], replicas: 3, connectionName: "contract-reader" });
+      closers.push(() => reader.close());
+      log = await JetStreamChangeLog.open({ servers: [stopped.url], replicas: 3, connectionName: "contract-stall" });
+      last = okSeq(await log.append(p, [bytes("before")], last));
+      stopped.child.kill("SIGSTOP");
+      const stoppedAt = Date.now();
+      const client = log;
+      await eventually("an append acknowledged while the client's server is stopped", async () => {
+        const outcome = await client.append(p, [bytes("after")], last);
+        if (outcome.kind === "ok") return true;
+        last = await reader.lastSeq(p);
+        return undefined;
+      }, 30_000);
+      const ms = Date.now() - stoppedAt;
+      console.log(`[changelog JetStream] its server stopped (SIGSTOP): first acknowledged append ${ms} ms later`);
+      // Pings every 2 s, 2 unanswered: 4-6 s to leave the server, then one 2 s attempt to
+      // connect to it again (8.1 s in three runs); NATS' default (2 min pings) takes minutes.
+      expect(ms).toBeLessThan(20_000);
+    } finally {
+      stopped?.child.kill("SIGCONT");
+      for (const close of closers) await close();
+      await log?.close();
+      await setup.close();
+      await nats.stop();
+    }
+  }, 60_000);
 });

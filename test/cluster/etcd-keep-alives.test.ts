@@ -79,3 +79,61 @@ describe("member keep-alives on a three-member etcd", { timeout: 90_000 }, () =>
     expect(firstAliveAtMs!).toBeLessThan(electedAtMs! + KEEPALIVE_TIMEOUT_MS + 500);
   });
 });
+
+describe("a watch on a three-member etcd whose endpoint stops answering", { timeout: 90_000 }, () => {
+  let etcd: EtcdCluster | undefined;
+  const closers: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const close of closers.splice(0).reverse()) await close();
+    await etcd?.stop();
+    etcd = undefined;
+  });
+
+  it("ends within seconds (SIGSTOP of its member: the connection stays open, nothing comes back), and one started again streams from a member that answers", async () => {
+    etcd = await startEtcd({ size: 3 });
+    const c = new EtcdCoordination({ endpoints: etcd.hosts, cluster: "watch-move" });
+    closers.push(() => c.close());
+    const lease = await c.grantLease(TTL_MS);
+    // Keep-alives as the membership shell sends them (every 500 ms): they tell which endpoints answer.
+    let renewing = true;
+    const renewals = (async () => {
+      while (renewing) {
+        await c.keepAlive(lease, KEEPALIVE_TIMEOUT_MS).catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    })();
+    closers.push(async () => {
+      renewing = false;
+      await renewals;
+    });
+    await c.keepAlive(lease, KEEPALIVE_TIMEOUT_MS);
+    const { revision } = await c.members();
+    const seen: string[] = [];
+    let ended: Error | undefined;
+    const watch = await c.watchMembers(revision + 1, (change) => seen.push(change.kind === "put" ? change.entry.record.nodeId : change.nodeId), (err) => (ended = err));
+    closers.push(() => watch.cancel());
+    const stopped = etcd.members.find((m) => m.clientUrl === watch.endpoint)!;
+    expect(stopped, `the watch's endpoint ${watch.endpoint} is a member`).toBeDefined();
+    stopped.child.kill("SIGSTOP");
+    closers.push(async () => {
+      stopped.child.kill("SIGCONT");
+    });
+    const stoppedAt = performance.now();
+    // A change the stopped member never passes on.
+    const other = new EtcdCoordination({ endpoints: etcd.hosts.filter((h) => h !== stopped.clientUrl), cluster: "watch-move" });
+    closers.push(() => other.close());
+    const otherLease = await eventually("a lease from the members that answer", () => other.grantLease(TTL_MS), 20_000);
+    await eventually("a member record put through the members that answer", () => other.putMember({
+      nodeId: "n-other", incarnation: "i", state: "active", grpc: "x:1", http: "x:2", version: "t", dataDirId: "d", startedAtMs: 0,
+    }, otherLease, { create: true }), 20_000);
+    await eventually("the watch on the stopped member to end", async () => ended, 20_000);
+    const endedMs = performance.now() - stoppedAt;
+    const again = await eventually("a watch started again", () => c.watchMembers(revision + 1, (change) => seen.push(change.kind === "put" ? change.entry.record.nodeId : change.nodeId), () => undefined), 20_000);
+    closers.push(() => again.cancel());
+    expect(again.endpoint).not.toBe(stopped.clientUrl);
+    await eventually("the change made meanwhile, delivered", async () => (seen.includes("n-other") ? true : undefined), 20_000);
+    console.log(`watch endpoint stopped (SIGSTOP): the watch ended ${Math.round(endedMs)} ms later (${ended!.message}); started again on ${again.endpoint}`);
+    // 3 s without a keep-alive answered there while another member answered (plus an election if it led).
+    expect(endedMs).toBeLessThan(15_000);
+  });
+});

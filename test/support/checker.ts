@@ -39,8 +39,9 @@ export interface Verdict {
 export class Checker {
   /** Acknowledged enqueues: task id → its (queue, key) slot. */
   readonly acknowledged = new Map<string, string>();
-  /** When each acknowledged enqueue was answered (performance.now()). */
+  /** When each acknowledged enqueue was answered, and when it was sent (performance.now()). */
   readonly acknowledgedAtMs = new Map<string, number>();
+  readonly sentAtMs = new Map<string, number>();
   /** Every SDK call that surfaced an error to its caller. */
   readonly failures: Array<{ op: string; error: unknown; phase: string }> = [];
   /** What the test is doing now, named in each failure. */
@@ -130,6 +131,7 @@ export function runProducer(checker: Checker, client: Client, queues: string[]) 
         const info = await client.enqueue(newTask("job", json({ i })), { queue, concurrencyKey: key });
         checker.acknowledged.set(info.id, `${queue}/${key}`);
         checker.acknowledgedAtMs.set(info.id, performance.now());
+        checker.sentAtMs.set(info.id, t0);
         checker.maxCallMs = Math.max(checker.maxCallMs, performance.now() - t0);
         checker.calls.push({ startMs: t0, ms: performance.now() - t0, ok: true });
       } catch (error) {

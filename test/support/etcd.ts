@@ -8,14 +8,14 @@
  * which `npm test` runs first. ETCD_BIN overrides the path. A missing binary fails the
  * test with what to run; it never skips.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { eventually, REPO_ROOT } from "./node-process.js";
 import { portTaken, PortTakenError, startOnFreshPorts } from "./port-race.js";
-import { ServerProcess } from "./server-process.js";
+import { LOOPBACK, ServerProcess, spawnOn, type ProcessHost } from "./server-process.js";
 
 const CACHED_BIN = join(REPO_ROOT, ".cache/apt/etcd-server/usr/bin/etcd");
 
@@ -103,6 +103,19 @@ export interface EtcdOptions {
   size?: number;
   /** Bound on start-up until every member is healthy. */
   readyTimeoutMs?: number;
+  /**
+   * Where each member runs (one per member; `size` is then their count): member i binds
+   * hosts[i].address on etcd's own ports 2379/2380, under its prefix (a network namespace
+   * of its own, netns.ts, so fixed ports never collide). Default: free loopback ports.
+   */
+  hosts?: readonly ProcessHost[];
+  /**
+   * etcd's `--pre-vote` (default here true, as deploy/ runs etcd; etcd 3.4's own default
+   * is off): a member cut off and back does not depose the leader. Without it, a member
+   * returning from a network partition forced an election (its term had grown), which
+   * once left the nodes' keep-alives unanswered for 4.1 s, past their 3.75 s fence.
+   */
+  preVote?: boolean;
 }
 
 /** Starts etcd with `size` members on free loopback ports; resolves once all are healthy. */
@@ -111,24 +124,28 @@ export function startEtcd(options: EtcdOptions = {}): Promise<EtcdCluster> {
 }
 
 async function startEtcdOnce(options: EtcdOptions): Promise<EtcdCluster> {
-  const size = options.size ?? 1;
+  const size = options.hosts?.length ?? options.size ?? 1;
   const bin = etcdBinary();
   const root = mkdtempSync(join(tmpdir(), "conveyor-etcd-"));
-  const spec: Array<{ name: string; client: string; peer: string }> = [];
+  const spec: Array<{ name: string; client: string; peer: string; host: ProcessHost }> = [];
   for (let i = 0; i < size; i++) {
-    spec.push({ name: `e${i}`, client: `http://127.0.0.1:${await freePort()}`, peer: `http://127.0.0.1:${await freePort()}` });
+    const host = options.hosts?.[i];
+    spec.push(host
+      ? { name: `e${i}`, client: `http://${host.address}:2379`, peer: `http://${host.address}:2380`, host }
+      : { name: `e${i}`, client: `http://127.0.0.1:${await freePort()}`, peer: `http://127.0.0.1:${await freePort()}`, host: LOOPBACK });
   }
   const initialCluster = spec.map((s) => `${s.name}=${s.peer}`).join(",");
   const token = `conveyor-test-${process.pid}-${Date.now()}`;
   const members = spec.map((s) => {
     const dataDir = join(root, s.name);
-    const child = spawn(bin, [
+    const child = spawnOn(s.host, bin, [
       "--name", s.name, "--data-dir", dataDir,
       "--listen-client-urls", s.client, "--advertise-client-urls", s.client,
       "--listen-peer-urls", s.peer, "--initial-advertise-peer-urls", s.peer,
       "--initial-cluster", initialCluster, "--initial-cluster-state", "new", "--initial-cluster-token", token,
       "--logger", "zap", "--log-level", "warn",
-    ], { stdio: ["ignore", "pipe", "pipe"] });
+      ...(options.preVote ?? true ? ["--pre-vote"] : []),
+    ]);
     return new EtcdMember(s.name, s.client, s.peer, dataDir, child);
   });
   const cluster = new EtcdCluster(members, root);

@@ -10,14 +10,13 @@
  * which `npm test` runs first. NATS_BIN overrides the path. A missing binary fails the
  * test with what to run; it never skips.
  */
-import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "./etcd.js";
 import { eventually, REPO_ROOT } from "./node-process.js";
 import { portTaken, PortTakenError, startOnFreshPorts } from "./port-race.js";
-import { ServerProcess } from "./server-process.js";
+import { LOOPBACK, ServerProcess, spawnOn, type ProcessHost } from "./server-process.js";
 
 const CACHED_BIN = join(REPO_ROOT, ".cache/apt/nats-server/usr/sbin/nats-server");
 
@@ -45,19 +44,20 @@ export class NatsServer extends ServerProcess {
     readonly monitorPort: number,
     readonly configFile: string,
     bin: string,
+    readonly host: ProcessHost = LOOPBACK,
   ) {
-    super(spawn(bin, ["-c", configFile], { stdio: ["ignore", "pipe", "pipe"] }));
+    super(spawnOn(host, bin, ["-c", configFile]));
   }
 
-  /** The client URL (`nats://127.0.0.1:<port>`). */
+  /** The client URL (`nats://<address>:<port>`). */
   get url(): string {
-    return `nats://127.0.0.1:${this.port}`;
+    return `nats://${this.host.address}:${this.port}`;
   }
 
   /** /healthz answers "ok": the server is up and its JetStream is current. */
   async healthy(): Promise<boolean> {
     try {
-      const res = await fetch(`http://127.0.0.1:${this.monitorPort}/healthz`, { signal: AbortSignal.timeout(1_000) });
+      const res = await fetch(`http://${this.host.address}:${this.monitorPort}/healthz`, { signal: AbortSignal.timeout(1_000) });
       return res.ok && ((await res.json()) as { status?: string }).status === "ok";
     } catch {
       return false;
@@ -67,13 +67,23 @@ export class NatsServer extends ServerProcess {
   /** The JetStream meta leader's server name as this server sees it ("" if none yet). */
   async metaLeader(): Promise<string> {
     try {
-      const res = await fetch(`http://127.0.0.1:${this.monitorPort}/jsz`, { signal: AbortSignal.timeout(1_000) });
+      const res = await fetch(`http://${this.host.address}:${this.monitorPort}/jsz`, { signal: AbortSignal.timeout(1_000) });
       return ((await res.json()) as Jsz).meta_cluster?.leader ?? "";
     } catch {
       return "";
     }
   }
 
+  /** The server that leads `stream` as this server sees it ("" if none or unknown). */
+  async streamLeader(stream: string): Promise<string> {
+    try {
+      const res = await fetch(`http://${this.host.address}:${this.monitorPort}/jsz?streams=true`, { signal: AbortSignal.timeout(1_000) });
+      const body = (await res.json()) as { account_details?: Array<{ stream_detail?: Array<{ name: string; cluster?: { leader?: string } }> }> };
+      return body.account_details?.flatMap((a) => a.stream_detail ?? []).find((d) => d.name === stream)?.cluster?.leader ?? "";
+    } catch {
+      return "";
+    }
+  }
 }
 
 /** A running nats-server: one server or a cluster. */
@@ -118,6 +128,12 @@ export interface NatsOptions {
   readyTimeoutMs?: number;
   /** Each server's max_payload (default 8MB, what the changelog needs). */
   maxPayload?: string;
+  /**
+   * Where each server runs (one per server; `size` is then their count): server i binds
+   * hosts[i].address on NATS' own ports (4222 clients, 6222 routes, 8222 monitoring), under
+   * its prefix (a network namespace of its own, netns.ts). Default: free loopback ports.
+   */
+  hosts?: readonly ProcessHost[];
 }
 
 /** Starts nats-server with JetStream on `size` servers on free loopback ports; resolves once ready. */
@@ -126,30 +142,35 @@ export function startNats(options: NatsOptions = {}): Promise<NatsCluster> {
 }
 
 async function startNatsOnce(options: NatsOptions): Promise<NatsCluster> {
-  const size = options.size ?? 1;
+  const size = options.hosts?.length ?? options.size ?? 1;
   const bin = natsBinary();
   const root = mkdtempSync(join(tmpdir(), "conveyor-nats-"));
-  const spec: Array<{ name: string; port: number; monitor: number; route: number }> = [];
-  for (let i = 0; i < size; i++) spec.push({ name: `n${i}`, port: await freePort(), monitor: await freePort(), route: await freePort() });
+  const spec: Array<{ name: string; port: number; monitor: number; route: number; host: ProcessHost }> = [];
+  for (let i = 0; i < size; i++) {
+    const host = options.hosts?.[i];
+    spec.push(host
+      ? { name: `n${i}`, port: 4222, monitor: 8222, route: 6222, host }
+      : { name: `n${i}`, port: await freePort(), monitor: await freePort(), route: await freePort(), host: LOOPBACK });
+  }
   const servers = spec.map((s) => {
     const storeDir = join(root, s.name);
     mkdirSync(storeDir, { recursive: true });
     const lines = [
       `server_name: ${s.name}`,
-      `listen: "127.0.0.1:${s.port}"`,
-      `http: "127.0.0.1:${s.monitor}"`,
+      `listen: "${s.host.address}:${s.port}"`,
+      `http: "${s.host.address}:${s.monitor}"`,
       // Bounded so that three servers and a test fit a small machine.
       `jetstream { store_dir: "${storeDir}", max_memory_store: 64MB, max_file_store: 1GB }`,
       // The changelog's requirement (changelog.ts, NATS_MAX_PAYLOAD_REQUIRED).
       `max_payload: ${options.maxPayload ?? "8MB"}`,
     ];
     if (size > 1) {
-      const routes = spec.filter((o) => o !== s).map((o) => `"nats-route://127.0.0.1:${o.route}"`);
-      lines.push(`cluster { name: "cv-test", listen: "127.0.0.1:${s.route}", routes: [${routes.join(", ")}] }`);
+      const routes = spec.filter((o) => o !== s).map((o) => `"nats-route://${o.host.address}:${o.route}"`);
+      lines.push(`cluster { name: "cv-test", listen: "${s.host.address}:${s.route}", routes: [${routes.join(", ")}] }`);
     }
     const configFile = join(root, `${s.name}.conf`);
     writeFileSync(configFile, `${lines.join("\n")}\n`);
-    return new NatsServer(s.name, s.port, s.monitor, configFile, bin);
+    return new NatsServer(s.name, s.port, s.monitor, configFile, bin, s.host);
   });
   const cluster = new NatsCluster(servers, root);
   try {

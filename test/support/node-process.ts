@@ -25,7 +25,11 @@ export interface NodeProcessOptions {
   grpcPort?: number;
   httpPort?: number;
   /** A command that runs conveyord (e.g. inside `unshare`): spawned as prefix[0] with prefix[1..], node and its args. */
-  prefix?: string[];
+  prefix?: readonly string[];
+  /** The address both ports bind (default 127.0.0.1); e.g. a network namespace's own (netns.ts). */
+  host?: string;
+  /** Extra command-line arguments (e.g. --insecure-allow-unauthenticated-network). */
+  args?: readonly string[];
   /** The conveyord script to run; default the checkout's bin/conveyord.js. */
   bin?: string;
   /** A conveyor.yaml (--config); the flags above still win. */
@@ -52,8 +56,9 @@ export class NodeProcess {
 
   static async start(options: NodeProcessOptions = {}): Promise<NodeProcess> {
     const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "conveyor-test-"));
-    const args = [options.bin ?? DAEMON, "--data-dir", dataDir, "--listen", `127.0.0.1:${options.grpcPort ?? 0}`,
-      "--http", `127.0.0.1:${options.httpPort ?? 0}`, "--log-level", "info"];
+    const host = options.host ?? "127.0.0.1";
+    const args = [options.bin ?? DAEMON, "--data-dir", dataDir, "--listen", `${host}:${options.grpcPort ?? 0}`,
+      "--http", `${host}:${options.httpPort ?? 0}`, "--log-level", "info", ...(options.args ?? [])];
     if (options.config) args.push("--config", options.config);
     for (const [k, v] of Object.entries(options.settings ?? {})) args.push("--set", `${k}=${v}`);
     const [file, ...fileArgs] = [...(options.prefix ?? []), process.execPath, ...args];

@@ -2,7 +2,24 @@
  * A server process a test started (etcd, nats-server): the tail of its output for
  * failure messages, whether it still runs, and how to stop it by PID.
  */
-import type { ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
+
+/**
+ * Where a test server runs: the address it binds, and a command its binary is run under
+ * (`ip netns exec <ns>`, test/support/netns.ts). The default is loopback, no prefix.
+ */
+export interface ProcessHost {
+  readonly address: string;
+  readonly prefix: readonly string[];
+}
+
+export const LOOPBACK: ProcessHost = { address: "127.0.0.1", prefix: [] };
+
+/** Spawns `bin args` on `host` (under its prefix), its output piped. */
+export function spawnOn(host: ProcessHost, bin: string, args: string[]): ChildProcess {
+  const [file, ...rest] = [...host.prefix, bin, ...args];
+  return spawn(file!, rest, { stdio: ["ignore", "pipe", "pipe"] });
+}
 
 export class ServerProcess {
   private readonly exited: Promise<void>;

@@ -20,7 +20,7 @@ import { NO_BATCHES } from "../../src/grains/queue/ready-queues.js";
 import { AdminQueries } from "../../src/storage/admin-queries.js";
 import { openDataDir, type DataDir } from "../../src/storage/data-dir.js";
 import { TaskStore } from "../../src/storage/task-store.js";
-import { coreConfig, leaseIdCounter, newTask } from "../support/core-fixtures.js";
+import { coreConfig, LEASE_TTL_MS, leaseIdCounter, newTask } from "../support/core-fixtures.js";
 import { FakeClock } from "../support/fake-clock.js";
 
 const IDLE_MS = 1_000;
@@ -297,6 +297,38 @@ describe("LeaseBroker", () => {
     rt.clock.advance(10_000);
     expect(await second).toEqual([]); // its wait bound ended it, empty
     expect(rt.broker.parked).toBe(0);
+  });
+
+  it("hands out no delivery whose lease ran out while it waited to be durable (its lapse requeues the task for the next call)", async () => {
+    /** Commits that complete only when the test says (a changelog without a leader). */
+    const pending: Array<() => void> = [];
+    const held = new LeaseBroker({
+      grainOf: (q) => rt.host.get(q), committed: () => new Promise<void>((resolve) => pending.push(resolve)), clock: rt.clock, random: seededRandom(3),
+      waitersMax: WAITERS_MAX,
+    });
+    const [a, b] = [task("slow"), task("slow")];
+    await enqueue("slow", [a, b]);
+    const settle = () => pending.splice(0).forEach((resolve) => resolve());
+    /** Until the call waits for its commit (its lease taken). */
+    const leased = async () => {
+      while (pending.length === 0) await new Promise((resolve) => setImmediate(resolve));
+    };
+
+    // Durable within the lease: handed out.
+    const inTime = held.lease(call([["slow", 1]]));
+    await leased();
+    rt.clock.advance(LEASE_TTL_MS - 1);
+    settle();
+    expect((await inTime).map((d) => d.tasks[0]!.id)).toEqual([a.id]);
+
+    // Durable only after the lease ran out: not handed out; the lapse puts the task back.
+    const late = held.lease(call([["slow", 1]]));
+    await leased();
+    rt.clock.advance(LEASE_TTL_MS);
+    settle();
+    expect(await late).toEqual([]);
+    await rt.dataDir.db.committed();
+    expect(rt.store.getTask(b.id)?.state, "b's lease lapsed: it waits to run again").not.toBe("active");
   });
 
   it("gives a draining worker nothing and ends its parked calls empty", async () => {

@@ -70,6 +70,17 @@ describe("TurnJournal", () => {
     expect(await contents()).toEqual([]);
   });
 
+  it("a claim that cannot read the log's tail (no leader) fails UNAVAILABLE / LOG_UNAVAILABLE, and opens once the log answers", async () => {
+    const { log, journal, contents } = setUp();
+    log.startOutage();
+    // The network fault test saw the JetStream client's TimeoutError here reach callers as INTERNAL.
+    await expect(journal.openPartition(P, 1, bytes("f"))).rejects.toMatchObject({ code: "UNAVAILABLE", reason: "LOG_UNAVAILABLE" });
+    expect(journal.isOpen(P)).toBe(false);
+    log.endOutage();
+    await journal.openPartition(P, 1, bytes("f"));
+    expect(await contents()).toEqual(["F"]);
+  });
+
   it("after an append whose outcome is unknown but landed, recovers without writing it twice", async () => {
     const { log, journal, events, contents } = setUp();
     await journal.openPartition(P, 1, bytes("f"));
@@ -196,6 +207,45 @@ describe("TurnJournal", () => {
     journal.committed();
     await journal.flushed(P);
     expect(await contents()).toEqual(["F", "F", "new"]);
+  });
+
+  it("a recovery left over from an earlier claim never closes a later claim of the partition (cut off, taken over, given back)", async () => {
+    /** A memory log whose reads can be held, as a read in flight while a partition heals. */
+    class HeldReads extends MemoryChangeLog {
+      holdingReads = false;
+      private readonly waiting: Array<() => void> = [];
+      override async read(partition: number, fromSeq: number, maxEntries: number) {
+        if (this.holdingReads) await new Promise<void>((resolve) => this.waiting.push(resolve));
+        return super.read(partition, fromSeq, maxEntries);
+      }
+      release(): void {
+        this.holdingReads = false;
+        for (const resume of this.waiting.splice(0)) resume();
+      }
+    }
+    const log = new HeldReads();
+    const events: string[] = [];
+    const journal = new TurnJournal({ log, nodeId: "n1", partitionOf: () => P, now: () => 0, events: { closed: (p, why) => events.push(`closed ${p} ${why}`) } });
+    await journal.openPartition(P, 1, bytes("f1"));
+    // n1 is cut off: its append fails, and its recovery's read hangs.
+    log.startOutage();
+    log.holdingReads = true;
+    journal.record(`${P}:q`, bytes("lost"), 1);
+    journal.committed();
+    await expect(journal.flushed(P)).rejects.toMatchObject({ reason: "LOG_UNAVAILABLE" });
+    // Meanwhile n2 takes P over; after the heal P is handed back to n1, which claims it at a new epoch.
+    log.endOutage();
+    await new TurnJournal({ log, nodeId: "n2", partitionOf: () => P, now: () => 0 }).openPartition(P, 2, bytes("f2"));
+    await journal.openPartition(P, 3, bytes("f3"));
+    // The old recovery's read now answers, with both fences: it must leave the new claim alone.
+    log.release();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(events).toEqual([]);
+    expect(journal.isOpen(P)).toBe(true);
+    journal.record(`${P}:q`, bytes("after"), 2);
+    journal.committed();
+    await journal.flushed(P);
+    expect((await log.read(P, 1, 10)).map((e) => (e.kind === "fence" ? "F" : e.records.map(text).join("+")))).toEqual(["F", "F", "F", "after"]);
   });
 
   it("keeps each partition's failures to itself", async () => {

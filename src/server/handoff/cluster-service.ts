@@ -34,6 +34,21 @@ export interface ClusterServiceDeps {
   positions: LogPositions;
   /** Told which queues' rows a load replaced (their grains here, if any, describe the old rows). */
   store: Pick<TaskStore, "forgetQueues">;
+  /**
+   * Does this node hold p (its claim recorded and, with a changelog, fenced)? Its rows of
+   * p are then the partition's own, and no load replaces them (absent: never, for tests
+   * of the load alone).
+   */
+  holds?(p: number): boolean;
+  /**
+   * Resolves when this node's changelog answers a read of p now; rejects (UNAVAILABLE)
+   * when it does not. A partition handed to a node that cannot read the log cannot be
+   * claimed there (the claim fences the log first), so the handoff is refused at its first
+   * chunk and the sender keeps serving it: the network fault test saw a node back from a
+   * partition, whose nats-server was still rejoining, take its partitions back and leave
+   * them unclaimed for 21 s. Absent without a changelog.
+   */
+  logAnswers?(p: number): Promise<void>;
   logger: Logger;
   nowMs: () => number;
   ledgers: LedgerHost;
@@ -51,6 +66,7 @@ export function clusterService(deps: ClusterServiceDeps): UnaryImpl<typeof Clust
       let transfer = transfers.get(r.transferId);
       if (!transfer) {
         if (r.chunk !== 0) throw new ConveyorError("FAILED_PRECONDITION", "INVALID_FIELD", `transfer ${r.transferId}: chunk ${r.chunk} before chunk 0`);
+        await deps.logAnswers?.(r.partition);
         transfer = { partition: r.partition, from: r.fromNode, chunks: [], startedAtMs: now };
         transfers.set(r.transferId, transfer);
       }
@@ -61,6 +77,11 @@ export function clusterService(deps: ClusterServiceDeps): UnaryImpl<typeof Clust
       transfer.chunks.push(Buffer.from(r.data));
       if (!r.last) return {};
       transfers.delete(r.transferId);
+      // Rows of a partition this node holds are the partition's only copy besides the log:
+      // a sender that believes it still holds p (a stale view) must never replace them.
+      if (deps.holds?.(r.partition)) {
+        throw new ConveyorError("FAILED_PRECONDITION", "PLACEMENT_REFUSED", `partition ${r.partition} is held by this node; a handoff from ${r.fromNode} cannot replace its rows`);
+      }
       let loaded;
       // Every other row of the partition here is stale too (an earlier stay's, or a crashed
       // stay's that another node took over from the log): replaced in the same write.
