@@ -13,6 +13,7 @@ import { Ring } from "../support/ring.js";
 import { Client, json, newTask } from "../../src/index.js";
 import { Dashboard, NARROW, hasText, pageOverflow } from "../support/dashboard.js";
 import { startEtcd, type EtcdCluster } from "../support/etcd.js";
+import { startNats, type NatsCluster } from "../support/nats.js";
 import { NodeProcess } from "../support/node-process.js";
 import { RpcChannel } from "../../src/rpc/client.js";
 import { AdminService } from "../../src/gen/conveyor/v1/admin_service_pb.js";
@@ -43,6 +44,7 @@ describe("cluster tab, single node", () => {
     const page = await d.open("#/cluster");
     await hasText(page.locator('[data-fact="cluster"]'), "single node (no cluster_etcd)");
     await hasText(page.locator('[data-fact="phase"]'), "active");
+    await hasText(page.locator('[data-fact="changelog"]'), "off (no cluster_nats: a crashed node's partitions wait for it)");
     await hasText(page.locator('[data-fact="ring-version"]'), "1");
     await hasText(page.locator('[data-fact="partitions"]'), "64");
     const node = (await page.locator('[data-fact="node"] .mono').textContent())!;
@@ -196,4 +198,40 @@ describe("cluster tab, two nodes on etcd", () => {
     expect(await pageOverflow(watching)).toBeLessThanOrEqual(0);
     await d.screenshot(watching, "cluster-owner-down");
   }, 150_000);
+});
+
+describe("cluster tab, with a changelog", () => {
+  let etcd: EtcdCluster;
+  let nats: NatsCluster;
+  const nodes: NodeProcess[] = [];
+
+  beforeAll(async () => {
+    [etcd, nats] = await Promise.all([startEtcd(), startNats({ size: 3 })]);
+    const cluster = `dash-log-${randomUUID().slice(0, 8)}`;
+    for (const id of ["l1", "l2"]) {
+      nodes.push(await NodeProcess.start({
+        settings: { cluster_etcd: etcd.endpoints, cluster_nats: nats.urls.join(","), cluster_name: cluster, node_id: id, cluster_member_ttl: "3s" },
+      }));
+    }
+  });
+
+  afterAll(async () => {
+    for (const n of nodes) {
+      await n.kill();
+      n.cleanup();
+    }
+    await Promise.all([etcd?.stop(), nats?.stop()]);
+  });
+
+  it("shows the log's stream and its leader, and how many partitions this node keeps a warm copy of", async () => {
+    const [l1] = nodes as [NodeProcess, NodeProcess];
+    const page = await d.open("#/cluster", undefined, l1);
+    // l1 is the ring successor, hence the standby, of every partition l2 owns.
+    const ring = new Ring(["l1", "l2"], 1);
+    const standbyOf = Array.from({ length: 64 }, (_, p) => p).filter((p) => ring.ownerOfPartition(p) === "l2").length;
+    expect(standbyOf).toBeGreaterThan(0);
+    const fact = page.locator('[data-fact="changelog"]');
+    await fact.filter({ hasText: new RegExp(`^CV_LOG, leader n\\d; standby for ${standbyOf} partitions, 0 entries behind$`) }).waitFor({ timeout: 20_000 });
+    await d.screenshot(page, "cluster-changelog");
+  }, 120_000);
 });

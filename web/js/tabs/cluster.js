@@ -1,5 +1,5 @@
 // Cluster: what `conveyor cluster status --partitions` prints — the answering node and its
-// phase, etcd's health, the members (GetClusterStatus with lease times; drained ones
+// phase, etcd's health, the changelog's health, the members (GetClusterStatus with lease times; drained ones
 // marked) and every partition with its pin (cluster-partitions.js) — with a warning when
 // partitions wait for a node that is down, and a note naming drained nodes. Read-only:
 // reader tokens see it all (drain and move are the CLI's).
@@ -19,6 +19,20 @@ function clusterText(status) {
   const etcd = status.etcd ?? [];
   const down = etcd.filter((e) => !e.healthy).map((e) => e.endpoint);
   return `${status.clusterName} (etcd ${etcd.length - down.length}/${etcd.length} healthy${down.length ? `; not answering: ${down.join(", ")}` : ""})`;
+}
+
+/**
+ * The changelog line, as `conveyor cluster status` prints it: the stream and its leader
+ * (or why the log did not answer), and this node's warm copies with the entries they have
+ * still to apply; "off" without cluster_nats (a crashed node's partitions then wait for it).
+ */
+function changelogText(status) {
+  const log = status.changelog;
+  if (!log?.enabled) return "off (no cluster_nats: a crashed node's partitions wait for it)";
+  const health = log.healthy ? `${log.stream}, leader ${log.leader}` : `${log.stream}, not answering: ${log.error}`;
+  const copies = toNum(log.standbyPartitions);
+  const standby = copies ? `standby for ${count(log.standbyPartitions)} partitions, ${count(log.standbyLagEntries ?? 0)} entries behind` : "standby for no partition";
+  return `${health}; ${standby}`;
 }
 
 function phaseText(status) {
@@ -123,6 +137,7 @@ registerTab({
         ["node", "Node", [h("span", { class: "mono" }, status.nodeId), toNum(info.startedAtMs) ? h("span", { class: "muted" }, ` (started ${relative(info.startedAtMs)})`) : null]],
         ["cluster", "Cluster", clusterText(status)],
         ["phase", "Phase", phaseText(status)],
+        ["changelog", "Changelog", changelogText(status)],
         ["ring-version", "Ring version", String(status.ringVersion ?? "0")],
         ["partitions", "Partitions", count(status.partitions)],
         ["grains", "Active grains", `${count(info.activeGrains)}${activeQueues.length ? ` (${activeQueues.join(", ")})` : ""}`],
