@@ -1,8 +1,10 @@
 /** Domain → wire conversions (the wire carries int64 as bigint). */
 import { create } from "@bufbuild/protobuf";
 import type { TaskRecord, TaskState } from "../grains/queue/task.js";
-import { AttemptSchema, TaskSchema, type Attempt, type TaskState as WireState, type Task } from "../gen/conveyor/v1/task_pb.js";
+import { AttemptSchema, EnqueueResultSchema, TaskSchema, type Attempt, type EnqueueResult, type TaskState as WireState, type Task } from "../gen/conveyor/v1/task_pb.js";
+import { DeliverySchema, type Delivery } from "../gen/conveyor/v1/worker_service_pb.js";
 import type { AttemptRecord } from "../grains/queue/attempts.js";
+import type { LeasedDelivery } from "../grains/queue/queue-grain.js";
 import { stateFromWire as wireStateName, stateToWire as wireState, type TaskStateName } from "../rpc/wire-names.js";
 
 /** The grain's state union and the wire enum's names are one list (compile-time check). */
@@ -33,4 +35,16 @@ export function attemptToWire(a: AttemptRecord): Attempt {
     number: a.number, startedAtMs: big(a.startedAtMs), endedAtMs: big(a.endedAtMs), workerId: a.workerId,
     outcome: a.outcome, error: a.error,
   });
+}
+
+export function deliveryToWire(d: LeasedDelivery): Delivery {
+  return create(DeliverySchema, {
+    leaseId: d.leaseId, queue: d.queue, leaseExpiresAtMs: BigInt(d.leaseExpiresAtMs),
+    deadlineAtMs: BigInt(d.deadlineAtMs), tasks: d.tasks.map((t) => taskToWire(t)), batch: d.batch, group: d.group,
+  });
+}
+
+/** One admitted task's short answer. */
+export function enqueueResultToWire(o: { id: string; state: TaskState; existed: boolean }, queue: string): EnqueueResult {
+  return create(EnqueueResultSchema, { id: o.id, queue, state: stateToWire(o.state), existed: o.existed });
 }
