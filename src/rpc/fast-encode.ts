@@ -83,15 +83,18 @@ function unknown(w: BinaryWriter, m: object): void {
   if (fields) for (const f of fields) w.tag(f.no, f.wireType).raw(f.data);
 }
 
-/** Each hand-encoded message and the fields its encoder writes (checked against the descriptor). */
-export const HAND_ENCODED: Array<{ schema: DescMessage; fields: readonly string[]; encode: Encode<never> }> = [];
+/**
+ * Each hand-encoded message, the fields its encoder writes (checked against the
+ * descriptor) and the encoder, typed for the tests, which feed it arbitrary messages.
+ */
+export const HAND_ENCODED: Array<{ schema: DescMessage; fields: readonly string[]; encode: Encode<unknown> }> = [];
 
 function encoder<Desc extends DescMessage>(schema: Desc, fields: ReadonlyArray<keyof Init<Desc> & string>, encode: Encode<Init<Desc>>): Encode<Init<Desc>> {
   const body: Encode<Init<Desc>> = (w, m) => {
     encode(w, m);
     unknown(w, m);
   };
-  HAND_ENCODED.push({ schema, fields, encode: body as Encode<never> });
+  HAND_ENCODED.push({ schema, fields, encode: body as Encode<unknown> });
   return body;
 }
 

@@ -63,7 +63,7 @@ describe("hand-encoded messages", () => {
 
   it("encode an empty answer as no bytes, as reflection does", () => {
     for (const { schema, encode } of HAND_ENCODED) {
-      expect(encodeWith(encode as (w: never, m: unknown) => void, {}).length, schema.typeName).toBe(0);
+      expect(encodeWith(encode, {}).length, schema.typeName).toBe(0);
     }
   });
 });
