@@ -8,9 +8,21 @@ import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import type { MessageInitShape, MessageShape } from "@bufbuild/protobuf";
+import { fastEncoderFor } from "./fast-encode.js";
 
-const serialize = (schema: DescMessage) => (message: unknown) =>
-  Buffer.from(toBinary(schema, create(schema, message as never)));
+/** A Buffer over the encoded bytes, not a copy of them. */
+const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+
+/**
+ * The hot responses have hand encoders (fast-encode.ts, which take the handler's init
+ * shape as it is); everything else goes through reflection, after `create()` turns an
+ * init shape into a message (it returns a real message unchanged).
+ */
+const serialize = (schema: DescMessage): ((message: unknown) => Buffer) => {
+  const fast = fastEncoderFor(schema);
+  if (fast) return (message) => asBuffer(fast(message));
+  return (message) => asBuffer(toBinary(schema, create(schema, message as never)));
+};
 const deserialize = (schema: DescMessage) => (bytes: Buffer) => fromBinary(schema, bytes);
 
 /**

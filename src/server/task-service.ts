@@ -1,14 +1,13 @@
 /** TaskService: translates producer calls to grain operations. No logic lives here. */
-import { create } from "@bufbuild/protobuf";
 import { toItemError } from "../rpc/status.js";
 import { ConveyorError, asStorageFailure, invalidField } from "../base/errors.js";
 import { quote } from "../base/limits.js";
 import type { EnqueueOutcome } from "../grains/queue/queue-core.js";
 import type { NewTask } from "../grains/queue/task.js";
 import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
-import { EnqueueResultSchema, type TaskSpec } from "../gen/conveyor/v1/task_pb.js";
+import type { TaskSpec } from "../gen/conveyor/v1/task_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
-import { attemptToWire, stateToWire, taskToWire } from "./convert.js";
+import { attemptToWire, enqueueResultToWire, taskToWire } from "./convert.js";
 import type { Clock } from "../base/clock.js";
 import type { Router } from "../cluster/router.js";
 import type { NodeMetrics } from "./metrics.js";
@@ -129,8 +128,7 @@ export function taskService(ctx: TaskServiceDeps): UnaryImpl<typeof TaskService>
     return ref.enqueue(items, atomic);
   }
 
-  const toResult = (o: Extract<EnqueueOutcome, { ok: true }>, queue: string) =>
-    create(EnqueueResultSchema, { id: o.id, queue, state: stateToWire(o.state), existed: o.existed });
+  const toResult = (o: Extract<EnqueueOutcome, { ok: true }>, queue: string) => enqueueResultToWire(o, queue);
 
   function checkBatchSize(n: number) {
     if (n < 1 || n > BATCH_MAX) throw invalidField("tasks", `must hold 1..${BATCH_MAX} tasks, got ${n}`);

@@ -1,5 +1,4 @@
 /** WorkerService: long-poll Lease, Heartbeat and Settle, translated to grain calls. */
-import { create } from "@bufbuild/protobuf";
 import { toItemError } from "../rpc/status.js";
 import { LEASE_CALL_IN_FLIGHT_MARGIN_MS } from "../base/lease-timing.js";
 import { asStorageFailure, ConveyorError, invalidField } from "../base/errors.js";
@@ -8,9 +7,9 @@ import { settledAttempt } from "../grains/queue/lease-lifecycle.js";
 import type { Settlement } from "../grains/queue/queue-core.js";
 import type { LeasedDelivery } from "../grains/queue/queue-grain.js";
 import type { Outcome } from "../grains/queue/task.js";
-import { DeliverySchema, Outcome as WireOutcome, WorkerService } from "../gen/conveyor/v1/worker_service_pb.js";
+import { Outcome as WireOutcome, WorkerService } from "../gen/conveyor/v1/worker_service_pb.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
-import { taskToWire } from "./convert.js";
+import { deliveryToWire } from "./convert.js";
 import { ruleFromWire } from "./rules/rule-wire.js";
 import type { Router } from "../cluster/router.js";
 import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
@@ -77,10 +76,6 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
    */
   const alreadyApplied = (e: Error, s: Settlement) =>
     e instanceof ConveyorError && e.reason === "LEASE_NOT_HELD" && ctx.attemptEndedUnder(s.taskId, s.leaseId) === settledAttempt(s).outcome;
-  const toDelivery = (d: LeasedDelivery) => create(DeliverySchema, {
-    leaseId: d.leaseId, queue: d.queue, leaseExpiresAtMs: BigInt(d.leaseExpiresAtMs),
-    deadlineAtMs: BigInt(d.deadlineAtMs), tasks: d.tasks.map((t) => taskToWire(t)), batch: d.batch, group: d.group,
-  });
 
   /** Deliveries whose caller went away go straight back to pending, no retry spent. */
   async function releaseOrphans(deliveries: readonly LeasedDelivery[]): Promise<void> {
@@ -122,7 +117,7 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
         return {};
       }
       return {
-        deliveries: deliveries.map(toDelivery),
+        deliveries: deliveries.map(deliveryToWire),
         leaseTtlMs: ctx.config.leaseTtlMs,
         heartbeatIntervalMs: Math.max(50, Math.min(ctx.config.heartbeatIntervalMs, Math.floor(ctx.config.leaseTtlMs / 3))),
         relocated,
