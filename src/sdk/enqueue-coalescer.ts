@@ -64,6 +64,7 @@ interface Group<Item, Result> {
 }
 
 export class EnqueueCoalescer<Item, Result> {
+  /** By group key; a Client has one key (call options), so groups are few and kept. */
   private readonly groups = new Map<string, Group<Item, Result>>();
 
   constructor(private readonly transport: CoalescerTransport<Item, Result>, private readonly limits: CoalescerLimits<Item>) {}
@@ -115,7 +116,6 @@ export class EnqueueCoalescer<Item, Result> {
       }
       this.send(key, group, chunk);
     }
-    if (group.pending.length === 0 && group.inFlight === 0) this.groups.delete(key);
   }
 
   /** The longest prefix of the pending calls within the bounds (a larger single call goes alone: the node judges it). */
@@ -131,38 +131,44 @@ export class EnqueueCoalescer<Item, Result> {
     return group.pending.splice(0, n);
   }
 
+  /**
+   * Sends a chunk: alone as a single call, or as a batch. The send counts as returned
+   * before its callers are told, so a caller that enqueues again on its answer finds
+   * nothing in flight and its call goes out in the next turn (no added latency).
+   */
   private send(key: string, group: Group<Item, Result>, chunk: Array<Pending<Item, Result>>): void {
     group.inFlight += 1;
-    const done = () => {
+    const returned = () => {
       group.inFlight -= 1;
       if (group.pending.length > 0) this.schedule(key, group);
-      else if (group.inFlight === 0) this.groups.delete(key);
     };
-    const sent = chunk.length === 1 ? this.sendOne(chunk[0]!) : this.sendBatch(chunk);
-    void sent.then(done);
-  }
-
-  /** Settles when the call has returned (its callers are told; never rejects). */
-  private sendOne(p: Pending<Item, Result>): Promise<void> {
-    return this.transport.one(p.item).then(p.resolve, p.reject);
-  }
-
-  private sendBatch(chunk: Array<Pending<Item, Result>>): Promise<void> {
-    return this.transport.batch(chunk.map((p) => p.item)).then(
-      (outcomes) => chunk.forEach((p, i) => {
+    if (chunk.length === 1) {
+      const p = chunk[0]!;
+      this.transport.one(p.item).then((result) => {
+        returned();
+        p.resolve(result);
+      }, (error: unknown) => {
+        returned();
+        p.reject(error);
+      });
+      return;
+    }
+    this.transport.batch(chunk.map((p) => p.item)).then((outcomes) => {
+      returned();
+      chunk.forEach((p, i) => {
         const outcome = outcomes[i];
         if (outcome === undefined) p.reject(new ConveyorError("INTERNAL", "INTERNAL", `the batch answer has ${outcomes.length} items for ${chunk.length} tasks`));
         else if (outcome instanceof Error) p.reject(outcome);
         else p.resolve(outcome);
-      }),
-      async (error: unknown) => {
-        if (!this.transport.refusedBeforeWork(error)) {
-          for (const p of chunk) p.reject(error);
-          return;
-        }
+      });
+    }, (error: unknown) => {
+      if (this.transport.refusedBeforeWork(error)) {
         // Refused as a whole, nothing stored: each call alone gets its own answer.
-        await Promise.all(chunk.map((p) => this.sendOne(p)));
-      },
-    );
+        for (const p of chunk) this.send(key, group, [p]);
+      } else {
+        for (const p of chunk) p.reject(error);
+      }
+      returned();
+    });
   }
 }
