@@ -51,6 +51,16 @@ export interface TaskResult {
 /** How much longer than the node's wait a WaitTask call may take to be answered. */
 const WAIT_CALL_MARGIN_MS = 10_000;
 
+/**
+ * Sends of coalesced enqueues in flight before later calls wait for one to return. One
+ * (pure Nagle) phase-locks producers whose calls do not line up: 50 callers pausing 0-3
+ * turns after each answer split into four groups that each waited for another's answer
+ * (700 calls for 20,000 tasks, where two in flight made 425 and let answers arriving
+ * together merge the groups again); an open loop (one call a turn) was as fast with two
+ * as with one (13-15k/s, ~45 calls, against 3k/s and 20,000 calls with no wait at all).
+ */
+const COALESCE_IN_FLIGHT_MAX = 2;
+
 /** A batch stays this far under the node's request size limit (framing, estimates). */
 const BATCH_MAX_BYTES = REQUEST_MAX_BYTES - 64 * 1024;
 
@@ -110,7 +120,7 @@ export class Client {
         one: (spec) => this.enqueueOne(spec),
         batch: (specs) => this.enqueueCoalesced(specs),
         refusedBeforeWork,
-      }, { countMax: BATCH_MAX, bytesMax: BATCH_MAX_BYTES, bytesOf: specBytes });
+      }, { countMax: BATCH_MAX, bytesMax: BATCH_MAX_BYTES, bytesOf: specBytes, inFlightMax: COALESCE_IN_FLIGHT_MAX });
     }
   }
 

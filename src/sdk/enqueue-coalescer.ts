@@ -6,12 +6,13 @@
  * "The SDK coalesces overlapping enqueues"). One batch of N costs about one call.
  *
  * When a call goes out (Nagle-like, never a timer):
- * - nothing in flight: at the end of the event-loop turn (setImmediate), with every call
- *   of that turn. A lone call goes out at once as a plain Enqueue, so latency at one call
- *   in flight is what it was without coalescing;
- * - a send in flight: calls wait for it to return, then go out together in the next turn;
- *   a pending group that reaches a bound (BATCH_MAX items, or about the node's request
- *   size) goes out without waiting.
+ * - fewer than `inFlightMax` sends in flight: at the end of the event-loop turn
+ *   (setImmediate), with every call of that turn. A lone call goes out as a plain
+ *   Enqueue, so latency at one call in flight is what it was without coalescing;
+ * - `inFlightMax` sends in flight: calls wait for one to return, then go out together in
+ *   the next turn; a pending group that reaches a bound (BATCH_MAX items, or about the
+ *   node's request size) goes out without waiting. The Client allows two in flight, not
+ *   one: see COALESCE_IN_FLIGHT_MAX for the measurements.
  *
  * What each caller gets is what a single Enqueue would have given it:
  * - per-item outcomes of the batch go to their own callers (an invalid item fails only
@@ -26,7 +27,7 @@
  *
  * Only calls of one `group` share a batch (the Client keys groups by call options; every
  * enqueue of a Client has the same today). Order is kept within a group: a batch lists
- * its calls in call order, and the next partial batch waits for the one in flight.
+ * its calls in call order, and a partial batch goes out only after the earlier ones did.
  */
 import { ConveyorError } from "../base/errors.js";
 
@@ -46,6 +47,8 @@ export interface CoalescerLimits<Item> {
   bytesMax: number;
   /** An item's estimated size on the wire. */
   bytesOf(item: Item): number;
+  /** Sends of a group in flight at most before a partial batch waits for one to return. */
+  inFlightMax: number;
 }
 
 interface Pending<Item, Result> {
@@ -76,7 +79,7 @@ export class EnqueueCoalescer<Item, Result> {
       const bytes = this.limits.bytesOf(item);
       group.pending.push({ item, bytes, resolve, reject });
       group.pendingBytes += bytes;
-      if (group.inFlight === 0 || this.full(group)) this.schedule(groupKey, group);
+      if (group.inFlight < this.limits.inFlightMax || this.full(group)) this.schedule(groupKey, group);
     });
   }
 
@@ -97,12 +100,12 @@ export class EnqueueCoalescer<Item, Result> {
   }
 
   /**
-   * Sends what is pending: all of it (in chunks within the bounds) when nothing was in
-   * flight, otherwise only full chunks.
+   * Sends what is pending: all of it (in chunks within the bounds) when fewer than
+   * inFlightMax sends were in flight, otherwise only full chunks.
    */
   private flush(key: string, group: Group<Item, Result>): void {
     group.flushScheduled = false;
-    const idle = group.inFlight === 0;
+    const idle = group.inFlight < this.limits.inFlightMax;
     for (;;) {
       const chunk = this.takeChunk(group);
       if (chunk.length === 0) break;

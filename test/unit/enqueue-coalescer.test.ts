@@ -41,7 +41,8 @@ function fakeTransport(refused: (e: unknown) => boolean = () => false) {
   return { sent, transport };
 }
 
-const limits = (countMax = 1000, bytesMax = 1_000_000) => ({ countMax, bytesMax, bytesOf: (s: string) => s.length });
+/** Bounds for a test: pure Nagle (one send in flight) unless `inFlightMax` says otherwise. */
+const limits = (countMax = 1000, bytesMax = 1_000_000, inFlightMax = 1) => ({ countMax, bytesMax, bytesOf: (s: string) => s.length, inFlightMax });
 
 /** Settles each promise into its value or its error's message, for comparing outcomes. */
 const settle = (ps: Array<Promise<string>>) => Promise.all(ps.map((p) => p.then((v) => v, (e: Error) => `error:${e.message}`)));
@@ -95,6 +96,25 @@ describe("enqueue coalescer", () => {
     expect(sent.map((s) => [s.kind, s.items])).toEqual([["one", ["a"]], ["batch", ["b", "c", "d"]]]);
     sent[1]!.answer();
     expect(await settle(later)).toEqual(["ok:b", "ok:c", "ok:d"]);
+  });
+
+  it("with two sends allowed in flight, a second turn's calls go at once and a third turn's wait", async () => {
+    const { sent, transport } = fakeTransport();
+    const c = new EnqueueCoalescer(transport, limits(1000, 1_000_000, 2));
+    const ps = [c.add("a")];
+    await nextTurn();
+    ps.push(c.add("b"), c.add("c"));
+    await nextTurn();
+    ps.push(c.add("d"), c.add("e"));
+    await nextTurn();
+    expect(sent.map((s) => s.items)).toEqual([["a"], ["b", "c"]]);
+    sent[1]!.answer();
+    await ps[1];
+    await nextTurn();
+    expect(sent.map((s) => s.items).slice(2)).toEqual([["d", "e"]]);
+    sent[0]!.answer();
+    sent[2]!.answer();
+    expect(await settle(ps)).toEqual(["ok:a", "ok:b", "ok:c", "ok:d", "ok:e"]);
   });
 
   it("calls made by callers as their answers arrive join the calls collected meanwhile", async () => {
