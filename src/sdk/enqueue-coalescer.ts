@@ -25,9 +25,11 @@
  *   so sending again could store a task twice (a retry is the caller's, idempotent with
  *   its own `taskId`).
  *
- * Only calls of one `group` share a batch (the Client keys groups by call options; every
- * enqueue of a Client has the same today). Order is kept within a group: a batch lists
- * its calls in call order, and a partial batch goes out only after the earlier ones did.
+ * Only calls of one `group` share a batch, for calls whose RPC options differ. The Client
+ * uses one group: its enqueues share its call options (deadline, waitForReady, connect
+ * timeout, token), and every EnqueueOptions field is a TaskSpec field, which a batch
+ * carries per item. Order is kept within a group: a batch lists its calls in call order,
+ * and a partial batch goes out only after the earlier ones did.
  */
 import { ConveyorError } from "../base/errors.js";
 
