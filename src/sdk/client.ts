@@ -1,7 +1,8 @@
 /**
- * The producer client. Concurrent `enqueue` calls made in the same event-loop turn are
- * coalesced into one EnqueueBatch RPC (a lone call goes out as a plain Enqueue), so a
- * producer with many calls in flight pays one round trip per turn, not per task.
+ * The producer client. Overlapping `enqueue` calls (made in one event-loop turn, or
+ * while an earlier one is in flight) go out as one EnqueueBatch RPC, each caller getting
+ * its own outcome (enqueue-coalescer.ts says when and why); a lone call goes out at once
+ * as a plain Enqueue. `coalesceEnqueues: false` sends every call alone.
  */
 import { ConveyorError } from "../base/errors.js";
 import { BATCH_MAX, REQUEST_MAX_BYTES, WAIT_TASK_MAX_MS } from "../base/limits.js";
@@ -14,11 +15,17 @@ import { connectTo, type ConnectionOptions } from "./connection.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
 import { stateName, toSpec, toTaskView, type Duration, type EnqueueOptions, type NewTaskSpec, type TaskState, type TaskView } from "./task.js";
 import { Admin } from "./admin.js";
+import { EnqueueCoalescer } from "./enqueue-coalescer.js";
 import { TaskFailedError, WaitTimeoutError } from "./errors.js";
 
 export interface ClientOptions extends ConnectionOptions {
   /** Deadline of each RPC once connected; default 30 s. */
   timeoutMs?: number;
+  /**
+   * Send overlapping `enqueue` calls as one EnqueueBatch (default true): one RPC's cost
+   * for many tasks, with each caller's outcome its own. `false`: one Enqueue per call.
+   */
+  coalesceEnqueues?: boolean;
 }
 
 /** The answer to an enqueue. */
@@ -44,11 +51,15 @@ export interface TaskResult {
 /** How much longer than the node's wait a WaitTask call may take to be answered. */
 const WAIT_CALL_MARGIN_MS = 10_000;
 
-interface Pending {
-  spec: TaskSpec;
-  resolve: (info: TaskInfo) => void;
-  reject: (error: unknown) => void;
-}
+/**
+ * Sends of coalesced enqueues in flight before later calls wait for one to return. One
+ * (pure Nagle) phase-locks producers whose calls do not line up: 50 callers pausing 0-3
+ * turns after each answer split into four groups that each waited for another's answer
+ * (700 calls for 20,000 tasks, where two in flight made 425 and let answers arriving
+ * together merge the groups again); an open loop (one call a turn) was as fast with two
+ * as with one (13-15k/s, ~45 calls, against 3k/s and 20,000 calls with no wait at all).
+ */
+const COALESCE_IN_FLIGHT_MAX = 2;
 
 /** A batch stays this far under the node's request size limit (framing, estimates). */
 const BATCH_MAX_BYTES = REQUEST_MAX_BYTES - 64 * 1024;
@@ -88,9 +99,8 @@ export class Client {
   private readonly tasks: UnaryClient<typeof TaskService>;
   private readonly timeoutMs: number;
   private readonly connectTimeoutMs: number;
-  private pending: Pending[] = [];
+  private readonly coalescer: EnqueueCoalescer<TaskSpec, TaskInfo> | undefined;
   private adminApi: Admin | undefined;
-  private flushScheduled = false;
   /**
    * SDK calls ride out a short node restart instead of failing at once: each waits up to
    * connectTimeoutMs for a connection, then has timeoutMs to be answered.
@@ -105,6 +115,13 @@ export class Client {
     this.connectTimeoutMs = connection.connectTimeoutMs;
     this.tasks = this.channel.service(TaskService);
     this.timeoutMs = options.timeoutMs ?? 30_000;
+    if (options.coalesceEnqueues ?? true) {
+      this.coalescer = new EnqueueCoalescer<TaskSpec, TaskInfo>({
+        one: (spec) => this.enqueueOne(spec),
+        batch: (specs) => this.enqueueCoalesced(specs),
+        refusedBeforeWork,
+      }, { countMax: BATCH_MAX, bytesMax: BATCH_MAX_BYTES, bytesOf: specBytes, inFlightMax: COALESCE_IN_FLIGHT_MAX });
+    }
   }
 
   /** Enqueues one task; resolves once it is durably stored. */
@@ -115,13 +132,7 @@ export class Client {
     } catch (e) {
       return Promise.reject(new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD", (e as Error).message));
     }
-    return new Promise((resolve, reject) => {
-      this.pending.push({ spec, resolve, reject });
-      if (!this.flushScheduled) {
-        this.flushScheduled = true;
-        setImmediate(() => this.flush());
-      }
-    });
+    return this.coalescer ? this.coalescer.add(spec) : this.enqueueOne(spec);
   }
 
   /** Enqueues many tasks in one call; each item succeeds or fails on its own. */
@@ -189,35 +200,31 @@ export class Client {
     this.channel.close();
   }
 
-  private flush(): void {
-    this.flushScheduled = false;
-    const pending = this.pending;
-    this.pending = [];
-    for (const chunk of chunkSpecs(pending, (p) => p.spec)) {
-      if (chunk.length === 1) this.sendOne(chunk[0]!);
-      else this.sendBatch(chunk);
-    }
+  private async enqueueOne(spec: TaskSpec): Promise<TaskInfo> {
+    return toInfo((await this.tasks.enqueue({ task: spec }, this.callOptions)).result!);
   }
 
-  private sendOne(p: Pending): void {
-    this.tasks.enqueue({ task: p.spec }, this.callOptions).then((r) => p.resolve(toInfo(r.result!)), p.reject);
+  /** Coalesced calls as one EnqueueBatch: each item's outcome, as a single Enqueue would have given it. */
+  private async enqueueCoalesced(specs: readonly TaskSpec[]): Promise<Array<TaskInfo | ConveyorError>> {
+    const res = await this.tasks.enqueueBatch({ tasks: [...specs] }, this.callOptions);
+    return res.items.map((item) => {
+      if (item.outcome.case === "result") return toInfo(item.outcome.value);
+      const e = fromItemError(item.outcome.value);
+      // The batch names items as tasks[i]; a coalesced caller sent one task, so say "task".
+      const task = (text: string) => text.replace(/^tasks\[\d+\]/, "task");
+      return new ConveyorError(e.code, e.reason, task(e.message), e.field === undefined ? undefined : task(e.field));
+    });
   }
+}
 
-  private sendBatch(batch: Pending[]): void {
-    this.tasks.enqueueBatch({ tasks: batch.map((p) => p.spec) }, this.callOptions).then(
-      (res) => res.items.forEach((item, i) => {
-        const p = batch[i]!;
-        if (item.outcome.case === "result") p.resolve(toInfo(item.outcome.value));
-        else {
-          const e = fromItemError(item.outcome.value);
-          // The batch names items as tasks[i]; a coalesced caller sent one task, so say "task".
-          const task = (text: string) => text.replace(/^tasks\[\d+\]/, "task");
-          p.reject(new ConveyorError(e.code, e.reason, task(e.message), e.field === undefined ? undefined : task(e.field)));
-        }
-      }),
-      (error: unknown) => batch.forEach((p) => p.reject(error)),
-    );
-  }
+/**
+ * Whole-call refusals of an EnqueueBatch made before any work: the guard (a token scoped
+ * away from one item's queue, a role), the request's size and shape. They say nothing
+ * about one item, so the coalescer sends each member again alone.
+ */
+function refusedBeforeWork(error: unknown): boolean {
+  return error instanceof ConveyorError
+    && (error.code === "INVALID_ARGUMENT" || error.code === "PERMISSION_DENIED" || error.code === "RESOURCE_EXHAUSTED");
 }
 
 function resultOf(task: TaskView): TaskResult {
