@@ -18,7 +18,8 @@ from .errors import ConveyorError
 
 DETAILS_KEY = "grpc-status-details-bin"
 FIELD_KEY = "field"
-_CODES = {"INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL"}
+_CODES = {"INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED", "UNAVAILABLE",
+          "UNAUTHENTICATED", "PERMISSION_DENIED", "INTERNAL"}
 _TRANSPORT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
 _CODE_BY_NUMBER = {c.value[0]: c.name for c in grpc.StatusCode}
 
@@ -34,8 +35,9 @@ _ERROR_INFO_URL_SUFFIX = "/google.rpc.ErrorInfo"
 
 
 def code_name(code: int | grpc.StatusCode) -> str:
-    """The SDK's code name of a gRPC code: one of the seven conveyor uses; DEADLINE_EXCEEDED
-    and CANCELLED are UNAVAILABLE (no answer), anything else INTERNAL."""
+    """The SDK's code name of a gRPC code: one of the nine conveyor uses (src/base/errors.ts's
+    ErrorCode); DEADLINE_EXCEEDED and CANCELLED are UNAVAILABLE (no answer), anything else
+    INTERNAL."""
     name = code.name if isinstance(code, grpc.StatusCode) else _CODE_BY_NUMBER.get(code, "INTERNAL")
     if name in _CODES:
         return name

@@ -11,7 +11,7 @@ __all__ = ["ConveyorError", "SkipRetry", "BatchError", "skip_retry", "is_skip_re
 class ConveyorError(Exception):
     """A refused call. `code` is the gRPC code name (``"INVALID_ARGUMENT"``, ``"NOT_FOUND"``,
     ``"ALREADY_EXISTS"``, ``"FAILED_PRECONDITION"``, ``"RESOURCE_EXHAUSTED"``,
-    ``"UNAVAILABLE"``, ``"INTERNAL"``), `reason` a stable reason (the README's Errors table:
+    ``"UNAVAILABLE"``, ``"UNAUTHENTICATED"``, ``"PERMISSION_DENIED"``, ``"INTERNAL"``), `reason` a stable reason (the README's Errors table:
     ``"UNIQUE_KEY_CONFLICT"``, ``"INVALID_FIELD"``, ..., and ``"UNREACHABLE"`` when no answer
     came back), `field` the request field at fault when there is one, `details` the
     error's machine-readable facts (e.g. WRONG_OWNER's ``owner``)."""

@@ -158,3 +158,15 @@ def test_a_closed_slot_budget_ends_every_waiting_reservation() -> None:
         return list(await asyncio.gather(*waiting))
 
     assert asyncio.run(main()) == [0, 0]
+
+
+def test_status_codes_are_the_nine_the_node_uses() -> None:
+    import grpc
+
+    from conveyor._status import code_name
+
+    for name in ("INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED",
+                 "UNAVAILABLE", "UNAUTHENTICATED", "PERMISSION_DENIED", "INTERNAL"):
+        assert code_name(getattr(grpc.StatusCode, name)) == name
+    assert code_name(grpc.StatusCode.PERMISSION_DENIED.value[0]) == "PERMISSION_DENIED"  # an ItemError's number
+    assert (code_name(grpc.StatusCode.DEADLINE_EXCEEDED), code_name(grpc.StatusCode.UNIMPLEMENTED)) == ("UNAVAILABLE", "INTERNAL")
