@@ -38,3 +38,11 @@ def sync_channel(address: Optional[str]) -> grpc.Channel:
 
 def aio_channel(address: Optional[str]) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(default_address(address), options=CHANNEL_OPTIONS)
+
+
+def auth_metadata(token: Optional[str]) -> Optional[tuple[tuple[str, str], ...]]:
+    """The call metadata carrying `token` (else $CONVEYOR_TOKEN) as ``authorization: Bearer``,
+    or None without one. Sent per call, so it works on plaintext loopback channels too (as
+    the TS SDK's src/rpc/client.ts does)."""
+    token = token if token is not None else os.environ.get("CONVEYOR_TOKEN")
+    return (("authorization", f"Bearer {token}"),) if token else None

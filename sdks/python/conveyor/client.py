@@ -1,5 +1,9 @@
 """The producer client: enqueue tasks, read and cancel them.
 
+:class:`AsyncClient` coalesces overlapping ``enqueue`` calls into EnqueueBatch calls, each
+caller getting its own outcome (_coalescer.py says when and why); a lone call goes out at
+once as a plain Enqueue, and ``coalesce_enqueues=False`` sends every call alone.
+
 Every call waits for the node to be reachable up to its timeout (``wait_for_ready``), so a
 producer rides out a node restart instead of failing at once; failures raise
 :class:`~conveyor.errors.ConveyorError` with the server's code, reason and field.
@@ -10,13 +14,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Optional, Union
 
-import asyncio
 import re
 
 import grpc
 import grpc.aio
 
-from ._channel import aio_channel, sync_channel
+from ._channel import aio_channel, auth_metadata, sync_channel
+from ._coalescer import EnqueueCoalescer
 from ._status import from_item_error, from_rpc_error
 from .errors import ConveyorError
 from .task import ConveyorValueError, Duration, NewTask, Task, TaskInfo, info_from_wire, task_from_wire, to_spec
@@ -24,10 +28,19 @@ from .v1 import task_pb2, task_service_pb2, task_service_pb2_grpc
 
 __all__ = ["AsyncClient", "Client"]
 
+#: Tasks per EnqueueBatch (src/base/limits.ts BATCH_MAX).
 BATCH_MAX = 1000
+#: The largest request message a node accepts (src/base/limits.ts REQUEST_MAX_BYTES).
 REQUEST_MAX_BYTES = 4 * 1024 * 1024
 #: A batch stays this far under the node's request size limit (framing, estimates).
 BATCH_MAX_BYTES = REQUEST_MAX_BYTES - 64 * 1024
+#: Coalesced sends in flight before later calls wait for one to return (the TS SDK's
+#: COALESCE_IN_FLIGHT_MAX, src/sdk/client.ts, which says why two and not one).
+COALESCE_IN_FLIGHT_MAX = 2
+#: Whole-call refusals of an EnqueueBatch made before any work (the guard: a token scoped
+#: away from one item's queue, a role; the request's size and shape): they say nothing
+#: about one item, so the coalescer sends each member again alone.
+_REFUSED_BEFORE_WORK = frozenset({"INVALID_ARGUMENT", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED"})
 
 
 def _chunks(specs: Sequence[task_pb2.TaskSpec]) -> list[list[task_pb2.TaskSpec]]:
@@ -37,7 +50,7 @@ def _chunks(specs: Sequence[task_pb2.TaskSpec]) -> list[list[task_pb2.TaskSpec]]
     chunk: list[task_pb2.TaskSpec] = []
     size = 0
     for spec in specs:
-        n = spec.ByteSize() + 16
+        n = _spec_bytes(spec)
         if chunk and (len(chunk) >= BATCH_MAX or size + n > BATCH_MAX_BYTES):
             chunks.append(chunk)
             chunk, size = [], 0
@@ -46,6 +59,15 @@ def _chunks(specs: Sequence[task_pb2.TaskSpec]) -> list[list[task_pb2.TaskSpec]]
     if chunk:
         chunks.append(chunk)
     return chunks
+
+
+def _spec_bytes(spec: task_pb2.TaskSpec) -> int:
+    """A spec's size in a batch request (its bytes, and room for the field's framing)."""
+    return spec.ByteSize() + 16
+
+
+def _refused_before_work(error: BaseException) -> bool:
+    return isinstance(error, ConveyorError) and error.code in _REFUSED_BEFORE_WORK
 
 
 def _spec(task: NewTask) -> task_pb2.TaskSpec:
@@ -59,10 +81,13 @@ def _spec(task: NewTask) -> task_pb2.TaskSpec:
 
 class Client:
     """A producer. ``Client()`` dials $CONVEYOR_SERVER or 127.0.0.1:7233; `timeout` is each
-    call's deadline (``timedelta`` or seconds, default 30 s). Use it as a context manager or
-    call :meth:`close`. Safe to share between threads."""
+    call's deadline (``timedelta`` or seconds, default 30 s); `token` is sent as
+    ``authorization: Bearer`` to a node with an auth file (default $CONVEYOR_TOKEN). Use it
+    as a context manager or call :meth:`close`. Safe to share between threads. One RPC per
+    :meth:`enqueue` (a blocking call has no overlap to coalesce; see :class:`AsyncClient`)."""
 
-    def __init__(self, address: Optional[str] = None, *, timeout: Duration = 30.0) -> None:
+    def __init__(self, address: Optional[str] = None, *, timeout: Duration = 30.0, token: Optional[str] = None) -> None:
+        self._metadata = auth_metadata(token)
         self._channel = sync_channel(address)
         self._stub = task_service_pb2_grpc.TaskServiceStub(self._channel)
         self._timeout = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
@@ -78,7 +103,7 @@ class Client:
 
     def _call(self, method: Any, request: Any) -> Any:
         try:
-            return method(request, timeout=self._timeout, wait_for_ready=True)
+            return method(request, timeout=self._timeout, wait_for_ready=True, metadata=self._metadata)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
@@ -155,19 +180,26 @@ _TASKS_PREFIX = re.compile(r"^tasks\[\d+\]")
 
 class AsyncClient:
     """The producer client for asyncio code (e.g. an ``async def`` handler enqueueing
-    follow-up tasks). As in the TypeScript SDK, concurrent :meth:`enqueue` calls made in the
-    same event-loop iteration are coalesced into one EnqueueBatch call (a lone call goes out
-    as a plain Enqueue). Create and use it on one event loop; ``async with`` or
-    :meth:`close`."""
+    follow-up tasks). Overlapping :meth:`enqueue` calls are coalesced into EnqueueBatch
+    calls, as in the TypeScript SDK: the calls of one event-loop iteration go out together
+    while fewer than two sends are in flight, later ones wait for a send to return (a
+    pending batch of BATCH_MAX tasks or about the request size goes at once); a lone call
+    goes out as a plain Enqueue. Each caller gets the outcome a single Enqueue gives it.
+    ``coalesce_enqueues=False`` sends one Enqueue per call. `timeout` and `token` as for
+    :class:`Client`. Create and use it on one event loop; ``async with`` or :meth:`close`."""
 
-    def __init__(self, address: Optional[str] = None, *, timeout: Duration = 30.0) -> None:
+    def __init__(self, address: Optional[str] = None, *, timeout: Duration = 30.0, token: Optional[str] = None,
+                 coalesce_enqueues: bool = True) -> None:
         self._address = address
         self._timeout = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+        self._metadata = auth_metadata(token)
         self._channel: Optional[grpc.aio.Channel] = None
         self._stub_: Any = None
-        self._pending: list[tuple[task_pb2.TaskSpec, asyncio.Future[TaskInfo]]] = []
-        self._flush_scheduled = False
-        self._sends: set[asyncio.Task[None]] = set()
+        self._coalescer: Optional[EnqueueCoalescer[task_pb2.TaskSpec, TaskInfo]] = None
+        if coalesce_enqueues:
+            self._coalescer = EnqueueCoalescer(
+                self._enqueue_one, self._enqueue_coalesced, _refused_before_work,
+                count_max=BATCH_MAX, bytes_max=BATCH_MAX_BYTES, bytes_of=_spec_bytes, in_flight_max=COALESCE_IN_FLIGHT_MAX)
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -183,14 +215,15 @@ class AsyncClient:
         return self._stub_
 
     async def close(self) -> None:
-        if self._sends:
-            await asyncio.gather(*list(self._sends), return_exceptions=True)
+        """Waits for the enqueues in progress to be answered, then closes the channel."""
+        if self._coalescer is not None:
+            await self._coalescer.drain()
         if self._channel is not None:
             await self._channel.close()
 
     async def _call(self, method: Any, request: Any) -> Any:
         try:
-            return await method(request, timeout=self._timeout, wait_for_ready=True)
+            return await method(request, timeout=self._timeout, wait_for_ready=True, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
             raise from_rpc_error(e) from None
 
@@ -202,53 +235,28 @@ class AsyncClient:
     async def enqueue_task(self, task: NewTask) -> TaskInfo:
         """Enqueues one prepared :class:`~conveyor.task.NewTask` (coalesced like :meth:`enqueue`)."""
         spec = _spec(task)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[TaskInfo] = loop.create_future()
-        self._pending.append((spec, future))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop.call_soon(self._flush)
-        return await future
+        if self._coalescer is None:
+            return await self._enqueue_one(spec)
+        return await self._coalescer.add(spec)
 
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        pending, self._pending = self._pending, []
-        by_spec = {id(spec): (spec, fut) for spec, fut in pending}
-        for chunk in _chunks([spec for spec, _ in pending]):
-            items = [by_spec[id(spec)] for spec in chunk]
-            send = asyncio.ensure_future(self._send(items))
-            self._sends.add(send)
-            send.add_done_callback(self._sends.discard)
+    async def _enqueue_one(self, spec: task_pb2.TaskSpec) -> TaskInfo:
+        res = await self._call(self._stub.Enqueue, task_service_pb2.EnqueueRequest(task=spec))
+        return info_from_wire(res.result)
 
-    async def _send(self, items: list[tuple[task_pb2.TaskSpec, asyncio.Future[TaskInfo]]]) -> None:
-        try:
-            if len(items) == 1:
-                res = await self._call(self._stub.Enqueue, task_service_pb2.EnqueueRequest(task=items[0][0]))
-                results: list[Union[TaskInfo, ConveyorError]] = [info_from_wire(res.result)]
+    async def _enqueue_coalesced(self, specs: Sequence[task_pb2.TaskSpec]) -> list[Union[TaskInfo, ConveyorError]]:
+        """Coalesced calls as one EnqueueBatch: each item's outcome, as a single Enqueue
+        would have given it."""
+        batch = await self._call(self._stub.EnqueueBatch, task_service_pb2.EnqueueBatchRequest(tasks=specs))
+        results: list[Union[TaskInfo, ConveyorError]] = []
+        for item in batch.items:
+            if item.WhichOneof("outcome") == "result":
+                results.append(info_from_wire(item.result))
             else:
-                batch = await self._call(self._stub.EnqueueBatch,
-                                         task_service_pb2.EnqueueBatchRequest(tasks=[spec for spec, _ in items]))
-                results = []
-                for item in batch.items:
-                    if item.WhichOneof("outcome") == "result":
-                        results.append(info_from_wire(item.result))
-                    else:
-                        # The batch names items as tasks[i]; a coalesced caller sent one task, so say "task".
-                        e = from_item_error(item.error)
-                        results.append(ConveyorError(e.code, e.reason, _TASKS_PREFIX.sub("task", e.message),
-                                                     _TASKS_PREFIX.sub("task", e.field) if e.field else None, e.details))
-        except ConveyorError as error:
-            for _, fut in items:
-                if not fut.done():
-                    fut.set_exception(error)
-            return
-        for (_, fut), result in zip(items, results):
-            if fut.done():
-                continue
-            if isinstance(result, ConveyorError):
-                fut.set_exception(result)
-            else:
-                fut.set_result(result)
+                # The batch names items as tasks[i]; a coalesced caller sent one task, so say "task".
+                e = from_item_error(item.error)
+                results.append(ConveyorError(e.code, e.reason, _TASKS_PREFIX.sub("task", e.message),
+                                             _TASKS_PREFIX.sub("task", e.field) if e.field else None, e.details))
+        return results
 
     async def enqueue_batch(self, tasks: Iterable[NewTask]) -> list[Union[TaskInfo, ConveyorError]]:
         """As :meth:`Client.enqueue_batch`."""
