@@ -4,7 +4,7 @@
  * stdout (progress goes to stderr) and writes bench-results/<timestamp>.json and
  * bench-results/latest.json.
  *
- *   node dist/bench/run.js [--only enqueue,e2e,latency,keys,batch,rules,upkeep,retained,footprint,pending,pending-keys,pending-queues] [--tasks 20000]
+ *   node dist/bench/run.js [--only enqueue,e2e,latency,keys,batch,rules,upkeep,store,retained,footprint,pending,pending-keys,pending-queues] [--tasks 20000]
  *       [--latency-tasks 2000] [--latency-rate 200] [--retained-tasks 3000000]
  *       [--retained-delete-seconds 600] [--pending-tasks 1000000] [--set key=value ...] [--out DIR]
  *
@@ -32,6 +32,7 @@ import { latencyScenario } from "./scenarios/latency.js";
 import { pendingKeysScenario, pendingQueuesScenario, pendingScenario } from "./scenarios/pending.js";
 import { retainedScenario } from "./scenarios/retained.js";
 import { rulesScenario } from "./scenarios/rules.js";
+import { storeScenario } from "./scenarios/store.js";
 import { upkeepScenario } from "./scenarios/upkeep.js";
 import { fmtMs, fmtNum, renderTable } from "./stats.js";
 
@@ -40,7 +41,7 @@ const BUSY_PERCENT = 10;
 
 /** Every scenario, in run order. */
 const SCENARIOS: Scenario[] = [
-  enqueueScenario, e2eScenario, latencyScenario, keysScenario, batchScenario, rulesScenario, upkeepScenario, retainedScenario,
+  enqueueScenario, e2eScenario, latencyScenario, keysScenario, batchScenario, rulesScenario, upkeepScenario, storeScenario, retainedScenario,
   footprintScenario, pendingScenario, pendingKeysScenario, pendingQueuesScenario,
 ];
 
