@@ -12,6 +12,8 @@
  *             worker leasing many; 3 of the 4 turns pay a savepoint);
  *   single    one queue, 16 turns of one task per transaction (many callers, one task each).
  * The core's own CPU is inside these numbers too; compare two builds in the same sitting.
+ * Each phase also reports its commit's share (CPU from the end of its turns to the commit's
+ * answer). BENCH_STORE_PRAGMA="a=1;b=2" sets pragmas on the file first, for experiments.
  */
 import { randomUUID } from "node:crypto";
 import { mkdtempSync } from "node:fs";
@@ -55,6 +57,7 @@ export const storeScenario: Scenario = {
       const dir = mkdtempSync(join(tmpdir(), `conveyor-bench-store-${shape.name}-`));
       trackDir(dir);
       const dataDir = openDataDir({ dir, synchronous: "normal" });
+      for (const pragma of (process.env.BENCH_STORE_PRAGMA ?? "").split(";").filter(Boolean)) dataDir.db.sqlite.pragma(pragma);
       const store = new TaskStore(dataDir.db, { deadRetentionMs: 7 * 86_400_000 });
       const host = new GrainHost({
         store, clock: systemClock, random: seededRandom(7), newId: randomUUID,
@@ -65,6 +68,8 @@ export const storeScenario: Scenario = {
       host.start();
       try {
         const micros = new Map<Phase, number>(PHASES.map((p) => [p, 0]));
+        /** The part of each phase spent from the end of its turns to its commit's answer (the COMMIT, mostly). */
+        const commits = new Map<Phase, number>(PHASES.map((p) => [p, 0]));
         const perTransaction = shape.turnsPerTransaction * shape.tasksPerTurn;
         const transactions = Math.max(1, Math.floor(ctx.options.tasks / ROUNDS / perTransaction));
         let seq = 0;
@@ -75,16 +80,16 @@ export const storeScenario: Scenario = {
               return { queue, tasks: Array.from({ length: shape.tasksPerTurn }, () => benchNewTask(queue, ++seq)) };
             });
             const leases: Array<Array<{ leaseId: string; taskId: string }>> = [];
-            await measure(micros, "enqueue", dataDir.db, () => {
+            await measure(micros, commits, "enqueue", dataDir.db, () => {
               for (const turn of turns) host.get(turn.queue).enqueue(turn.tasks, false);
             });
-            await measure(micros, "activate", dataDir.db, () => {
+            await measure(micros, commits, "activate", dataDir.db, () => {
               for (const turn of turns) {
                 const deliveries = host.get(turn.queue).lease(turn.tasks.length);
                 leases.push(deliveries.map((d) => ({ leaseId: d.leaseId, taskId: d.tasks[0]!.id })));
               }
             });
-            await measure(micros, "complete", dataDir.db, () => {
+            await measure(micros, commits, "complete", dataDir.db, () => {
               turns.forEach((turn, i) => host.get(turn.queue).settle(leases[i]!.map((l) => ({ ...l, outcome: "success", result: RESULT }))));
             });
             if (leases.flat().length !== perTransaction) throw new Error(`store: leased ${leases.flat().length} of ${perTransaction}`);
@@ -93,12 +98,15 @@ export const storeScenario: Scenario = {
         }
         const tasks = seq;
         const us = (p: Phase) => micros.get(p)! / tasks;
+        const commitUs = (p: Phase) => commits.get(p)! / tasks;
         const total = PHASES.reduce((sum, p) => sum + us(p), 0);
         rows.push({
           scenario: `store ${shape.name}`, tasks, seconds: total * tasks / 1e6 /* CPU seconds */, tasksPerSec: 1e6 / total,
-          notes: `${total.toFixed(1)} µs CPU/task: ${PHASES.map((p) => `${p} ${us(p).toFixed(1)}`).join(", ")} ` +
+          notes: `${total.toFixed(1)} µs CPU/task: ${PHASES.map((p) => `${p} ${us(p).toFixed(1)} (commit ${commitUs(p).toFixed(1)})`).join(", ")} ` +
             `(${shape.turnsPerTransaction} turns × ${shape.tasksPerTurn} per transaction)`,
-          details: Object.fromEntries([...PHASES.map((p) => [`${p}Micros`, us(p)]), ["totalMicros", total]]),
+          details: Object.fromEntries([
+            ...PHASES.map((p) => [`${p}Micros`, us(p)]), ...PHASES.map((p) => [`${p}CommitMicros`, commitUs(p)]), ["totalMicros", total],
+          ]),
         });
       } finally {
         host.stop();
@@ -111,12 +119,16 @@ export const storeScenario: Scenario = {
 };
 
 /** Runs one transaction's turns and awaits its commit, adding its CPU time to `phase`. */
-async function measure(micros: Map<Phase, number>, phase: Phase, db: { committed(): Promise<void> }, turns: () => void): Promise<void> {
+async function measure(micros: Map<Phase, number>, commits: Map<Phase, number>, phase: Phase, db: { committed(): Promise<void> },
+  turns: () => void): Promise<void> {
   const t0 = process.cpuUsage();
   turns();
+  const t1 = process.cpuUsage();
   await db.committed();
-  const used = process.cpuUsage(t0);
-  micros.set(phase, micros.get(phase)! + used.user + used.system);
+  const all = process.cpuUsage(t0);
+  const commit = process.cpuUsage(t1);
+  micros.set(phase, micros.get(phase)! + all.user + all.system);
+  commits.set(phase, commits.get(phase)! + commit.user + commit.system);
 }
 
 /** A plain task of the benchmark's shape (~110-byte JSON payload), as the server resolves one. */

@@ -9,7 +9,7 @@ import type { GroupConfig } from "../grains/queue/group-aggregator.js";
 import type { Database } from "./database.js";
 import { ATTEMPTS_KEPT_PER_TASK } from "../base/limits.js";
 import type { AttemptOutcome, AttemptRecord } from "../grains/queue/attempts.js";
-import { rowToRecord, toBuffer, type TaskRow } from "./rows.js";
+import { activatedRecord, DELIVERY_COLUMNS, rowToRecord, toBuffer, type DeliveryRow, type TaskRow } from "./rows.js";
 import { ScheduleStore } from "./schedule-store.js";
 import { UnfinishedRows } from "./unfinished-rows.js";
 
@@ -45,10 +45,12 @@ export class TaskStore implements QueueStore {
        */
       /**
        * activate (hot): writes state active, the lease, the attempt's start, worker and number, expires_at 0;
-       * reads the whole row back (RETURNING: the delivery).
+       * reads back the delivery's columns the grain's entry does not hold (RETURNING DELIVERY_COLUMNS:
+       * the payload, and history such as the last error). RETURNING * cost twice as much (measured
+       * in ARCHITECTURE.md, "Performance").
        */
       activate: s.prepare(`UPDATE tasks SET state = 'active', lease_id = ?, lease_expires_at = ?, attempt_ends_at = ?,
-        attempt_started_at = ?, attempt_worker = ?, attempt_number = ?, expires_at = 0 WHERE id = ? RETURNING *`),
+        attempt_started_at = ?, attempt_worker = ?, attempt_number = ?, expires_at = 0 WHERE id = ? RETURNING ${DELIVERY_COLUMNS}`),
       /**
        * recordAttempt (hot: once per attempt end): inserts the attempt under the number the core
        * carries (the row's attempt_number; no read: a MAX() lookup here cost 4x the insert).
@@ -229,8 +231,8 @@ export class TaskStore implements QueueStore {
       case "activate": {
         const e = effect.entry;
         const row = this.stmt.activate.get(e.leaseId, e.leaseExpiresAtMs, e.attemptEndsAtMs, e.attemptStartedAtMs, e.attemptWorker,
-          e.attemptNumber, e.id) as TaskRow | undefined;
-        if (row) activated.set(e.id, rowToRecord(row));
+          e.attemptNumber, e.id) as DeliveryRow | undefined;
+        if (row) activated.set(e.id, activatedRecord(queue, e, row));
         return;
       }
       case "complete": {
