@@ -43,7 +43,7 @@ function* rows(count: number): Iterable<TaskIndexEntry> {
 }
 
 const newTask = (): NewTask => ({
-  id: mintTaskId(0), idChosen: false, queue: "q", type: TYPE, payload: new Uint8Array(110), contentType: "application/json", metadata: {},
+  id: mintTaskId(0, Date.now()), idChosen: false, queue: "q", type: TYPE, payload: new Uint8Array(110), contentType: "application/json", metadata: {},
   priority: 4, maxRetry: 25, timeoutMs: 0, deadlineAtMs: 0, processAtMs: 0, uniqueKey: "", uniqueTtlMs: 0, retentionMs: 86_400_000,
   expiresAtMs: 0, concurrencyKey: "", group: "", backoffBaseMs: 1_000, backoffMaxMs: 60_000, rules: [], ruleError: "",
 });

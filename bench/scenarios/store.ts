@@ -21,6 +21,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { systemClock } from "../../src/base/clock.js";
+import { mintTaskId } from "../../src/cluster/task-ids.js";
 import { seededRandom } from "../../src/base/random.js";
 import type { NewTask } from "../../src/grains/queue/task.js";
 import { GrainHost } from "../../src/grains/runtime/grain-host.js";
@@ -131,10 +132,10 @@ async function measure(micros: Map<Phase, number>, commits: Map<Phase, number>, 
   commits.set(phase, commits.get(phase)! + commit.user + commit.system);
 }
 
-/** A plain task of the benchmark's shape (~110-byte JSON payload), as the server resolves one. */
+/** A plain task of the benchmark's shape (~110-byte JSON payload), its id minted as the server mints one. */
 function benchNewTask(queue: string, i: number): NewTask {
   return {
-    id: randomUUID(), idChosen: false, queue, type: "bench:task",
+    id: mintTaskId(0, Date.now()), idChosen: false, queue, type: "bench:task",
     payload: Buffer.from(JSON.stringify(payloadOf(i))), contentType: "application/json", metadata: {},
     priority: 4, maxRetry: 25, timeoutMs: 0, deadlineAtMs: 0, processAtMs: 0, uniqueKey: "", uniqueTtlMs: 0,
     retentionMs: 86_400_000, expiresAtMs: 0, concurrencyKey: "", group: "", backoffBaseMs: 1_000, backoffMaxMs: 60_000,

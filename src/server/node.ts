@@ -404,7 +404,7 @@ function buildServices(
   const tasksById = taskAccess(router, store);
   return {
     tasks: taskService({
-      ...tasksById, router, rules, metrics, clock, newTaskId: (queue) => mintTaskId(router.ownership.partitionOf(queue)), waiters,
+      ...tasksById, router, rules, metrics, clock, newTaskId: (queue) => mintTaskId(router.ownership.partitionOf(queue), clock.nowMs()), waiters,
       taskDefaults: taskDefaultsOf(config),
     }),
     workers: workerService({ router, broker, workers, rules, ruleWriter, config, committed, attemptEndedUnder: (taskId, leaseId) => store.attemptEndedUnder(taskId, leaseId) }),
