@@ -3,17 +3,15 @@
  * grain runtime, the ring and the gRPC/HTTP surfaces together.
  */
 import * as grpc from "@grpc/grpc-js";
-import { randomUUID } from "node:crypto";
 import type { Server as HttpServer } from "node:http";
 import type { Server as TlsServer } from "node:tls";
 import type { Logger } from "pino";
 import { systemClock, type Clock } from "../base/clock.js";
 import { setLongTimeout } from "../base/long-timer.js";
 import { systemRandom, type Random } from "../base/random.js";
-import { LEASE_RESPONSE_DELIVERIES_MAX, LEASE_RESPONSE_MAX_BYTES, REQUEST_MAX_BYTES, TASK_WAITERS_MAX, WORKER_GONE_AFTER_MS } from "../base/limits.js";
-import { Router } from "../cluster/router.js";
+import { REQUEST_MAX_BYTES } from "../base/limits.js";
 import { parseEndpoints } from "../cluster/start-membership.js";
-import { OwnershipLink, SoloOwnership, type Ownership } from "../cluster/ownership.js";
+import { OwnershipLink, SoloOwnership } from "../cluster/ownership.js";
 import { partitionOf } from "../cluster/partitions.js";
 import { mintTaskId } from "../cluster/task-ids.js";
 import { Peers } from "./forwarding/peers.js";
@@ -24,12 +22,11 @@ import { ClusterMetrics, type ClusterMetricSources } from "./cluster-metrics.js"
 import { clusterService } from "./handoff/cluster-service.js";
 import { ClusterService } from "../gen/conveyor/v1/cluster_service_pb.js";
 import { LogPositions } from "../storage/log-positions.js";
+import { queueOfTaskIn, startGrainRuntime, type GrainRuntime, type RuntimeEnv } from "./grain-runtime.js";
 import { PartitionRows } from "../storage/partition-rows.js";
 import { clusterStatusHandler, MembershipLink } from "./cluster-status.js";
 import { GrainHost } from "../grains/runtime/grain-host.js";
-import { LocalQueueRef, type QueueRef } from "../grains/runtime/queue-ref.js";
 import { openChangelog, type ChangelogLink } from "./changelog-link.js";
-import { SharedSlotLedger, type SharedGrants } from "../grains/runtime/shared-slots.js";
 import { NodeGrants } from "../grains/ledger/node-grants.js";
 import { LedgerHost } from "./ledger/ledger-host.js";
 import { GrantExchange } from "./ledger/grant-exchange.js";
@@ -38,7 +35,6 @@ import { RuleRegistry } from "./rules/rule-registry.js";
 import { ClusterRules } from "./rules/cluster-rules.js";
 import { localRuleWriter, type RuleWriter } from "./rules/rule-writer.js";
 import { LeaseBroker } from "../grains/runtime/lease-broker.js";
-import { WorkerRegistry } from "../grains/runtime/worker-registry.js";
 import type { Database } from "../storage/database.js";
 import { openDataDir, type DataDir } from "../storage/data-dir.js";
 import { TaskStore } from "../storage/task-store.js";
@@ -49,7 +45,7 @@ import { AdminService } from "../gen/conveyor/v1/admin_service_pb.js";
 import { addUnaryService } from "../rpc/server.js";
 import { addReflection } from "../rpc/reflection.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
-import { defaultRateLimit, type NodeConfig } from "./config.js";
+import type { NodeConfig } from "./config.js";
 import { NodeMetrics } from "./metrics.js";
 import { taskAccess } from "./task-access.js";
 import { taskService } from "./task-service.js";
@@ -59,13 +55,11 @@ import { adminService } from "./admin-service.js";
 import { withOperatorLog } from "./operator-log.js";
 import { scheduleRpcs } from "./schedule-rpcs.js";
 import { PlacementLink, placementRpcs } from "./placement-rpcs.js";
-import { cronCalendar } from "./cron-calendar.js";
 import type { TaskDefaults } from "./validate.js";
 import { createHttpServer } from "./http.js";
 import { jsonApiRoute, jsonService } from "./json-api.js";
 import { findWebRoot, staticRoute } from "./static-files.js";
 import { checkPortFree, listenFailure } from "./port-check.js";
-import { logTaskFailures } from "./task-failure-log.js";
 import { Janitor } from "./janitor.js";
 import { loadSecurity, NodeSecurity, type LoadedSecurity, type SecurityOptions } from "./security/node-security.js";
 import { whoamiRoute } from "./security/whoami-route.js";
@@ -289,103 +283,6 @@ function openStorage(db: Database, config: NodeConfig, clock: Clock): Storage {
   return { db, rows: new PartitionRows(db), positions: new LogPositions(db), store: new TaskStore(db, { deadRetentionMs: config.deadRetentionMs }), queries: new AdminQueries(db), rules };
 }
 
-interface RuntimeEnv {
-  config: NodeConfig;
-  clock: Clock;
-  random: Random;
-  metrics: NodeMetrics;
-  logger: Logger;
-  /** The partitions' changelog (cluster_nats), which records every turn. */
-  changelog: ChangelogLink | undefined;
-  /** What a call awaits before it answers: the group commit, and the changelog of these queues' partitions. */
-  durable: (queues: readonly string[]) => Promise<void>;
-}
-
-/** The grain runtime: the host, the router in front of it, the lease broker, the workers it serves, and WaitTask's waiters. */
-interface GrainRuntime {
-  host: GrainHost;
-  router: Router;
-  broker: LeaseBroker;
-  waiters: TaskWaiters;
-  workers: WorkerRegistry;
-  sharedSlots: SharedSlotLedger;
-}
-
-/**
- * Builds the grain runtime bottom-up (ledger, host, router, broker), then links the host
- * and the ledger to the parts built on them: readiness and pinning go to the broker;
- * reminders and shared-slot wakes go through the router, like every other queue call.
- */
-function startGrainRuntime(storage: Storage, env: RuntimeEnv, ownership: Ownership, grants: SharedGrants | undefined): GrainRuntime {
-  const { db, store } = storage;
-  const { config, clock, random, metrics, logger, changelog, durable } = env;
-  const sharedSlots = new SharedSlotLedger(undefined, grants);
-  sharedSlots.restoreLimits(store.slotLimits(""));
-  const waiters = new TaskWaiters({ clock, max: TASK_WAITERS_MAX });
-  // Waiters hear of an end once it is committed (after a failed commit they read the
-  // task as it is and answer "not finished").
-  const wakeWaiters = (ids: readonly string[]) => () => waiters.notify(ids);
-  const host = new GrainHost({
-    sharedSlots, store, clock, random, newId: randomUUID, cron: cronCalendar,
-    core: {
-      leaseTtlMs: config.leaseTtlMs,
-      ...withDefined("defaultRateLimit", defaultRateLimit(config)),
-      groupDefaults: { maxSize: config.groupMaxSize, maxDelayMs: config.groupMaxDelayMs, graceMs: config.groupGracePeriodMs },
-    },
-    idleMs: config.grainIdleTimeoutMs, logger,
-    hooks: {
-      onEvents: (queue, events) => metrics.record(queue, events),
-      // No waiter, nothing to do: a waiter that parks later reads the row itself first.
-      onTasksEnded: (_queue, ids) => {
-        if (waiters.size > 0) void db.committed().then(wakeWaiters(ids), wakeWaiters(ids));
-      },
-      onApplied: (queue, effects, nowMs) => {
-        changelog?.record(queue, effects);
-        metrics.applied(queue, effects, nowMs);
-        logTaskFailures(logger, queue, effects);
-      },
-    },
-    onLifecycle: (queue, event) => metrics.grainLifecycle.inc({ queue, event }),
-  });
-  // Rows replaced outside the grains (a handoff's load, a catch-up from the log): the memory built on the old ones goes.
-  store.onForget((queues) => queues.forEach((q) => host.deactivate(q, "replaced")));
-  const router = new Router({
-    ownership,
-    localRef: (q) => new LocalQueueRef(q, host, { getTask: (id) => store.getTask(id), committed: (queue) => durable([queue]) }), localGrain: (q) => host.get(q),
-    queueOfTask: queueOfTaskIn(store),
-  });
-  // A worker between heartbeats is not gone, however long its heartbeat interval.
-  const workers = new WorkerRegistry(clock, () => Math.max(WORKER_GONE_AFTER_MS, 2 * config.heartbeatIntervalMs));
-  const broker = new LeaseBroker({
-    grainOf: (q) => router.localGrainFor(q), committed: durable, workers, clock, random, waitersMax: config.leaseWaitersMax,
-    answerMaxDeliveries: LEASE_RESPONSE_DELIVERIES_MAX, answerMaxBytes: LEASE_RESPONSE_MAX_BYTES,
-  });
-  /** A call the node makes on its own (no caller to answer): through the router, failures logged. */
-  const routed = (queue: string, what: string, call: (ref: QueueRef) => Promise<unknown>): void => {
-    try {
-      call(router.grainFor(queue)).catch((err: unknown) => logger.warn({ err, queue }, `${what} failed`));
-    } catch (err) {
-      logger.warn({ err, queue }, `${what} failed`);
-    }
-  };
-  host.link({
-    onReady: (queue) => broker.onReady(queue),
-    isPinned: (queue) => broker.isPinned(queue),
-    onReminder: (queue) => routed(queue, "reminder", (ref) => ref.activate()),
-  });
-  // A shared rule's slot freed in one queue wakes the queues holding tasks on it.
-  sharedSlots.link((queue, slot) => routed(queue, "shared-slot wake", (ref) => ref.wakeSlot(slot)));
-  db.onRollback((error) => {
-    logger.error({ err: error }, "storage transaction rolled back; dropping grain memory");
-    host.deactivateAll("failed");
-  });
-  host.start();
-  return { host, router, broker, waiters, workers, sharedSlots };
-}
-
-/** The queue holding task `id` (undefined: no such task), from the task store's index. */
-const queueOfTaskIn = (store: Pick<TaskStore, "findIds">) => (id: string): string | undefined => store.findIds([id]).get(id)?.queue;
-
 interface Services {
   tasks: UnaryImpl<typeof TaskService>;
   workers: UnaryImpl<typeof WorkerService>;
@@ -507,11 +404,6 @@ async function startTransports(
     grpcServer, grpcAddress: `${splitHostPort(config.listen)[0]}:${grpcPort}`,
     httpServer, httpAddress: `${httpHost}:${httpPort}`,
   };
-}
-
-/** `{ [key]: value }` when value is defined, `{}` otherwise (exactOptional-friendly spreads). */
-function withDefined<K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> {
-  return value === undefined ? {} : ({ [key]: value } as Record<K, V>);
 }
 
 export function splitHostPort(address: string): [string, string] {

@@ -41,7 +41,7 @@ interface Runtime {
 
 let rt: Runtime;
 
-/** The node's runtime wiring (see startGrainRuntime in src/server/node.ts), minus the router. */
+/** The node's runtime wiring (see startGrainRuntime in src/server/grain-runtime.ts), minus the router. */
 function startRuntime(brokerSeed = 11): Runtime {
   const dir = mkdtempSync(join(tmpdir(), "conveyor-runtime-"));
   const dataDir = openDataDir({ dir, synchronous: "normal" });
