@@ -225,11 +225,6 @@ export class TurnJournal {
     }
   }
 
-  /** Closes p if `open` is still its open state: a recovery of an earlier claim must not close a later one (this node's own new fence refuses its appends). */
-  private closeIfCurrent(p: number, open: OpenPartition, why: string): void {
-    if (this.open.get(p) === open) this.closePartition(p, why);
-  }
-
   /** A turn recorded while `p` recovers: durable once recovery has appended it. */
   private afterRecovery(p: number, open: OpenPartition): Promise<void> {
     const done = (open.recovering ?? Promise.resolve()).then(() => {
@@ -266,7 +261,7 @@ export class TurnJournal {
         // node's last acknowledged one): a later owner's snapshot purged them, its fence
         // included. This node never purges past its own last acknowledged entry.
         if (entries.some((e) => e.kind === "fence") || !continues(entries, acked)) {
-          this.closeIfCurrent(p, open, "another node fenced its changelog");
+          this.closePartition(p, "another node fenced its changelog");
           return;
         }
         for (const entry of entries) landed.push(...entry.records);
@@ -277,7 +272,7 @@ export class TurnJournal {
           const outcome = await log.append(p, missing, acked);
           if (!current()) return;
           if (outcome.kind === "fenced") {
-            this.closeIfCurrent(p, open, "another node fenced its changelog");
+            this.closePartition(p, "another node fenced its changelog");
             return;
           }
           if (outcome.kind === "unknown") continue; // read again: it may have landed

@@ -197,11 +197,14 @@ describe("TurnJournal", () => {
     // fence goes first, then the old claim's recovery appends again, and is refused.
     log.endOutage();
     const release = log.holdAppends();
+    const before = log.appendCalls;
     const reopened = journal.openPartition(P, 2, bytes("f2"));
-    await new Promise((resolve) => setTimeout(resolve, 400));
+    // Held: the new fence, and the old recovery's append again once its retry comes round.
+    while (log.appendCalls < before + 2) await new Promise((resolve) => setImmediate(resolve));
     release();
     await reopened;
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    // The old recovery's refused append is answered within the same macrotask.
+    await new Promise((resolve) => setImmediate(resolve));
     expect(journal.isOpen(P, 2), "the old recovery gave up without closing the new claim").toBe(true);
     journal.record(`${P}:q`, bytes("new"), 2);
     journal.committed();
