@@ -156,7 +156,9 @@ async function startEtcdOnce(options: EtcdOptions): Promise<EtcdCluster> {
       if (exited) return exited;
       const health = await Promise.all(members.map((m) => m.healthy()));
       return health.every(Boolean) ? null : undefined;
-    }, options.readyTimeoutMs ?? 20_000);
+      // A bound, not a wait: three members in network namespaces, started beside another
+      // cluster test on the 2 cores, once took more than 20 s to elect a leader in CI.
+    }, options.readyTimeoutMs ?? 60_000);
     if (dead) {
       await dead.whenExited();
       const message = `etcd ${dead.name} exited: ${dead.output}`;
