@@ -141,7 +141,9 @@ describe("cluster membership on etcd (real processes)", { timeout: 60_000 }, () 
 
   it("a second process with the same node_id (another data dir) is refused; a restart on the same data dir rejoins at once", async () => {
     const cluster = `c-${randomUUID().slice(0, 8)}`;
-    const short = { cluster_member_ttl: "1s" };
+    // 5 s, not 1: with a 1 s TTL the first process's lease lapsed on a loaded CI machine, and
+    // the second, rightly, was let in. The refusal needs the first alive, not a short TTL.
+    const short = { cluster_member_ttl: "5s" };
     const { node: first } = await startNode(cluster, "same", short);
     const refused = await NodeProcess.start({ settings: clusterSettings(cluster, "same", short) }).then(
       (n) => {
