@@ -9,7 +9,7 @@ import { anyPack, anyUnpack } from "@bufbuild/protobuf/wkt";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ConveyorError, type ErrorCode, type ErrorReason } from "../base/errors.js";
 import { STATUS_MESSAGE_MAX_BYTES, truncateText } from "../base/limits.js";
-import { ErrorInfoSchema, StatusSchema } from "../gen/google/rpc/status_pb.js";
+import { ErrorInfoSchema, StatusSchema, type Status } from "../gen/google/rpc/status_pb.js";
 import { ItemErrorSchema, type ItemError } from "../gen/conveyor/v1/task_pb.js";
 import { explainTlsFailure } from "./tls-errors.js";
 
@@ -48,6 +48,17 @@ export function errorCodeOf(code: number): ErrorCode {
  * caller value must not stall the connection (messages quote short prefixes anyway).
  */
 export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
+  const status = toStatus(err);
+  const metadata = new grpc.Metadata();
+  metadata.set(DETAILS_KEY, Buffer.from(toBinary(StatusSchema, status)));
+  return { code: status.code, details: status.message, metadata };
+}
+
+/**
+ * The google.rpc.Status of `err` (code, cut message, ErrorInfo): what the details trailer
+ * of a unary call carries, and what a session answer carries in its `error`.
+ */
+export function toStatus(err: unknown): Status {
   const e = err instanceof ConveyorError
     ? err
     : new ConveyorError("INTERNAL", "INTERNAL", "internal error; see the server log");
@@ -56,10 +67,7 @@ export function toServiceError(err: unknown): Partial<grpc.StatusObject> {
   for (const [key, value] of Object.entries(e.details ?? {})) infoMetadata[key] = truncateText(value, DETAIL_MAX_BYTES);
   if (e.field) infoMetadata[FIELD_KEY] = truncateText(e.field, STATUS_MESSAGE_MAX_BYTES);
   const info = create(ErrorInfoSchema, { reason: e.reason, domain: DOMAIN, metadata: infoMetadata });
-  const status = create(StatusSchema, { code: grpcCodeOf(e.code), message, details: [anyPack(ErrorInfoSchema, info)] });
-  const metadata = new grpc.Metadata();
-  metadata.set(DETAILS_KEY, Buffer.from(toBinary(StatusSchema, status)));
-  return { code: grpcCodeOf(e.code), details: message, metadata };
+  return create(StatusSchema, { code: grpcCodeOf(e.code), message, details: [anyPack(ErrorInfoSchema, info)] });
 }
 
 /**
@@ -85,28 +93,42 @@ const TRANSPORT_CODES: ReadonlySet<number> = new Set([grpc.status.UNAVAILABLE, g
  * `UNREACHABLE` (the client's own failure), otherwise `INTERNAL`.
  */
 export function fromServiceError(err: grpc.ServiceError): ConveyorError {
-  let reason: ErrorReason = TRANSPORT_CODES.has(err.code) ? "UNREACHABLE" : "INTERNAL";
-  let field: string | undefined;
-  let details: Record<string, string> | undefined;
   const raw = err.metadata?.get(DETAILS_KEY)[0];
+  let status: Status | undefined;
   if (raw instanceof Buffer) {
     try {
-      const status = fromBinary(StatusSchema, raw);
-      for (const detail of status.details) {
-        const info = anyUnpack(detail, ErrorInfoSchema);
-        if (info) {
-          reason = info.reason as ErrorReason;
-          const { [FIELD_KEY]: infoField, ...rest } = info.metadata;
-          field = infoField;
-          details = Object.keys(rest).length > 0 ? rest : undefined;
-        }
-      }
+      status = fromBinary(StatusSchema, raw);
     } catch {
       // Not our trailer: keep the plain status.
     }
   }
-  let message = err.details || err.message;
+  return fromStatusParts(err.code, err.details || err.message, status);
+}
+
+/** Rebuilds the ConveyorError of a session answer's `error` (the inverse of `toStatus`). */
+export function fromStatus(status: Status): ConveyorError {
+  return fromStatusParts(status.code, status.message, status);
+}
+
+function fromStatusParts(code: number, statusMessage: string, status: Status | undefined): ConveyorError {
+  let reason: ErrorReason = TRANSPORT_CODES.has(code) ? "UNREACHABLE" : "INTERNAL";
+  let field: string | undefined;
+  let details: Record<string, string> | undefined;
+  try {
+    for (const detail of status?.details ?? []) {
+      const info = anyUnpack(detail, ErrorInfoSchema);
+      if (info) {
+        reason = info.reason as ErrorReason;
+        const { [FIELD_KEY]: infoField, ...rest } = info.metadata;
+        field = infoField;
+        details = Object.keys(rest).length > 0 ? rest : undefined;
+      }
+    }
+  } catch {
+    // Not our ErrorInfo: keep the plain status.
+  }
+  let message = statusMessage;
   const tls = reason === "UNREACHABLE" ? explainTlsFailure(message) : undefined;
   if (tls) [reason, message] = ["TLS_FAILED", tls];
-  return new ConveyorError(errorCodeOf(err.code), reason, message, field, details ? { details } : undefined);
+  return new ConveyorError(errorCodeOf(code), reason, message, field, details ? { details } : undefined);
 }

@@ -26,6 +26,12 @@ export interface ClientOptions extends ConnectionOptions {
    * for many tasks, with each caller's outcome its own. `false`: one Enqueue per call.
    */
   coalesceEnqueues?: boolean;
+  /**
+   * Carry the calls on one session stream (default true): the same calls, errors and
+   * deadlines at a fraction of a unary gRPC call's cost. `false`: each call is its own
+   * unary call (as with a node that has no sessions, which the SDK notices by itself).
+   */
+  sessions?: boolean;
 }
 
 /** The answer to an enqueue. */
@@ -113,7 +119,7 @@ export class Client {
     const connection = connectTo(options, "Client");
     this.channel = connection.channel;
     this.connectTimeoutMs = connection.connectTimeoutMs;
-    this.tasks = this.channel.service(TaskService);
+    this.tasks = this.channel.service(TaskService, { session: options.sessions ?? true });
     this.timeoutMs = options.timeoutMs ?? 30_000;
     if (options.coalesceEnqueues ?? true) {
       this.coalescer = new EnqueueCoalescer<TaskSpec, TaskInfo>({

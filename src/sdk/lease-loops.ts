@@ -47,6 +47,8 @@ export interface LeaseLoopsDeps {
   main: { address: string; rpc: WorkerRpc };
   /** A channel to another node, with the worker's token and TLS options. */
   connect(address: string): RpcChannel;
+  /** Whether its calls go on a session (the worker's `sessions` option). */
+  sessions: boolean;
   /** Deliveries being handled now. */
   running(): number;
   signal: AbortSignal;
@@ -143,7 +145,7 @@ export class LeaseLoops {
       if (existing && !existing.loop.ended) continue;
       existing?.channel.close();
       const channel = this.deps.connect(address);
-      const rpc = channel.service(WorkerService);
+      const rpc = channel.service(WorkerService, { session: this.deps.sessions });
       const loop = this.newLoop(address, rpc, false);
       const other: OtherNode = { loop, channel, rpc, done: Promise.resolve() };
       this.others.set(address, other);

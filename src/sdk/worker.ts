@@ -62,6 +62,8 @@ export interface WorkerOptions extends Pick<ConnectionOptions, "address" | "toke
   workerId?: string;
   /** Called for errors the worker handles itself (lost connection, failed settle). */
   onError?: (error: unknown, context: string) => void;
+  /** Carry Lease, Heartbeat and Settle on one session stream per node (default true); see ClientOptions.sessions. */
+  sessions?: boolean;
 }
 
 interface Running {
@@ -99,7 +101,7 @@ export class Worker {
     const connection = connectTo(options, "Worker");
     this.channel = connection.channel;
     this.address = connection.address;
-    this.rpc = this.channel.service(WorkerService);
+    this.rpc = this.channel.service(WorkerService, { session: options.sessions ?? true });
     this.outbox = new SettleOutbox({
       send: (batch, draining) => this.rpc.settle({ workerId: this.workerId, settlements: batch, workerDraining: draining }, { timeoutMs: 30_000, waitForReady: true }),
       report: (error, context) => this.report(error, context),
@@ -123,7 +125,7 @@ export class Worker {
       workerId: this.workerId, queues: this.queues, concurrency: this.concurrency, leaseWaitMs: this.leaseWaitMs,
       base: { workerId: this.workerId, batchTypes: mux.batchTypes, types: mux.types, host: hostname(), concurrency: this.concurrency },
       main: { address: this.address, rpc: this.rpc },
-      connect: (address) => connectTo({ ...options, address }, "Worker").channel,
+      connect: (address) => connectTo({ ...options, address }, "Worker").channel, sessions: options.sessions ?? true,
       running: () => this.running.size,
       signal: this.leaseAbort.signal, log: this.log, report: (error, context) => this.report(error, context), pause: (ms) => this.pause(ms),
       deliver: (res) => this.deliver(res),

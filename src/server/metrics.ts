@@ -40,10 +40,12 @@ export class NodeMetrics {
   readonly throttled = new Counter({ name: "conveyor_concurrency_throttled_total", help: "Dispatch cycles that held a task back because its concurrency key was saturated.", labelNames: ["queue"] as const, registers: [this.registry] });
   readonly scheduleTicks = new Counter({ name: "conveyor_schedule_ticks_total", help: "Schedule ticks handled, by outcome: enqueued, missed (skip policy), running (overlap guard) or refused (by admission).", labelNames: ["queue", "outcome"] as const, registers: [this.registry] });
   readonly grainLifecycle = new Counter({ name: "conveyor_grain_lifecycle_total", help: "Grain activations and deactivations, by event: activated, idle, failed, shutdown, removed (a queue deleted or handed off) or replaced (its rows replaced by a handoff's load or a catch-up from the changelog).", labelNames: ["queue", "event"] as const, registers: [this.registry] });
+  readonly sessionCalls = new Counter({ name: "conveyor_session_calls_total", help: "Calls that came on session streams (each is also in conveyor_rpc_duration_seconds under its method).", registers: [this.registry] });
   readonly rpcSeconds = new Histogram({ name: "conveyor_rpc_duration_seconds", help: "RPC handling time.", labelNames: ["method", "code"] as const, buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5, 30, 60], registers: [this.registry] });
   /** Read at scrape time; the composition root points them at the live parts. */
   readonly sources = {
     parkedLeases: () => 0,
+    sessions: () => 0,
     activeGrains: () => 0,
     commits: () => 0,
     concurrency: (): Array<{ queue: string; inFlight: number; held: number }> => [],
@@ -67,6 +69,8 @@ export class NodeMetrics {
     const sources = this.sources;
     new Gauge({ name: "conveyor_lease_waiters", help: "Lease calls parked waiting for work.", registers: [this.registry],
       collect() { this.set(sources.parkedLeases()); } });
+    new Gauge({ name: "conveyor_sessions_open", help: "Session streams open (SessionService: SDK clients' calls, many per stream).", registers: [this.registry],
+      collect() { this.set(sources.sessions()); } });
     new Gauge({ name: "conveyor_grains_active", help: "Queue grains in memory.", registers: [this.registry],
       collect() { this.set(sources.activeGrains()); } });
     new Gauge({ name: "conveyor_concurrency_in_flight", help: "Keyed tasks running now, per queue (grains in memory).", labelNames: ["queue"] as const, registers: [this.registry],

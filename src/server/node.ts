@@ -43,6 +43,7 @@ import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
 import { WorkerService } from "../gen/conveyor/v1/worker_service_pb.js";
 import { AdminService } from "../gen/conveyor/v1/admin_service_pb.js";
 import { addUnaryService } from "../rpc/server.js";
+import { addSessionService, type Sessions } from "../rpc/session-server.js";
 import { addReflection } from "../rpc/reflection.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import type { NodeConfig } from "./config.js";
@@ -77,7 +78,7 @@ export class ConveyorNode {
     readonly grpcAddress: string,
     readonly httpAddress: string,
     private readonly parts: {
-      grpcServer: grpc.Server; httpServer: HttpServer; dataDir: DataDir; host: GrainHost; broker: LeaseBroker; waiters: TaskWaiters;
+      grpcServer: grpc.Server; sessions: Sessions; httpServer: HttpServer; dataDir: DataDir; host: GrainHost; broker: LeaseBroker; waiters: TaskWaiters;
       stopJanitor: () => void; logger: Logger; config: NodeConfig; security: NodeSecurity; leaveCluster: () => Promise<void>;
     },
   ) {}
@@ -218,7 +219,7 @@ export class ConveyorNode {
       auth: authn.enabled ? "on" : "off", tls: tls ? (tls.mutual ? "mutual" : "on") : "off",
     }, "conveyord listening");
     return new ConveyorNode(transports.grpcAddress, transports.httpAddress, {
-      grpcServer: transports.grpcServer, httpServer: transports.httpServer, dataDir, host: runtime.host, broker: runtime.broker, waiters: runtime.waiters,
+      grpcServer: transports.grpcServer, sessions: transports.sessions, httpServer: transports.httpServer, dataDir, host: runtime.host, broker: runtime.broker, waiters: runtime.waiters,
       stopJanitor, logger, config, security, leaveCluster,
     });
   }
@@ -234,11 +235,14 @@ export class ConveyorNode {
    * finish (up to the shutdown grace), commit, and close the data file.
    */
   async stop(): Promise<void> {
-    const { grpcServer, httpServer, dataDir, host, broker, waiters, stopJanitor, logger, config, security, leaveCluster } = this.parts;
+    const { grpcServer, sessions, httpServer, dataDir, host, broker, waiters, stopJanitor, logger, config, security, leaveCluster } = this.parts;
     security.close();
     // First leave the cluster: the lease is revoked, so peers see this node gone at once.
     await leaveCluster();
     stopJanitor();
+    // Sessions take no more calls and end once theirs are answered (the shutdown below waits
+    // for their streams): a call sent after this is never run, and the SDK sends it again.
+    void sessions.close();
     broker.releaseAll();
     waiters.releaseAll();
     await new Promise<void>((resolve) => {
@@ -326,7 +330,7 @@ function taskDefaultsOf(config: NodeConfig): TaskDefaults {
   };
 }
 
-type Transports = BoundPorts;
+type Transports = BoundPorts & { sessions: Sessions };
 
 /**
  * The gRPC port (every service, reflection) and the HTTP port (metrics, health, dashboard).
@@ -359,6 +363,8 @@ async function startTransports(
   addUnaryService(grpcServer, TaskService, services.tasks, onInternal, observe);
   addUnaryService(grpcServer, WorkerService, services.workers, onInternal, observe);
   addUnaryService(grpcServer, AdminService, services.admin, onInternal, observe);
+  // The SDK's calls of TaskService and WorkerService, many on one stream (rpc/session-server.ts).
+  const sessions = addSessionService(grpcServer, [{ service: TaskService, impl: services.tasks }, { service: WorkerService, impl: services.workers }], { onInternal, observe, carried: () => metrics.sessionCalls.inc() });
   // Node-to-node (handoffs): served here, never forwarded.
   addUnaryService(grpcServer, ClusterService,
     security.guard(ClusterService, clusterService({
@@ -400,8 +406,9 @@ async function startTransports(
     const stats = host.peek(queue)!.stats();
     return { queue, inFlight: stats.inflightKeyed, held: stats.held };
   });
+  metrics.sources.sessions = () => sessions.open;
   return {
-    grpcServer, grpcAddress: `${splitHostPort(config.listen)[0]}:${grpcPort}`,
+    grpcServer, sessions, grpcAddress: `${splitHostPort(config.listen)[0]}:${grpcPort}`,
     httpServer, httpAddress: `${httpHost}:${httpPort}`,
   };
 }

@@ -22,6 +22,12 @@ export interface FuzzMethod {
   output: DescMessage;
 }
 
+/**
+ * Services that are transports, not RPCs of their own: SessionService carries unary calls
+ * of TaskService and WorkerService, which the fuzz suite also sends on a session.
+ */
+const TRANSPORTS = new Set(["conveyor.v1.SessionService"]);
+
 /** Every unary RPC of every service generated in src/gen/conveyor (new ones are picked up). */
 export async function allMethods(): Promise<FuzzMethod[]> {
   const dir = join(REPO_ROOT, "src/gen/conveyor/v1");
@@ -31,6 +37,7 @@ export async function allMethods(): Promise<FuzzMethod[]> {
     for (const value of Object.values(mod)) {
       if (typeof value !== "object" || value === null || (value as { kind?: string }).kind !== "service") continue;
       const service = value as DescService;
+      if (TRANSPORTS.has(service.typeName)) continue;
       for (const m of service.methods as DescMethod[]) {
         if (m.methodKind !== "unary") throw new Error(`${service.typeName}/${m.name}: the fuzz suite sends unary calls only`);
         methods.push({ service: service.name, name: m.name, path: `/${service.typeName}/${m.name}`, input: m.input, output: m.output });

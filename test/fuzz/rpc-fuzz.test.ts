@@ -6,6 +6,8 @@
  * - random bytes (and typed requests cut short or with bytes flipped);
  * - random typed requests: one or two boundary values in a plausible request, or every
  *   field random.
+ * The requests to TaskService and WorkerService also go as calls on one session
+ * (SessionService: the SDK's transport), judged the same way, none ending the session.
  * After each round of fuzz requests:
  * - every fuzz request was answered, with a status a caller can act on: never INTERNAL
  *   or UNKNOWN (a bug), UNAVAILABLE (retryable: bad input never is), DATA_LOSS, or a
@@ -25,6 +27,9 @@
 import * as grpc from "@grpc/grpc-js";
 import fc from "fast-check";
 import { fromBinary } from "@bufbuild/protobuf";
+import { StatusSchema } from "../../src/gen/google/rpc/status_pb.js";
+import type { SessionResponse } from "../../src/gen/conveyor/v1/session_service_pb.js";
+import { encodeSessionCall, sessionDefinition } from "../../src/rpc/session-frames.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { json, newTask } from "../../src/index.js";
 import { Outcome } from "../../src/gen/conveyor/v1/worker_service_pb.js";
@@ -86,6 +91,53 @@ function send(client: grpc.Client, method: FuzzMethod, bytes: Uint8Array): Promi
       { deadline: Date.now() + CALL_TIMEOUT_MS },
       (err, res) => resolve(err ? { code: err.code, details: err.details } : { code: grpc.status.OK, details: "", response: res }));
   });
+}
+
+/** Services whose calls the SDK carries on sessions: their fuzz requests go on a session too. */
+const SESSION_SERVICES = new Set(["TaskService", "WorkerService"]);
+/** Fuzz requests answered on a session (the suite checks it sent some). */
+let sessionAnswers = 0;
+
+/**
+ * The same requests as calls on one session (SessionService): each must be answered on it
+ * as a unary call is judged, and no request may end the session for the others.
+ */
+async function sendOnSession(method: FuzzMethod, requests: readonly Uint8Array[]): Promise<Array<Answer | string>> {
+  const Ctor = grpc.makeGenericClientConstructor(sessionDefinition({}), "SessionService");
+  const client = new Ctor(node.grpcAddress, grpc.credentials.createInsecure(), { "grpc.use_local_subchannel_pool": 1 }) as unknown as grpc.Client & {
+    session(): grpc.ClientDuplexStream<Buffer, SessionResponse>;
+  };
+  const stream = client.session();
+  const answers = new Map<number, Answer>();
+  let ended: string | undefined;
+  const done = new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, CALL_TIMEOUT_MS);
+    stream.on("data", (a: SessionResponse) => {
+      const r = a.result;
+      sessionAnswers++;
+      answers.set(Number(a.callId), r.case === "response"
+        ? { code: grpc.status.OK, details: "", response: Buffer.from(r.value) }
+        : (() => {
+            const status = fromBinary(StatusSchema, r.value as Uint8Array);
+            return { code: status.code, details: status.message };
+          })());
+      if (answers.size === requests.length) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    stream.on("error", () => {});
+    stream.on("status", (st: grpc.StatusObject) => {
+      ended = `the session ended ${grpc.status[st.code]}: ${st.details}`;
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+  requests.forEach((bytes, i) => stream.write(encodeSessionCall(i + 1, `conveyor.v1.${method.service}/${method.name}`, bytes, CALL_TIMEOUT_MS)));
+  await done;
+  stream.cancel();
+  client.close();
+  return requests.map((_, i) => answers.get(i + 1) ?? ended ?? "no answer on the session within the call timeout");
 }
 
 /** What is wrong with an answer to a fuzz request (undefined: nothing). */
@@ -188,12 +240,21 @@ async function fuzzRound(method: FuzzMethod, validQueue: string, requests: FuzzR
   const client = rawClient();
   const violations: string[] = [];
   try {
-    const fuzz = Promise.all(requests.map(async (r) => {
+    const unary = Promise.all(requests.map(async (r) => {
       const answer = await send(client, method, r.bytes);
       if (process.env.FUZZ_TRACE) console.log(`${method.name} ${grpc.status[answer.code]} ${answer.details.slice(0, 80)} <- ${r.describe.slice(0, 200)}`);
       const problem = judge(method, answer);
       if (problem) violations.push(`${method.service}/${method.name} ${problem}\n    request: ${r.describe}`);
-    })).then(() => undefined);
+    }));
+    // Requests over the node's 4 MiB frame limit never go on a session (the SDK sends them unary).
+    const framed = requests.filter((r) => r.bytes.byteLength < 4 * 1024 * 1024 - 1024);
+    const onSession = SESSION_SERVICES.has(method.service) && framed.length > 0
+      ? sendOnSession(method, framed.map((r) => r.bytes)).then((answers) => answers.forEach((answer, i) => {
+        const problem = typeof answer === "string" ? answer : judge(method, answer);
+        if (problem) violations.push(`${method.service}/${method.name} on a session: ${problem}\n    request: ${framed[i]!.describe}`);
+      }))
+      : Promise.resolve();
+    const fuzz = Promise.all([unary, onSession]).then(() => undefined);
     violations.push(...(await validStream(validQueue, fuzz)).map((p) => `${method.service}/${method.name} neighbour: ${p}`));
     violations.push(...(await queuesServe(requests.flatMap((r) => r.queues))).map((p) => `${method.service}/${method.name} after: ${p}`));
     const health = await healthy();
@@ -259,5 +320,9 @@ describe("the suite itself", () => {
     const services = new Set(methods.map((m) => m.service));
     expect([...services].sort()).toEqual(["AdminService", "ClusterService", "TaskService", "WorkerService"]);
     expect(methods.length).toBeGreaterThanOrEqual(30);
+  });
+
+  it("sent the TaskService and WorkerService requests on sessions too, and had them answered there", () => {
+    expect(sessionAnswers).toBeGreaterThan(500);
   });
 });
