@@ -1,7 +1,9 @@
 /**
  * Enqueue throughput with no worker: 1 call in flight, 50 in flight (the client
- * coalesces them into EnqueueBatch calls) and explicit batches of 1,000; plus a bare
- * unary RPC round trip (TaskService.GetTask of an existing id) for reference. Each
+ * coalesces them into EnqueueBatch calls) and explicit batches of 1,000; plus a unary
+ * RPC round trip through the node (TaskService.GetTask of an existing id) and the
+ * stack's floor (bench/floor.ts: a bare grpc-js call + a committed SQLite insert), with
+ * the 1-in-flight rate as a fraction of the floor's (issue 15's goal: at least 0.8). Each
  * mode gets a fresh node, so every run starts from an empty SQLite file.
  */
 import type { Client } from "../../src/index.js";
@@ -13,6 +15,7 @@ import { target, type ResultRow, type Scenario, type ScenarioContext } from "../
 import { fmtMs, fmtNum, summarize } from "../stats.js";
 import { wallNow } from "../time.js";
 import { warmUpProducer } from "../warmup.js";
+import { measureFloor } from "../floor.js";
 
 const QUEUE = "bench-enqueue";
 const WARMUP_QUEUE = "bench-warmup";
@@ -33,10 +36,16 @@ export const enqueueScenario: Scenario = {
     rows.push(baseline);
     const single = await measure(ctx, d1, "enqueue-1", (o) => enqueueLanes(c1, 1, o));
     const ratio = single.p50Ms! / baseline.p50Ms!;
-    single.notes = `${single.notes}; p50 = ${ratio.toFixed(1)}x the unary RPC baseline`;
-    single.details = { ...single.details, latencyRatioToBaseline: ratio };
-    rows.push(single);
     await ctx.release(d1);
+    // The stack's floor for one write call, measured right after, in the same run (bench/floor.ts).
+    const floor = await measureFloor(BASELINE_CALLS);
+    ctx.progress(`floor (bare unary + SQLite insert): ${fmtNum(floor.tasksPerSec)} calls/s, p50 ${fmtMs(floor.p50Ms)} ms`, true);
+    rows.push(floor);
+    const ofFloor = single.tasksPerSec / floor.tasksPerSec;
+    single.notes = `${single.notes}; p50 = ${ratio.toFixed(1)}x the unary RPC baseline; rate = ${ofFloor.toFixed(2)}x the floor's`;
+    single.details = { ...single.details, latencyRatioToBaseline: ratio, rateRatioToFloor: ofFloor };
+    single.targets = [target("x the floor's rate", ">=", 0.8, ofFloor, "x")];
+    rows.push(single);
 
     const d50 = await ctx.daemon({ label: "enqueue-50" });
     const c50 = ctx.client(d50);

@@ -7,8 +7,9 @@
  * item by item, so only the out-of-scope caller is refused.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Client, ConveyorError, json, newTask, type EnqueueOptions, type NewTaskSpec } from "../../src/index.js";
+import { Client, json, newTask, type EnqueueOptions, type NewTaskSpec } from "../../src/index.js";
 import { NodeProcess } from "../support/node-process.js";
+import { outcome } from "../support/sdk.js";
 import { authFileWithRoles } from "../support/security.js";
 
 /** Sum of `conveyor_rpc_duration_seconds_count` for one method, over every status code. */
@@ -19,16 +20,6 @@ function rpcCount(metrics: string, method: string): number {
     if (m && m[1]!.split(",").includes(`method="${method}"`)) sum += Number(m[2]);
   }
   return sum;
-}
-
-/** What an enqueue's promise settled with: its info, or its ConveyorError's public fields. */
-async function outcome(p: Promise<unknown>): Promise<unknown> {
-  try {
-    return { ok: await p };
-  } catch (e) {
-    if (!(e instanceof ConveyorError)) throw e;
-    return { code: e.code, reason: e.reason, message: e.message, field: e.field, details: e.details };
-  }
 }
 
 describe("coalesced enqueues on one node", () => {

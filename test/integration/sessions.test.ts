@@ -11,22 +11,14 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Client, ConveyorError, Mux, Worker, json, newTask } from "../../src/index.js";
+import { Client, Mux, Worker, json, newTask } from "../../src/index.js";
 import { eventually, NodeProcess, REPO_ROOT } from "../support/node-process.js";
 import { authFileWithRoles } from "../support/security.js";
+import { outcome } from "../support/sdk.js";
 
 function metric(text: string, name: string): number {
   const line = text.split("\n").find((l) => l.startsWith(`${name} `));
   return line ? Number(line.split(" ")[1]) : 0;
-}
-
-async function outcome(p: Promise<unknown>): Promise<unknown> {
-  try {
-    return { ok: await p };
-  } catch (e) {
-    if (!(e instanceof ConveyorError)) throw e;
-    return { code: e.code, reason: e.reason, message: e.message, field: e.field, details: e.details };
-  }
 }
 
 describe("sessions on one node", () => {

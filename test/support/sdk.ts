@@ -77,3 +77,13 @@ export async function rejection(call: Promise<unknown>): Promise<ConveyorError> 
   expect(error).toBeInstanceOf(ConveyorError);
   return error as ConveyorError;
 }
+
+/** What an enqueue's promise settled with: its info, or its ConveyorError's public fields. */
+export async function outcome(p: Promise<unknown>): Promise<unknown> {
+  try {
+    return { ok: await p };
+  } catch (e) {
+    if (!(e instanceof ConveyorError)) throw e;
+    return { code: e.code, reason: e.reason, message: e.message, field: e.field, details: e.details };
+  }
+}
