@@ -11,8 +11,7 @@
 import * as grpc from "@grpc/grpc-js";
 import BetterSqlite3 from "better-sqlite3";
 import { join } from "node:path";
-
-export const FLOOR_PATH = "/conveyor.bench.Floor/Insert";
+import { FLOOR_PATH } from "./floor.js";
 
 const dataDir = process.argv[2];
 if (!dataDir) throw new Error("usage: floor-server.js DATA_DIR");

@@ -15,7 +15,8 @@ import type { ResultRow } from "./scenario.js";
 import { summarize } from "./stats.js";
 import { wallNow } from "./time.js";
 
-const FLOOR_PATH = "/conveyor.bench.Floor/Insert";
+/** The floor server's one method (bench/floor-server.ts). */
+export const FLOOR_PATH = "/conveyor.bench.Floor/Insert";
 const SERVER = join(import.meta.dirname, "floor-server.js");
 
 /** `calls` sequential inserts of `bodyBytes` each (after a warm-up of 200). */

@@ -80,11 +80,6 @@ export class SessionClient {
     this.client = new Ctor(address, credentials, { ...options, channelOverride: channel });
   }
 
-  /** Whether calls go on the session now (for tests and metrics). */
-  get isOpen(): boolean {
-    return this.state === "open";
-  }
-
   /**
    * One unary call: on the session when it is open, else `unary` (and the session is opened
    * for the calls after). `request` is encoded with `encode`, the answer decoded as `output`.
@@ -181,24 +176,10 @@ export class SessionClient {
     this.waiting.delete(id);
     waiting.settle();
     this.idleSoon();
-    const { result } = answer;
-    if (result.case === "response") {
-      try {
-        waiting.resolve(fromBinary(waiting.output, result.value));
-      } catch (error) {
-        waiting.reject(new ConveyorError("INTERNAL", "INTERNAL", `the answer of ${waiting.method} does not decode: ${(error as Error).message}`));
-      }
-    } else if (result.case === "error") {
-      let status: Status;
-      try {
-        status = fromBinary(StatusSchema, result.value);
-      } catch (error) {
-        waiting.reject(new ConveyorError("INTERNAL", "INTERNAL", `the error of ${waiting.method} does not decode: ${(error as Error).message}`));
-        return;
-      }
-      waiting.reject(fromStatus(status));
-    } else {
-      waiting.reject(new ConveyorError("INTERNAL", "INTERNAL", `the answer of ${waiting.method} carries neither a response nor an error`));
+    try {
+      waiting.resolve(decodeAnswer(waiting, answer.result));
+    } catch (error) {
+      waiting.reject(error);
     }
   }
 
@@ -228,4 +209,19 @@ export class SessionClient {
       }
     }
   }
+}
+
+/** The answer of a call, or (thrown) its error: the call's ConveyorError, or INTERNAL for an answer that does not decode. */
+function decodeAnswer(waiting: Waiting, result: SessionResponse["result"]): unknown {
+  const broken = (what: string, error?: unknown) =>
+    new ConveyorError("INTERNAL", "INTERNAL", `the answer of ${waiting.method} ${what}${error ? `: ${(error as Error).message}` : ""}`);
+  if (result.case === undefined) throw broken("carries neither a response nor an error");
+  let decoded: unknown;
+  try {
+    decoded = result.case === "response" ? fromBinary(waiting.output, result.value) : fromBinary(StatusSchema, result.value);
+  } catch (error) {
+    throw broken("does not decode", error);
+  }
+  if (result.case === "error") throw fromStatus(decoded as Status);
+  return decoded;
 }

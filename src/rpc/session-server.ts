@@ -8,9 +8,9 @@
  *
  * What a session must not do is let one call hurt the others on it: a request that does
  * not decode, names no method or fails is answered alone; an answer larger than a client
- * may receive is answered RESOURCE_EXHAUSTED instead of ending the stream. Only a frame
- * that does not decode at all (no call id to answer) ends the stream, with
- * INVALID_ARGUMENT.
+ * may receive (a bug: answers are bounded far below it) is answered INTERNAL, and logged,
+ * instead of ending the stream. Only a frame that does not decode at all (no call id to
+ * answer) ends the stream, with INVALID_ARGUMENT.
  *
  * Stopping (`close`): every session stops taking calls at once (frames that come after
  * are never run), answers the calls it runs and then ends with OK. A client knows from
@@ -18,7 +18,7 @@
  * (as unary calls, which a stopping node refuses or serves as it would any call).
  */
 import * as grpc from "@grpc/grpc-js";
-import { fromBinary, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { ConveyorError, invalidField } from "../base/errors.js";
 import { GRPC_MESSAGE_MAX_BYTES } from "../base/limits.js";
 import { StatusSchema } from "../gen/google/rpc/status_pb.js";
@@ -78,7 +78,8 @@ export function addSessionService(
   }
   const open = new Set<ServerSession>();
   let closing = false;
-  server.addService(sessionDefinition({ request: decodeFrame }), {
+  // Frames decode as requests do (request-decode.ts): never throwing, which would end the stream INTERNAL.
+  server.addService(sessionDefinition({ request: (bytes) => decodeRequest(SessionRequestSchema, bytes) }), {
     session: (stream: grpc.ServerDuplexStream<unknown, Buffer>) => {
       const session = new ServerSession(stream, methods, deps, () => open.delete(session));
       open.add(session);
@@ -96,14 +97,10 @@ export function addSessionService(
   };
 }
 
-/** The frame decoder never throws (grpc-js would end the stream INTERNAL): a broken frame is an UndecodableRequest. */
-function decodeFrame(bytes: Buffer): unknown {
-  try {
-    return fromBinary(SessionRequestSchema, bytes);
-  } catch (error) {
-    return new UndecodableRequest(new ConveyorError("INVALID_ARGUMENT", "MALFORMED_REQUEST",
-      `a session frame does not decode as conveyor.v1.SessionRequest: ${(error as Error).message}`));
-  }
+/** What answers a call: its status code, and the frame's response or error bytes. */
+interface AnswerBody {
+  code: grpc.status;
+  frame: [Uint8Array | undefined, Uint8Array | undefined];
 }
 
 /** One call in flight on a session. */
@@ -154,8 +151,6 @@ class ServerSession {
     if (this.ended) return;
     if (frame instanceof UndecodableRequest) {
       this.abandon();
-      this.ended = true;
-      this.onEnd();
       this.stream.emit("error", { code: grpc.status.INVALID_ARGUMENT, details: frame.error.message });
       return;
     }
@@ -211,40 +206,31 @@ class ServerSession {
       getAuthContext: () => stream.getAuthContext(),
     };
     const result = request instanceof UndecodableRequest ? Promise.reject(request.error) : Promise.resolve().then(() => method.handler(unaryCall));
-    result.then(
-      (response) => {
-        if (!state.cancelled) this.answer(id, method, response, started);
-        this.finish(id, timer);
-      },
-      (error: unknown) => {
-        const status = toStatus(error);
-        if (status.code === grpc.status.INTERNAL) this.deps.onInternal(method.name, error);
-        if (!state.cancelled) this.write(encodeSessionAnswer(id, undefined, toBinary(StatusSchema, status)));
-        this.deps.observe?.(method.name, status.code, (performance.now() - started) / 1000);
-        // Last: finishing the last call of a closing session ends its stream.
-        this.finish(id, timer);
-      },
-    );
+    result.then((response) => this.encodeAnswer(method, response), (error: unknown) => this.errorAnswer(method, error)).then(({ code, frame }) => {
+      // A cancelled call's caller is gone (as with a cancelled unary call, nothing is sent).
+      if (!state.cancelled) this.write(encodeSessionAnswer(id, ...frame));
+      this.deps.observe?.(method.name, code, (performance.now() - started) / 1000);
+      // Last: finishing the last call of a closing session ends its stream.
+      this.finish(id, timer);
+    });
   }
 
-  private answer(id: bigint, method: SessionMethod, response: unknown, started: number): void {
-    let bytes: Buffer;
+  /** The answer frame's body of a handler's response (an encoding failure or an oversized answer is INTERNAL). */
+  private encodeAnswer(method: SessionMethod, response: unknown): AnswerBody {
     try {
-      bytes = method.serialize(response);
+      const bytes = method.serialize(response);
+      if (bytes.byteLength <= ANSWER_MAX_BYTES) return { code: grpc.status.OK, frame: [bytes, undefined] };
+      throw new Error(`the answer of ${method.name} is ${bytes.byteLength} bytes, over the ${ANSWER_MAX_BYTES} a client receives`);
     } catch (error) {
-      this.deps.onInternal(method.name, error);
-      this.answerError(id, error);
-      this.deps.observe?.(method.name, grpc.status.INTERNAL, (performance.now() - started) / 1000);
-      return;
+      return this.errorAnswer(method, error);
     }
-    if (bytes.byteLength > ANSWER_MAX_BYTES) {
-      this.answerError(id, new ConveyorError("RESOURCE_EXHAUSTED", "INVALID_FIELD",
-        `the answer of ${method.name} is ${bytes.byteLength} bytes, over the ${ANSWER_MAX_BYTES} a client receives`));
-      this.deps.observe?.(method.name, grpc.status.RESOURCE_EXHAUSTED, (performance.now() - started) / 1000);
-      return;
-    }
-    this.write(encodeSessionAnswer(id, bytes, undefined));
-    this.deps.observe?.(method.name, grpc.status.OK, (performance.now() - started) / 1000);
+  }
+
+  /** The answer frame's body of a failed call; anything but a ConveyorError is INTERNAL, logged and never sent. */
+  private errorAnswer(method: SessionMethod, error: unknown): AnswerBody {
+    const status = toStatus(error);
+    if (status.code === grpc.status.INTERNAL) this.deps.onInternal(method.name, error);
+    return { code: status.code, frame: [undefined, toBinary(StatusSchema, status)] };
   }
 
   private answerError(id: bigint, error: unknown): void {

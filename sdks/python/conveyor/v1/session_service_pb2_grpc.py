@@ -16,9 +16,10 @@ class SessionServiceStub(object):
     is every call's metadata), the same errors (as a google.rpc.Status with conveyor's
     ErrorInfo, as in the unary trailer). Calls are independent: any number in flight,
     answered in any order, and one call's failure ends no other. The server ends the
-    stream only when it stops (after the calls in flight are answered) or when the client
-    sends a frame that does not decode; a client then goes on with unary calls or a new
-    session. Optional: a client that never opens one loses nothing but speed.
+    stream only when it stops or the client ends its side (after the calls in flight are
+    answered, with OK: a call not answered was not run), or when the client sends a frame
+    that does not decode; a client then goes on with unary calls or a new session.
+    Optional: a client that never opens one loses nothing but speed.
     """
 
     def __init__(self, channel):
@@ -45,9 +46,10 @@ class SessionServiceServicer(object):
     is every call's metadata), the same errors (as a google.rpc.Status with conveyor's
     ErrorInfo, as in the unary trailer). Calls are independent: any number in flight,
     answered in any order, and one call's failure ends no other. The server ends the
-    stream only when it stops (after the calls in flight are answered) or when the client
-    sends a frame that does not decode; a client then goes on with unary calls or a new
-    session. Optional: a client that never opens one loses nothing but speed.
+    stream only when it stops or the client ends its side (after the calls in flight are
+    answered, with OK: a call not answered was not run), or when the client sends a frame
+    that does not decode; a client then goes on with unary calls or a new session.
+    Optional: a client that never opens one loses nothing but speed.
     """
 
     def Session(self, request_iterator, context):
@@ -82,9 +84,10 @@ class SessionService(object):
     is every call's metadata), the same errors (as a google.rpc.Status with conveyor's
     ErrorInfo, as in the unary trailer). Calls are independent: any number in flight,
     answered in any order, and one call's failure ends no other. The server ends the
-    stream only when it stops (after the calls in flight are answered) or when the client
-    sends a frame that does not decode; a client then goes on with unary calls or a new
-    session. Optional: a client that never opens one loses nothing but speed.
+    stream only when it stops or the client ends its side (after the calls in flight are
+    answered, with OK: a call not answered was not run), or when the client sends a frame
+    that does not decode; a client then goes on with unary calls or a new session.
+    Optional: a client that never opens one loses nothing but speed.
     """
 
     @staticmethod

@@ -115,9 +115,10 @@ export const SessionResponseSchema: GenMessage<SessionResponse> = /*@__PURE__*/
  * is every call's metadata), the same errors (as a google.rpc.Status with conveyor's
  * ErrorInfo, as in the unary trailer). Calls are independent: any number in flight,
  * answered in any order, and one call's failure ends no other. The server ends the
- * stream only when it stops (after the calls in flight are answered) or when the client
- * sends a frame that does not decode; a client then goes on with unary calls or a new
- * session. Optional: a client that never opens one loses nothing but speed.
+ * stream only when it stops or the client ends its side (after the calls in flight are
+ * answered, with OK: a call not answered was not run), or when the client sends a frame
+ * that does not decode; a client then goes on with unary calls or a new session.
+ * Optional: a client that never opens one loses nothing but speed.
  *
  * @generated from service conveyor.v1.SessionService
  */
