@@ -131,3 +131,6 @@ export interface Follower {
  */
 export const NATS_MAX_PAYLOAD_REQUIRED = 8 * 1024 * 1024;
 export const ENTRY_BYTES_MAX = NATS_MAX_PAYLOAD_REQUIRED - 4 * 1024;
+
+/** The NATS servers are reachable but set up so the changelog cannot work (retrying will not help). */
+export class ChangeLogConfigError extends Error {}

@@ -27,7 +27,7 @@ import { DeliverPolicy, DiscardPolicy, jetstream, JetStreamApiError, jetstreamMa
 import { connect, errors, headers, type NatsConnection } from "@nats-io/transport-node";
 import { ConveyorError } from "../base/errors.js";
 import { checkAppend, checkMaxEntries, checkPartition, checkSeq } from "./append-checks.js";
-import { NATS_MAX_PAYLOAD_REQUIRED, type AppendOutcome, type ChangeLog, type EntryKind, type Follower, type LogEntry } from "./changelog.js";
+import { ChangeLogConfigError, NATS_MAX_PAYLOAD_REQUIRED, type AppendOutcome, type ChangeLog, type EntryKind, type Follower, type LogEntry } from "./changelog.js";
 import { frameRecords, unframeRecords } from "./entry-frame.js";
 import { JetStreamSnapshotStore, type JetStreamSnapshotStoreOptions } from "./jetstream-snapshot-store.js";
 
@@ -56,8 +56,7 @@ export interface JetStreamChangeLogOptions {
   connectionName?: string;
 }
 
-/** The NATS servers are reachable but set up so the changelog cannot work (retrying will not help). */
-export class ChangeLogConfigError extends Error {}
+export { ChangeLogConfigError };
 
 const ENTRY_HEADER = "Cv-Entry";
 /** The entry's predecessor (its append's expected last sequence), so readers see a gap. */

@@ -11,7 +11,6 @@ import { randomUUID } from "node:crypto";
 import { systemClock, type Clock } from "../base/clock.js";
 import { ClusterMember, SoloMembership, type ClusterLogger, type MembershipStatusSource } from "./cluster-member.js";
 import type { Coordination, MemberRecord } from "./coordination.js";
-import { EtcdCoordination } from "./etcd-coordination.js";
 import { PartitionOwners, type PartitionLogGate } from "./partition-owners.js";
 import { PlacementControl } from "./placement-control.js";
 
@@ -57,6 +56,8 @@ export async function startMembership(settings: MembershipSettings): Promise<Sta
     return Object.assign(solo, { owners: undefined, member: undefined, placement: undefined, stop: async () => {} });
   }
   const clock = settings.clock ?? systemClock;
+  // Loaded here: a single node never needs the etcd client (~0.1 s of start-up).
+  const { EtcdCoordination } = await import("./etcd-coordination.js");
   const coordination = new EtcdCoordination({ endpoints, cluster: settings.cluster, callTimeoutMs: Math.max(1_000, Math.floor(settings.ttlMs / 2)) });
   const member = new ClusterMember({
     coordination, clock, cluster: settings.cluster, partitions: settings.partitions,

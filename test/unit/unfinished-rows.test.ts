@@ -104,6 +104,26 @@ describe("UnfinishedRows", () => {
     expect(loaded.packedTaskIds().length).toBeGreaterThanOrEqual(15);
   });
 
+  it("reads a backlog larger than a chunk whole and in order, other rows at and across the chunk edges", () => {
+    const core = new QueueCore(QUEUE, coreConfig(), { random: seededRandom(5), newId: leaseIdCounter() });
+    const now = 1_000_000;
+    core.enqueue(Array.from({ length: 12_003 }, (_, i) => newTask({ priority: 1 + (i % 3), ...(i % 1000 === 7 ? { processAtMs: now + 60_000 } : {}) })), new Map(), now, false);
+    store.apply(QUEUE, core.drain().effects);
+    const sql = dataDir.db.sqlite;
+    // Pending rows that are not plain (an attempt remembered, rules, a batch), on either side of the 5,000-row chunk edges.
+    for (const rowid of [1, 4_999, 5_000, 5_001, 10_000, 10_001, 12_003]) {
+      sql.prepare("UPDATE tasks SET attempt_worker = 'w', attempt_number = 1, attempt_started_at = 5 WHERE rowid = ?").run(rowid);
+    }
+    sql.prepare(`UPDATE tasks SET rules = ? WHERE rowid = 4_998`).run(JSON.stringify(rule("edge")));
+    sql.prepare("UPDATE tasks SET batch_id = 'b1' WHERE rowid = 9_999").run();
+    const rows = [...store.loadUnfinished(QUEUE)];
+    expect(rows).toHaveLength(12_003);
+    expect(rows.filter((e) => e.state === "scheduled")).toHaveLength(12);
+    expect(rows.filter((e) => e.attemptWorker === "w")).toHaveLength(7);
+    expect(rows.find((e) => e.rules.length > 0)?.rules).toEqual(rule("edge"));
+    expect(rows).toEqual(readAsBefore(QUEUE));
+  });
+
   it("stops cleanly when its reader stops early (the statements are not left busy)", () => {
     const core = new QueueCore(QUEUE, coreConfig(), { random: seededRandom(3), newId: leaseIdCounter() });
     core.enqueue([newTask(), newTask({ processAtMs: 2_000_000 }), newTask()], new Map(), 1_000_000, false);
