@@ -12,6 +12,7 @@ import { fromBinary, ScalarType, type DescField, type DescMessage } from "@bufbu
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { ConveyorError, invalidField } from "../base/errors.js";
 import { truncateText } from "../base/limits.js";
+import { HAND_DECODED } from "./fast-decode.js";
 
 /** What the server's deserializer returns for bytes that are not a valid request. */
 export class UndecodableRequest {
@@ -20,6 +21,10 @@ export class UndecodableRequest {
 
 /** Decodes a request, or describes why it does not decode. */
 export function decodeRequest(schema: DescMessage, bytes: Uint8Array): unknown {
+  // The enqueue requests by hand when they are ordinary (fast-decode.ts); anything else, and
+  // anything that does not decode, through protobuf-es.
+  const fast = HAND_DECODED.get(schema.typeName)?.(bytes);
+  if (fast !== undefined) return fast;
   try {
     return fromBinary(schema, bytes);
   } catch (e) {
