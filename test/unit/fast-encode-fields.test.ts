@@ -2,7 +2,7 @@
  * A field added to a hand-encoded message must not be dropped silently: each hand
  * encoder's list of fields (src/rpc/fast-encode.ts) must be the descriptor's, every
  * field must have implicit presence (the encoders skip zero values, which is only right
- * without `optional`), and every message a hand-encoded one holds is hand-encoded too.
+ * without `optional`, or listed as `optional` by the encoder), and every message a hand-encoded one holds is hand-encoded too.
  */
 import { create, equals, fromBinary, toBinary, type DescField } from "@bufbuild/protobuf";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
@@ -21,15 +21,15 @@ describe("hand-encoded messages", () => {
     expect(HAND_ENCODED.map((h) => h.schema.typeName)).toEqual(expect.arrayContaining(["conveyor.v1.Task", "conveyor.v1.LeaseResponse"]));
   });
 
-  for (const { schema, fields } of HAND_ENCODED) {
+  for (const { schema, fields, optional } of HAND_ENCODED) {
     describe(schema.typeName, () => {
       it("write every field of the descriptor, and only those", () => {
         expect([...fields].sort()).toEqual(membersOf(schema.fields));
       });
 
-      it("have only fields with implicit presence, or messages, lists and maps", () => {
+      it("list exactly their fields with explicit presence as optional (written whenever set, zero included)", () => {
         const explicit = schema.fields.filter((f) => (f.fieldKind === "scalar" || f.fieldKind === "enum") && (f.presence !== 2 || f.oneof));
-        expect(explicit.map((f) => f.name)).toEqual([]);
+        expect(explicit.map((f) => f.localName).sort()).toEqual([...optional].sort());
       });
 
       it("hold only hand-encoded messages", () => {
@@ -45,6 +45,8 @@ describe("hand-encoded messages", () => {
       TaskService.method.enqueueBatch, TaskService.method.enqueueTx, TaskService.method.getTask, TaskService.method.waitTask,
       TaskService.method.cancelTask];
     expect(hot.filter((m) => !fastEncoderFor(m.output)).map((m) => m.name)).toEqual([]);
+    // And the producer's requests.
+    expect([TaskService.method.enqueue, TaskService.method.enqueueBatch].filter((m) => !fastEncoderFor(m.input)).map((m) => m.name)).toEqual([]);
     expect(fastEncoderFor(TaskSchema)).toBeUndefined(); // hand-encoded inside answers, never an answer itself
   });
 
