@@ -91,11 +91,18 @@ export class ConveyorNode {
     const loaded = loadSecurity(config, deps.security ?? {}, deps.logger);
     // Locks the directory and checks its identity; refuses (DataDirError) rather than start empty.
     const dataDir = openDataDir({ dir: config.dataDir, synchronous: config.sqliteSynchronous });
+    // The start's own waits (the changelog's and the membership's retries) pause on the
+    // clock's timers, which never keep a process alive, and until the ports are bound
+    // nothing else may: a retry while NATS or etcd was slow let the process end, exit code
+    // 0 and no word (a restarted cluster node in CI). Held until the start ends either way.
+    const starting = setInterval(() => {}, 60_000);
     try {
       return await ConveyorNode.startOn(dataDir, deps, clock, random, loaded);
     } catch (error) {
       dataDir.close();
       throw error;
+    } finally {
+      clearInterval(starting);
     }
   }
 

@@ -76,7 +76,7 @@ export class NodeProcess {
       }, START_TIMEOUT_MS);
       child.once("exit", (code) => {
         clearTimeout(timer);
-        reject(new Error(`conveyord exited with ${code} before listening; stderr: ${stderr}`));
+        reject(new Error(`conveyord exited with ${code} before listening; stderr: ${stderr}; last log lines:\n${logs.slice(-8).join("\n")}`));
       });
       lines.on("line", (line) => {
         logs.push(line);
