@@ -62,7 +62,9 @@ describe.each([
       const t0 = performance.now();
       checker.phase = `${id} stopping`;
       expect(await old.stop(), `${id} exits cleanly after its drain`).toBe(0);
-      expect(old.logs.some((l) => l.includes("drained: every partition handed off")), `${id} drained before it left`).toBe(true);
+      // On a failure, the node's own account of its drain (which partitions it still held, and why) is in the message.
+      expect(old.logs.some((l) => l.includes("drained: every partition handed off")),
+        `${id} drained before it left; its last log lines:\n${old.logs.slice(-12).join("\n")}`).toBe(true);
       checker.phase = `${id} restarting`;
       const back = await old.restart();
       checker.phase = `${id} back, taking its share`;
