@@ -89,7 +89,10 @@ describe("task counts over gRPC", () => {
         workerId: "t",
         settlements: leased.deliveries.slice(8).map((d) => ({ queue, leaseId: d.leaseId, taskId: d.tasks[0]!.id, outcome: Outcome.SUCCESS })),
       });
-      for (const state of [TaskState.PENDING, TaskState.SCHEDULED, TaskState.RETRY]) {
+      // Retry and scheduled first: a task whose backoff or time runs out moves to pending
+      // meanwhile (never back), and the pending cancel comes after it (a retry's backoff ending
+      // between the cancels left it pending in a loaded CI run).
+      for (const state of [TaskState.RETRY, TaskState.SCHEDULED, TaskState.PENDING]) {
         await sdk.admin.bulkTaskAction({ queue, action: BulkAction.CANCEL, state });
       }
       await sdk.admin.deleteQueue({ queue });
