@@ -6,10 +6,27 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { PartitionMap, SUCCESSORS_KEPT, partitionOf } from "../../src/cluster/partitions.js";
+import { PartitionMap, SUCCESSORS_KEPT, fnv1a32, partitionOf } from "../../src/cluster/partitions.js";
 
 const memberName = fc.stringMatching(/^[a-z][a-z0-9-]{0,11}$/);
 const members = (min: number, max: number) => fc.uniqueArray(memberName, { minLength: min, maxLength: max });
+
+/** FNV-1a over the UTF-8 bytes, byte by byte: the definition fnv1a32's ASCII fast path must keep. */
+function fnv1a32Bytes(text: string): number {
+  let hash = 0x811c9dc5;
+  for (const byte of new TextEncoder().encode(text)) hash = Math.imul(hash ^ byte, 0x01000193);
+  return hash >>> 0;
+}
+
+describe("fnv1a32 (property)", () => {
+  it("equals FNV-1a over the UTF-8 bytes for any string: ASCII, non-ASCII after an ASCII prefix, lone surrogates", () => {
+    const text = fc.oneof(fc.string(), fc.string({ unit: "grapheme" }), fc.string({ unit: "binary" }),
+      fc.tuple(fc.string(), fc.string({ unit: "binary" })).map(([a, b]) => a + b));
+    fc.assert(fc.property(text, (t) => {
+      expect(fnv1a32(t)).toBe(fnv1a32Bytes(t));
+    }), { seed: 29, numRuns: 2000 });
+  });
+});
 
 describe("partition placement (property)", () => {
   it("is stable: any order of the same members gives the same owners and successors", () => {
