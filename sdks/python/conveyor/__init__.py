@@ -3,13 +3,14 @@
 Producers use :class:`Client`; workers register handlers on a :class:`Worker` (or a
 :class:`Mux`) and run it. See sdks/python/README.md and the repository README.
 """
+from ._channel import Tls
 from .client import AsyncClient, Client
 from .errors import BatchError, ConveyorError, SkipRetry, is_skip_retry, skip_retry
 from .task import Duration, NewTask, Task, TaskInfo, encode_json
 
 __all__ = [
     "AsyncClient", "BatchError", "Client", "ConveyorError", "Duration", "NewTask", "SkipRetry", "Task", "TaskInfo",
-    "encode_json", "is_skip_retry", "skip_retry",
+    "Tls", "encode_json", "is_skip_retry", "skip_retry",
 ]
 
 from .mux import ConcurrencyRule, Context, Mux  # noqa: E402

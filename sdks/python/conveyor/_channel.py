@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import os
-from typing import Optional
+from dataclasses import dataclass
+from typing import Any, Optional, Union
 
 import grpc
 import grpc.aio
@@ -32,12 +33,74 @@ def default_address(address: Optional[str] = None) -> str:
     return address or os.environ.get("CONVEYOR_SERVER") or DEFAULT_ADDRESS
 
 
-def sync_channel(address: Optional[str]) -> grpc.Channel:
-    return grpc.insecure_channel(default_address(address), options=CHANNEL_OPTIONS)
+@dataclass(frozen=True)
+class Tls:
+    """TLS to the node (as the TS SDK's ``tls`` option): `ca` is the PEM of the CA(s) that
+    signed the node's certificate (None: the system's roots); `cert` and `key` are this
+    client's certificate and private key in PEM, for a node that requires them (mTLS,
+    ``tls_client_ca``). PEM as ``bytes`` or ``str``, e.g. ``Path("ca.crt").read_bytes()``."""
+
+    ca: Optional[Union[bytes, str]] = None
+    cert: Optional[Union[bytes, str]] = None
+    key: Optional[Union[bytes, str]] = None
 
 
-def aio_channel(address: Optional[str]) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(default_address(address), options=CHANNEL_OPTIONS)
+#: What ``tls=`` accepts: None or False (plaintext), True (the system's roots) or a :class:`Tls`.
+TlsOption = Union[None, bool, Tls]
+
+
+def _pem(value: Optional[Union[bytes, str]], name: str) -> Optional[bytes]:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = value.encode()
+    if not isinstance(value, bytes) or b"-----BEGIN" not in value:
+        raise ValueError(f"tls.{name}: expected PEM text (-----BEGIN ...), as bytes or str; read the file first")
+    return value
+
+
+def channel_credentials(tls: TlsOption) -> Optional[grpc.ChannelCredentials]:
+    """The credentials of a TLS channel, or None for plaintext; raises on a malformed `tls`
+    (checked when a Client or Worker is made, not at its first call)."""
+    if tls is None or tls is False:
+        return None
+    if tls is True:
+        tls = Tls()
+    if not isinstance(tls, Tls):
+        raise TypeError(f"tls: expected True or conveyor.Tls(ca=..., cert=..., key=...), got {type(tls).__name__}")
+    if (tls.cert is None) != (tls.key is None):
+        raise ValueError("tls: give both cert and key (the client certificate and its private key), or neither")
+    return grpc.ssl_channel_credentials(root_certificates=_pem(tls.ca, "ca"), private_key=_pem(tls.key, "key"),
+                                        certificate_chain=_pem(tls.cert, "cert"))
+
+
+def sync_channel(address: Optional[str], tls: TlsOption = None) -> grpc.Channel:
+    credentials = channel_credentials(tls)
+    if credentials is None:
+        return grpc.insecure_channel(default_address(address), options=CHANNEL_OPTIONS)
+    return grpc.secure_channel(default_address(address), credentials, options=CHANNEL_OPTIONS)
+
+
+class _Authorization(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    """Adds the token's metadata to every unary call of a channel (the worker's: register,
+    lease, settle, heartbeat, on the main node and on every owner it polls)."""
+
+    def __init__(self, metadata: tuple[tuple[str, str], ...]) -> None:
+        self._metadata = metadata
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        metadata = grpc.aio.Metadata(*(details.metadata or ()), *self._metadata)
+        return await continuation(details._replace(metadata=metadata), request)
+
+
+def aio_channel(address: Optional[str], tls: TlsOption = None,
+                metadata: Optional[tuple[tuple[str, str], ...]] = None) -> grpc.aio.Channel:
+    """A channel for grpc.aio; `metadata` (auth_metadata's) goes with every call made on it."""
+    credentials = channel_credentials(tls)
+    interceptors = [_Authorization(metadata)] if metadata else None
+    if credentials is None:
+        return grpc.aio.insecure_channel(default_address(address), options=CHANNEL_OPTIONS, interceptors=interceptors)
+    return grpc.aio.secure_channel(default_address(address), credentials, options=CHANNEL_OPTIONS, interceptors=interceptors)
 
 
 def auth_metadata(token: Optional[str]) -> Optional[tuple[tuple[str, str], ...]]:

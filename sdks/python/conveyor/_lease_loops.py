@@ -249,8 +249,11 @@ class LeaseLoops:
 
     def __init__(self, *, worker_id: str, queues: list[tuple[str, int]], concurrency: int, lease_wait_ms: int,
                  main_address: str, main_stub: Any, base: Callable[[], dict[str, Any]], running: Callable[[], int],
-                 deliver: Callable[[wpb.LeaseResponse], None], report: Callable[[BaseException, str], None]) -> None:
+                 deliver: Callable[[wpb.LeaseResponse], None], report: Callable[[BaseException, str], None],
+                 connect: Callable[[str], grpc.aio.Channel] = aio_channel) -> None:
         self.worker_id = worker_id
+        #: Opens the channel to another node (the worker's token and TLS, as on its main channel).
+        self._connect = connect
         self.lease_wait_ms = lease_wait_ms
         self.slots = SlotBudget(concurrency, running)
         self.placement = QueuePlacement(queues, main_address)
@@ -350,7 +353,7 @@ class LeaseLoops:
                 continue
             if existing is not None:
                 self._close_later(existing.channel)
-            channel = aio_channel(address)
+            channel = self._connect(address)
             stub = worker_service_pb2_grpc.WorkerServiceStub(channel)
             other = _OtherNode(LeaseLoop(self, address, stub, False), channel, stub)
             self._others[address] = other

@@ -19,7 +19,7 @@ import re
 import grpc
 import grpc.aio
 
-from ._channel import aio_channel, auth_metadata, sync_channel
+from ._channel import TlsOption, aio_channel, auth_metadata, channel_credentials, sync_channel
 from ._coalescer import EnqueueCoalescer
 from ._status import from_item_error, from_rpc_error
 from .errors import ConveyorError
@@ -82,13 +82,16 @@ def _spec(task: NewTask) -> task_pb2.TaskSpec:
 class Client:
     """A producer. ``Client()`` dials $CONVEYOR_SERVER or 127.0.0.1:7233; `timeout` is each
     call's deadline (``timedelta`` or seconds, default 30 s); `token` is sent as
-    ``authorization: Bearer`` to a node with an auth file (default $CONVEYOR_TOKEN). Use it
+    ``authorization: Bearer`` to a node with an auth file (default $CONVEYOR_TOKEN); `tls`
+    connects with TLS: ``True`` trusts the system's roots, a :class:`~conveyor.Tls` names
+    the CA and, for mTLS, the client's certificate and key. Use it
     as a context manager or call :meth:`close`. Safe to share between threads. One RPC per
     :meth:`enqueue` (a blocking call has no overlap to coalesce; see :class:`AsyncClient`)."""
 
-    def __init__(self, address: Optional[str] = None, *, timeout: Duration = 30.0, token: Optional[str] = None) -> None:
+    def __init__(self, address: Optional[str] = None, *, timeout: Duration = 30.0, token: Optional[str] = None,
+                 tls: TlsOption = None) -> None:
         self._metadata = auth_metadata(token)
-        self._channel = sync_channel(address)
+        self._channel = sync_channel(address, tls)
         self._stub = task_service_pb2_grpc.TaskServiceStub(self._channel)
         self._timeout = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
 
@@ -185,12 +188,14 @@ class AsyncClient:
     while fewer than two sends are in flight, later ones wait for a send to return (a
     pending batch of BATCH_MAX tasks or about the request size goes at once); a lone call
     goes out as a plain Enqueue. Each caller gets the outcome a single Enqueue gives it.
-    ``coalesce_enqueues=False`` sends one Enqueue per call. `timeout` and `token` as for
-    :class:`Client`. Create and use it on one event loop; ``async with`` or :meth:`close`."""
+    ``coalesce_enqueues=False`` sends one Enqueue per call. `timeout`, `token` and `tls` as
+    for :class:`Client`. Create and use it on one event loop; ``async with`` or :meth:`close`."""
 
     def __init__(self, address: Optional[str] = None, *, timeout: Duration = 30.0, token: Optional[str] = None,
-                 coalesce_enqueues: bool = True) -> None:
+                 tls: TlsOption = None, coalesce_enqueues: bool = True) -> None:
         self._address = address
+        channel_credentials(tls)  # a malformed `tls` raises here, not at the first call
+        self._tls = tls
         self._timeout = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
         self._metadata = auth_metadata(token)
         self._channel: Optional[grpc.aio.Channel] = None
@@ -210,7 +215,7 @@ class AsyncClient:
     @property
     def _stub(self) -> Any:
         if self._stub_ is None:  # created on the running loop, which grpc.aio binds to
-            self._channel = aio_channel(self._address)
+            self._channel = aio_channel(self._address, self._tls)
             self._stub_ = task_service_pb2_grpc.TaskServiceStub(self._channel)
         return self._stub_
 

@@ -42,7 +42,7 @@ from typing import Any, Optional, Union
 import grpc
 import grpc.aio
 
-from ._channel import aio_channel, default_address
+from ._channel import TlsOption, aio_channel, auth_metadata, channel_credentials, default_address
 from ._lease_loops import LeaseLoops
 from ._status import from_item_error, from_rpc_error
 from .errors import BatchError, is_skip_retry
@@ -134,7 +134,10 @@ class Worker:
     `queues`: queue names (weight 1 each) or a mapping of queue → weight. `lease_wait`: how
     long one Lease call parks on the node (default 30 s). `on_error(error, context)` is
     called for errors the worker handles itself (lost connection, failed settle); the default
-    logs them to the ``conveyor.worker`` logger.
+    logs them to the ``conveyor.worker`` logger. `token` and `tls` as for
+    :class:`~conveyor.Client`: every call of the worker carries them, on its node and on the
+    owners of its queues it polls in a cluster. A node with an auth file refuses a worker
+    without a token: :meth:`start` raises UNAUTHENTICATED.
     """
 
     def __init__(
@@ -147,9 +150,15 @@ class Worker:
         lease_wait: Duration = 30.0,
         worker_id: Optional[str] = None,
         on_error: Optional[Callable[[BaseException, str], None]] = None,
+        token: Optional[str] = None,
+        tls: TlsOption = None,
     ) -> None:
         self.mux = mux if mux is not None else Mux()
         self.address = address
+        # Every call of the worker (on its node and on the owners it polls) carries these.
+        self._metadata = auth_metadata(token)
+        channel_credentials(tls)  # a malformed `tls` raises here, not at start()
+        self._tls = tls
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         if isinstance(queues, Mapping):
             self._queues = [(q, int(w)) for q, w in queues.items()]
@@ -236,9 +245,9 @@ class Worker:
         self._started = True
         self._stopped = asyncio.Event()
         self._drained = asyncio.Event()
-        self._channel = aio_channel(self.address)
+        self._channel = self._connect(self.address)
         self._stub = worker_service_pb2_grpc.WorkerServiceStub(self._channel)
-        self._loops = LeaseLoops(
+        self._loops = LeaseLoops(connect=self._connect,
             worker_id=self.worker_id, queues=self._queues, concurrency=self.concurrency, lease_wait_ms=self._lease_wait_ms,
             main_address=default_address(self.address), main_stub=self._stub, base=self._lease_base,
             running=lambda: len(self._running), deliver=self._deliver, report=self._report)
@@ -291,6 +300,9 @@ class Worker:
         await self._loops.close()
         await self._channel.close()
         self._stopped.set()
+
+    def _connect(self, address: Optional[str]) -> grpc.aio.Channel:
+        return aio_channel(address, self._tls, self._metadata)
 
     async def _register(self) -> None:
         types = [wpb.TaskTypeRegistration(type=t, concurrency=[_rule_to_wire(r) for r in self.mux.rules_for(t)])
