@@ -51,7 +51,7 @@ const utf8 = new TextEncoder();
 export function fnv1a32(text: string): number {
   let hash = FNV_OFFSET_BASIS;
   // ASCII (every usual queue name) is its own UTF-8: hashed without encoding, which cost
-  // ~1 µs a call, and a call is made several times a task (routing, ids, settles).
+  // 0.4-0.8 µs a call, and a call is made several times a task (routing, ids, settles).
   let i = 0;
   for (; i < text.length; i++) {
     const code = text.charCodeAt(i);

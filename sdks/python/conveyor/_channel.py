@@ -60,8 +60,9 @@ def _pem(value: Optional[Union[bytes, str]], name: str) -> Optional[bytes]:
 
 
 def channel_credentials(tls: TlsOption) -> Optional[grpc.ChannelCredentials]:
-    """The credentials of a TLS channel, or None for plaintext; raises on a malformed `tls`
-    (checked when a Client or Worker is made, not at its first call)."""
+    """The credentials of a TLS channel, or None for plaintext; raises on a malformed `tls`.
+    Clients and the worker call it when they are made (so a mistake shows there, not at the
+    first call) and reuse the credentials for every channel they open."""
     if tls is None or tls is False:
         return None
     if tls is True:
@@ -74,8 +75,8 @@ def channel_credentials(tls: TlsOption) -> Optional[grpc.ChannelCredentials]:
                                         certificate_chain=_pem(tls.cert, "cert"))
 
 
-def sync_channel(address: Optional[str], tls: TlsOption = None) -> grpc.Channel:
-    credentials = channel_credentials(tls)
+def sync_channel(address: Optional[str], credentials: Optional[grpc.ChannelCredentials] = None) -> grpc.Channel:
+    """A blocking channel: TLS with `credentials` (channel_credentials'), else plaintext."""
     if credentials is None:
         return grpc.insecure_channel(default_address(address), options=CHANNEL_OPTIONS)
     return grpc.secure_channel(default_address(address), credentials, options=CHANNEL_OPTIONS)
@@ -90,13 +91,14 @@ class _Authorization(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc
 
     async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
         metadata = grpc.aio.Metadata(*(details.metadata or ()), *self._metadata)
-        return await continuation(details._replace(metadata=metadata), request)
+        return await continuation(grpc.aio.ClientCallDetails(details.method, details.timeout, metadata,
+                                                             details.credentials, details.wait_for_ready), request)
 
 
-def aio_channel(address: Optional[str], tls: TlsOption = None,
+def aio_channel(address: Optional[str], credentials: Optional[grpc.ChannelCredentials] = None,
                 metadata: Optional[tuple[tuple[str, str], ...]] = None) -> grpc.aio.Channel:
-    """A channel for grpc.aio; `metadata` (auth_metadata's) goes with every call made on it."""
-    credentials = channel_credentials(tls)
+    """A grpc.aio channel: TLS with `credentials`, else plaintext; `metadata` (auth_metadata's)
+    goes with every call made on it."""
     interceptors = [_Authorization(metadata)] if metadata else None
     if credentials is None:
         return grpc.aio.insecure_channel(default_address(address), options=CHANNEL_OPTIONS, interceptors=interceptors)

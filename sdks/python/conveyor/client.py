@@ -91,7 +91,7 @@ class Client:
     def __init__(self, address: Optional[str] = None, *, timeout: Duration = 30.0, token: Optional[str] = None,
                  tls: TlsOption = None) -> None:
         self._metadata = auth_metadata(token)
-        self._channel = sync_channel(address, tls)
+        self._channel = sync_channel(address, channel_credentials(tls))
         self._stub = task_service_pb2_grpc.TaskServiceStub(self._channel)
         self._timeout = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
 
@@ -194,8 +194,7 @@ class AsyncClient:
     def __init__(self, address: Optional[str] = None, *, timeout: Duration = 30.0, token: Optional[str] = None,
                  tls: TlsOption = None, coalesce_enqueues: bool = True) -> None:
         self._address = address
-        channel_credentials(tls)  # a malformed `tls` raises here, not at the first call
-        self._tls = tls
+        self._credentials = channel_credentials(tls)
         self._timeout = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
         self._metadata = auth_metadata(token)
         self._channel: Optional[grpc.aio.Channel] = None
@@ -215,7 +214,7 @@ class AsyncClient:
     @property
     def _stub(self) -> Any:
         if self._stub_ is None:  # created on the running loop, which grpc.aio binds to
-            self._channel = aio_channel(self._address, self._tls)
+            self._channel = aio_channel(self._address, self._credentials)
             self._stub_ = task_service_pb2_grpc.TaskServiceStub(self._channel)
         return self._stub_
 

@@ -155,10 +155,9 @@ class Worker:
     ) -> None:
         self.mux = mux if mux is not None else Mux()
         self.address = address
-        # Every call of the worker (on its node and on the owners it polls) carries these.
+        # Every channel of the worker (to its node and to the owners it polls) uses these.
         self._metadata = auth_metadata(token)
-        channel_credentials(tls)  # a malformed `tls` raises here, not at start()
-        self._tls = tls
+        self._credentials = channel_credentials(tls)
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         if isinstance(queues, Mapping):
             self._queues = [(q, int(w)) for q, w in queues.items()]
@@ -302,7 +301,7 @@ class Worker:
         self._stopped.set()
 
     def _connect(self, address: Optional[str]) -> grpc.aio.Channel:
-        return aio_channel(address, self._tls, self._metadata)
+        return aio_channel(address, self._credentials, self._metadata)
 
     async def _register(self) -> None:
         types = [wpb.TaskTypeRegistration(type=t, concurrency=[_rule_to_wire(r) for r in self.mux.rules_for(t)])
