@@ -20,6 +20,9 @@ import { WatchCompactedError, type Coordination, type EndpointHealth, type Membe
 import { MembershipCore, type MembershipAction, type MembershipInput, type Phase } from "./membership.js";
 import { PartitionMap } from "./partitions.js";
 
+/** A registration (grant and member write) slower than this share of the TTL renews its lease before it counts. */
+const SLOW_REGISTRATION_FRACTION = 0.25;
+
 /** The logging this needs (pino's shape). */
 export interface ClusterLogger {
   info(obj: object, msg: string): void;
@@ -258,8 +261,7 @@ export class ClusterMember implements MembershipStatusSource {
         return;
       case "keepAlive": {
         const sentAtMs = clock.nowMs();
-        // Bounded well inside the fence deadline, so that a retry (to another endpoint) still fits.
-        coordination.keepAlive(action.leaseId, Math.max(250, Math.floor(this.options.ttlMs / 4))).then(
+        coordination.keepAlive(action.leaseId, this.keepAliveTimeoutMs()).then(
           (result) => this.input({ kind: "keepAlive", leaseId: action.leaseId, sentAtMs, result }),
           (err: unknown) => {
             logger.warn({ err }, "cluster keep-alive failed");
@@ -312,11 +314,32 @@ export class ClusterMember implements MembershipStatusSource {
           (holder ? ` (incarnation ${holder.incarnation}, grpc ${holder.grpc}, data dir ${holder.dataDirId})` : "") +
           "; give each node its own node_id");
       }
-      this.input({ kind: "registered", incarnation, leaseId, createRevision: res.createRevision, sentAtMs });
+      this.input({ kind: "registered", incarnation, leaseId, createRevision: res.createRevision, sentAtMs: await this.aliveSince(leaseId, sentAtMs) });
     } catch (err) {
       coordination.revokeLease(leaseId).catch(() => {});
       throw err;
     }
+  }
+
+  /** A keep-alive's bound: well inside the fence deadline, so that a retry (to another endpoint) still fits. */
+  private keepAliveTimeoutMs(): number {
+    return Math.max(250, Math.floor(this.options.ttlMs / 4));
+  }
+
+  /**
+   * Since when the new lease provably lives: a lease lives a TTL from its grant, which
+   * this node cannot see, only from when it asked for it. A registration that took long
+   * (etcd electing a leader after a partition healed: seconds) would leave the new
+   * incarnation almost no provable life, and it would fence itself as soon as it became
+   * active; one keep-alive sent now moves that point to now.
+   */
+  private async aliveSince(leaseId: string, askedAtMs: number): Promise<number> {
+    const { coordination, clock, ttlMs } = this.options;
+    if (clock.nowMs() - askedAtMs < ttlMs * SLOW_REGISTRATION_FRACTION) return askedAtMs;
+    const renewAtMs = clock.nowMs();
+    const result = await coordination.keepAlive(leaseId, this.keepAliveTimeoutMs()).catch(() => "failed" as const);
+    if (result === "lost") throw new Error("the new member lease ended before the registration was answered (etcd was slow); registering again");
+    return result === "alive" ? renewAtMs : askedAtMs;
   }
 
   /**

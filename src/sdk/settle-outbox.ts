@@ -1,9 +1,10 @@
 /**
  * A worker's outcomes on their way to the node. Handlers finishing in the same turn are
  * sent together after it, in as few Settle calls as the node's bounds allow (count and
- * size); a call is retried while the node is unreachable, for at most
- * SETTLE_RETRY_FOR_MS: by then the lease has lapsed and the node retries the task anyway
- * (at-least-once). Every call in flight is tracked, so a stopping worker can wait for
+ * size); a call is retried while the node is unreachable, and an item the node refused
+ * UNAVAILABLE is sent again, for at most SETTLE_RETRY_FOR_MS: by then the lease has lapsed
+ * and the node retries the task anyway (at-least-once). Dropping such an item instead
+ * would leave a finished task active until its lease lapsed, then run it again. Every call in flight is tracked, so a stopping worker can wait for
  * exactly those calls instead of polling a counter.
  */
 import { ConveyorError } from "../base/errors.js";
@@ -83,18 +84,33 @@ export class SettleOutbox {
     return call.finally(() => this.inFlight.delete(call));
   }
 
+  /**
+   * Sends `batch` until every item is answered for good: the whole call again while the
+   * node is unreachable, and the items refused UNAVAILABLE again (their partition's log
+   * did not acknowledge the commit, or the partition was changing hands). A settle sent
+   * again is idempotent by lease, so an item whose first commit did land is answered OK.
+   */
   private async sendWithRetry(batch: Settlement[], draining: boolean): Promise<void> {
     const giveUpAt = Date.now() + SETTLE_RETRY_FOR_MS;
+    let pending = batch;
     for (let attempt = 0; ; attempt++) {
       try {
-        const res = await this.deps.send(batch, draining);
-        for (const r of res.results) if (r.error) this.deps.report(fromItemError(r.error), "settle");
-        return;
+        const res = await this.deps.send(pending, draining);
+        const again: Settlement[] = [];
+        res.results.forEach((r, i) => {
+          if (!r.error) return;
+          const error = fromItemError(r.error);
+          this.deps.report(error, "settle");
+          if (error.code === "UNAVAILABLE" && pending[i]) again.push(pending[i]);
+        });
+        if (again.length === 0) return;
+        pending = again;
       } catch (error) {
         this.deps.report(error, "settle");
-        if (!(error instanceof ConveyorError) || error.code !== "UNAVAILABLE" || this.closed || Date.now() >= giveUpAt) return;
-        await new Promise<void>((resolve) => setTimeout(resolve, retryPauseMs(attempt)));
+        if (!(error instanceof ConveyorError) || error.code !== "UNAVAILABLE") return;
       }
+      if (this.closed || Date.now() >= giveUpAt) return;
+      await new Promise<void>((resolve) => setTimeout(resolve, retryPauseMs(attempt)));
     }
   }
 }

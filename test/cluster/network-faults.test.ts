@@ -242,6 +242,7 @@ describe.skipIf(why !== undefined)(`network faults (three machines in network na
       `calls sent straight to n3 during the cut: ${calls.length}, ${refused.length} refused or timed out (${reasons(refused)}); ` +
       `${verdict.acknowledged} tasks acknowledged, ${verdict.deliveries} runs, longest acknowledged enqueue ${Math.round(checker.maxCallMs)} ms; ` +
       `${checker.failures.length} failed SDK calls (${reasons(checker.failures)}); ` +
+      `settle errors the worker reported (UNAVAILABLE ones sent again): ${checker.workerReports.filter((r) => r.context === "settle").length} (${reasons(checker.workerReports.filter((r) => r.context === "settle"))}); ` +
       `time: cluster up ${startedMs} ms, under load ${warmMs} ms, verdict ${since(verifyAt)} ms`);
     const byPhase = new Map<string, Array<{ error?: unknown }>>();
     for (const f of checker.failures) byPhase.set(f.phase, [...(byPhase.get(f.phase) ?? []), f]);

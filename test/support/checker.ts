@@ -86,19 +86,32 @@ export class Checker {
 
   /**
    * The verdict: asks `client` for every acknowledged task's state (a few calls at a
-   * time), so a task that ran but whose completion was not kept is caught too.
+   * time), so a task that ran but whose completion was not kept is caught too. A task
+   * still unfinished is asked about again until a lease TTL and a margin have passed: one
+   * whose settle came too late (LEASE_NOT_HELD, its lease lapsed during a fault) runs
+   * again once its lease runs out, which is at-least-once working, not a loss.
    */
   async verify(client: Client, leaseTtlMs: number): Promise<Verdict> {
     await eventually("every acknowledged task to run in the worker", async () => (this.allRan() ? true : undefined), 60_000)
       .catch(() => undefined);
     const lost = [...this.acknowledged.keys()].filter((id) => !this.completed.has(id));
-    const ids = [...this.acknowledged.keys()];
-    const notCompleted: string[] = [];
-    for (let i = 0; i < ids.length; i += 32) {
-      const views = await Promise.all(ids.slice(i, i + 32).map((id) => client.getTask(id).then((t) => t.state, (e: unknown) => `error: ${String(e)}`)));
-      views.forEach((state, j) => {
-        if (state !== "completed") notCompleted.push(`${ids[i + j]}: ${state}`);
-      });
+    let ids = [...this.acknowledged.keys()];
+    let notCompleted: string[] = [];
+    const deadline = performance.now() + leaseTtlMs + 20_000;
+    for (;;) {
+      notCompleted = [];
+      const unfinished: string[] = [];
+      for (let i = 0; i < ids.length; i += 32) {
+        const views = await Promise.all(ids.slice(i, i + 32).map((id) => client.getTask(id).then((t) => t.state, (e: unknown) => `error: ${String(e)}`)));
+        views.forEach((state, j) => {
+          if (state === "completed") return;
+          unfinished.push(ids[i + j]!);
+          notCompleted.push(`${ids[i + j]}: ${state}`);
+        });
+      }
+      if (unfinished.length === 0 || performance.now() >= deadline) break;
+      ids = unfinished;
+      await new Promise((resolve) => setTimeout(resolve, 200));
     }
     const byTask = new Map<string, Delivery[]>();
     for (const d of this.deliveries) byTask.set(d.taskId, [...(byTask.get(d.taskId) ?? []), d]);

@@ -1,11 +1,13 @@
 /**
  * The ClusterMember shell on the in-memory coordination and a fake clock: joining,
  * refusing another partition count, taking over a dead registration of its own data
- * directory, a watch whose start was compacted away, and a clean stop that revokes.
+ * directory, a watch whose start was compacted away, a registration etcd answered late,
+ * and a clean stop that revokes.
  */
 import { describe, expect, it } from "vitest";
 import { ClusterJoinError, ClusterMember } from "../../src/cluster/cluster-member.js";
-import { ClusterKeys } from "../../src/cluster/coordination.js";
+import type { Clock } from "../../src/base/clock.js";
+import { ClusterKeys, type Coordination, type KeepAliveResult } from "../../src/cluster/coordination.js";
 import { MemoryCoordination, MemoryEtcd } from "../../src/cluster/memory-coordination.js";
 import { FakeClock } from "../support/fake-clock.js";
 
@@ -21,10 +23,10 @@ function setup() {
     const c = { dead: false, nowMs: () => clock.nowMs(), setTimer: (d: number, fn: () => void) => clock.setTimer(d, () => c.dead || fn()) };
     return c;
   };
-  const member = (nodeId: string, options: { partitions?: number; dataDirId?: string; clock?: ReturnType<typeof processClock> } = {}) => {
+  const member = (nodeId: string, options: { partitions?: number; dataDirId?: string; clock?: ReturnType<typeof processClock>; coordination?: (own: Clock) => Coordination } = {}) => {
     const own = options.clock ?? processClock();
     return new ClusterMember({
-      coordination: new MemoryCoordination(store, "t", own), clock: own, cluster: "t", partitions: options.partitions ?? 64, ttlMs: TTL,
+      coordination: options.coordination?.(own) ?? new MemoryCoordination(store, "t", own), clock: own, cluster: "t", partitions: options.partitions ?? 64, ttlMs: TTL,
       self: { nodeId, grpc: `${nodeId}:1`, http: `${nodeId}:2`, version: "t", dataDirId: options.dataDirId ?? `dir-${nodeId}`, startedAtMs: 0 },
       newIncarnation: () => `${nodeId}-${++n}`,
       logger: { info: (_o, m) => logs.push(m), warn: (_o, m) => logs.push(m), error: (_o, m) => logs.push(m) },
@@ -95,6 +97,31 @@ describe("ClusterMember", () => {
     expect(sb.members.map((m) => m.entry.record.nodeId)).toEqual(["a", "b"]);
     // After b's own registration (a change both watched), the ring versions agree again.
     expect(sb.ringVersion).toBe((await settle(a.status())).ringVersion);
+  });
+
+  it("a registration etcd answered late does not fence the new incarnation at once", async () => {
+    // After a partition heals, etcd may take seconds to grant a lease (electing a leader),
+    // and a keep-alive is not answered at once either: the node knows its lease lives a TTL
+    // from when it asked for it, so without renewing it first it would have to fence itself
+    // as soon as it became active.
+    const { member, settle, store, clock } = setup();
+    class SlowEtcd extends MemoryCoordination {
+      private readonly grantDelayMs = 0.72 * TTL;
+      private later<T>(ms: number, answer: () => Promise<T>): Promise<T> {
+        return new Promise<void>((resolve) => clock.setTimer(ms, resolve)).then(answer);
+      }
+      override grantLease(ttlMs: number): Promise<string> {
+        return this.later(this.grantDelayMs, () => super.grantLease(ttlMs));
+      }
+      override keepAlive(leaseId: string, timeoutMs: number): Promise<KeepAliveResult> {
+        return super.keepAlive(leaseId, timeoutMs).then((result) => this.later(0.1 * TTL, async () => result));
+      }
+    }
+    const a = member("a", { coordination: (own) => new SlowEtcd(store, "t", own) });
+    await settle(a.start());
+    await settle(new Promise<void>((resolve) => clock.setTimer(3 * TTL, resolve)));
+    expect((await settle(a.status())).fences).toBe(0);
+    expect(a.core.phase).toBe("active");
   });
 
   it("stop marks draining, then revokes: the key is gone at once", async () => {

@@ -1,7 +1,7 @@
 /**
  * The worker's settle outbox: outcomes of one turn go in one call, calls stay within the
- * node's item bound, an unreachable node is retried, and `settled` waits for exactly the
- * calls in flight.
+ * node's item bound, an unreachable node is retried (so are the items it refused
+ * UNAVAILABLE), and `settled` waits for exactly the calls in flight.
  */
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
@@ -42,6 +42,30 @@ describe("SettleOutbox", () => {
     await outbox.settled();
     await flushed;
     expect([attempts, outbox.callsInFlight, reported]).toEqual([3, 0, ["UNREACHABLE", "UNREACHABLE"]]);
+  });
+
+  it("sends again exactly the items the node refused UNAVAILABLE, and not those refused for good", async () => {
+    const calls: string[][] = [];
+    const refusals = [
+      new Map([["t1", { code: 14, reason: "LOG_UNAVAILABLE" }], ["t2", { code: 9, reason: "LEASE_NOT_HELD" }]]),
+      new Map([["t1", { code: 14, reason: "LOG_UNAVAILABLE" }]]),
+      new Map(),
+    ];
+    const reported: string[] = [];
+    const outbox = new SettleOutbox({
+      send: (batch) => {
+        calls.push(batch.map((s) => s.taskId));
+        const refused = refusals[calls.length - 1]!;
+        return Promise.resolve(create(SettleResponseSchema, {
+          results: batch.map((s) => ({ taskId: s.taskId, ...(refused.has(s.taskId) ? { error: { ...refused.get(s.taskId)!, message: "no" } } : {}) })),
+        }));
+      },
+      report: (error) => reported.push((error as ConveyorError).reason),
+    });
+    outbox.hold(outcomes(3));
+    await outbox.flush();
+    expect(calls).toEqual([["t0", "t1", "t2"], ["t1"], ["t1"]]);
+    expect(reported).toEqual(["LOG_UNAVAILABLE", "LEASE_NOT_HELD", "LOG_UNAVAILABLE"]);
   });
 
   it("a draining flush sends one call even with nothing queued; a closed outbox stops retrying", async () => {

@@ -548,8 +548,14 @@ class Worker:
         await asyncio.gather(*sends, return_exceptions=True)
 
     async def _send_settles(self, batch: list[wpb.Settlement], draining: bool) -> None:
-        request = wpb.SettleRequest(worker_id=self.worker_id, settlements=batch, worker_draining=draining)
+        """Sends `batch` until every item is answered for good: the whole call again while
+        the node is unreachable, and the items it refused UNAVAILABLE again (their
+        partition's log did not acknowledge the commit, or the partition was moving);
+        dropping those would leave a finished task active until its lease lapsed. A settle
+        sent again is idempotent by lease."""
+        pending = batch
         for attempt in range(21):
+            request = wpb.SettleRequest(worker_id=self.worker_id, settlements=pending, worker_draining=draining)
             try:
                 res = await self._stub.Settle(request, timeout=30.0, wait_for_ready=True)
             except grpc.aio.AioRpcError as e:
@@ -557,12 +563,18 @@ class Worker:
                 self._report(error, "settle")
                 if error.code != "UNAVAILABLE":
                     return
-                await asyncio.sleep(_jitter(min(RECONNECT_MAX_S, RECONNECT_BASE_S * 2 ** attempt)))
-                continue
-            for r in res.results:
-                if r.HasField("error"):
-                    self._report(from_item_error(r.error), "settle")
-            return
+            else:
+                again: list[wpb.Settlement] = []
+                for item, r in zip(pending, res.results):
+                    if r.HasField("error"):
+                        refused = from_item_error(r.error)
+                        self._report(refused, "settle")
+                        if refused.code == "UNAVAILABLE":
+                            again.append(item)
+                if not again:
+                    return
+                pending = again
+            await asyncio.sleep(_jitter(min(RECONNECT_MAX_S, RECONNECT_BASE_S * 2 ** attempt)))
 
     # -- heartbeats --------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from conveyor import ConcurrencyRule, Mux, NewTask, SkipRetry, encode_json, is_skip_retry, skip_retry
+from conveyor import ConcurrencyRule, Mux, NewTask, SkipRetry, Worker, encode_json, is_skip_retry, skip_retry
 from conveyor.mux import encode_result, wants_context
 from conveyor.task import state_name, to_spec
 from conveyor.v1 import task_pb2, worker_service_pb2
@@ -170,3 +170,33 @@ def test_status_codes_are_the_nine_the_node_uses() -> None:
         assert code_name(getattr(grpc.StatusCode, name)) == name
     assert code_name(grpc.StatusCode.PERMISSION_DENIED.value[0]) == "PERMISSION_DENIED"  # an ItemError's number
     assert (code_name(grpc.StatusCode.DEADLINE_EXCEEDED), code_name(grpc.StatusCode.UNIMPLEMENTED)) == ("UNAVAILABLE", "INTERNAL")
+
+
+def test_a_settle_item_refused_unavailable_is_sent_again_and_one_refused_for_good_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without the item retry a finished task whose commit the log did not acknowledge stays
+    # active until its lease lapses, then runs again.
+    monkeypatch.setattr("conveyor.worker.RECONNECT_BASE_S", 0.001)
+    refusals = [
+        {"t1": (14, "LOG_UNAVAILABLE"), "t2": (9, "LEASE_NOT_HELD")},
+        {"t1": (14, "LOG_UNAVAILABLE")},
+        {},
+    ]
+    calls: list[list[str]] = []
+
+    class Stub:
+        async def Settle(self, request: worker_service_pb2.SettleRequest, **_: object) -> worker_service_pb2.SettleResponse:
+            calls.append([s.task_id for s in request.settlements])
+            refused = refusals[len(calls) - 1]
+            return worker_service_pb2.SettleResponse(results=[
+                worker_service_pb2.SettleResult(task_id=s.task_id, error=task_pb2.ItemError(code=refused[s.task_id][0], reason=refused[s.task_id][1], message="no"))
+                if s.task_id in refused else worker_service_pb2.SettleResult(task_id=s.task_id)
+                for s in request.settlements
+            ])
+
+    reported: list[str] = []
+    worker = Worker(address="127.0.0.1:1", on_error=lambda error, context: reported.append(getattr(error, "reason", "")))
+    worker._stub = Stub()
+    batch = [worker_service_pb2.Settlement(queue="q", lease_id="L1", task_id=f"t{i}") for i in range(3)]
+    asyncio.run(worker._send_settles(batch, False))
+    assert calls == [["t0", "t1", "t2"], ["t1"], ["t1"]]
+    assert reported == ["LOG_UNAVAILABLE", "LEASE_NOT_HELD", "LOG_UNAVAILABLE"]
