@@ -5,9 +5,10 @@
  * (`makeGenericClientConstructor`) use. No proto-loader, no protobufjs at runtime.
  */
 import * as grpc from "@grpc/grpc-js";
-import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { create, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import type { MessageInitShape, MessageShape } from "@bufbuild/protobuf";
+import { decodeMessage } from "./fast-decode.js";
 import { fastEncoderFor } from "./fast-encode.js";
 
 /** A Buffer over the encoded bytes, not a copy of them. */
@@ -23,7 +24,8 @@ const serialize = (schema: DescMessage): ((message: unknown) => Buffer) => {
   if (fast) return (message) => asBuffer(fast(message));
   return (message) => asBuffer(toBinary(schema, create(schema, message as never)));
 };
-const deserialize = (schema: DescMessage) => (bytes: Buffer) => fromBinary(schema, bytes);
+/** By hand for the few messages fast-decode.ts knows (a Lease answer), else protobuf-es. */
+const deserialize = (schema: DescMessage) => (bytes: Buffer) => decodeMessage(schema, bytes);
 
 /**
  * `decodeRequest` replaces the request deserializer (the server's never throws, see

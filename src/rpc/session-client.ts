@@ -29,6 +29,7 @@ import { fromBinary, type DescMessage } from "@bufbuild/protobuf";
 import { ConveyorError } from "../base/errors.js";
 import type { SessionResponse } from "../gen/conveyor/v1/session_service_pb.js";
 import { StatusSchema, type Status } from "../gen/google/rpc/status_pb.js";
+import { decodeMessage } from "./fast-decode.js";
 import { encodeSessionCall, encodeSessionCancel, sessionDefinition } from "./session-frames.js";
 import { fromServiceError, fromStatus } from "./status.js";
 import type { CallOptions } from "./service-definition.js";
@@ -218,7 +219,7 @@ function decodeAnswer(waiting: Waiting, result: SessionResponse["result"]): unkn
   if (result.case === undefined) throw broken("carries neither a response nor an error");
   let decoded: unknown;
   try {
-    decoded = result.case === "response" ? fromBinary(waiting.output, result.value) : fromBinary(StatusSchema, result.value);
+    decoded = result.case === "response" ? decodeMessage(waiting.output, result.value) : fromBinary(StatusSchema, result.value);
   } catch (error) {
     throw broken("does not decode", error);
   }

@@ -1,5 +1,5 @@
 /**
- * The hand decoders of the enqueue requests (src/rpc/fast-decode.ts) against protobuf-es:
+ * The hand decoders (src/rpc/fast-decode.ts: the enqueue requests, the Lease answer) against protobuf-es:
  * for arbitrary messages, the bytes decode to a message equal to protobuf-es's, with the
  * same fields set; and for arbitrary bytes (well-formed requests cut, flipped, repeated or
  * with fields appended, and random noise), the hand decoder either gives up (the caller
@@ -11,11 +11,12 @@ import { create, equals, fromBinary, ScalarType, toBinary, type DescMessage } fr
 import { describe, expect, it } from "vitest";
 import { EnqueueBatchRequestSchema, EnqueueRequestSchema } from "../../src/gen/conveyor/v1/task_service_pb.js";
 import { TaskSpecSchema } from "../../src/gen/conveyor/v1/task_pb.js";
-import { HAND_DECODED } from "../../src/rpc/fast-decode.js";
+import { LeaseResponseSchema } from "../../src/gen/conveyor/v1/worker_service_pb.js";
+import { decodeMessage, HAND_DECODED } from "../../src/rpc/fast-decode.js";
 import { decodeRequest } from "../../src/rpc/request-decode.js";
 import { messageArbitrary } from "../support/message-arbitrary.js";
 
-const SCHEMAS: DescMessage[] = [EnqueueRequestSchema, EnqueueBatchRequestSchema];
+const SCHEMAS: DescMessage[] = [EnqueueRequestSchema, EnqueueBatchRequestSchema, LeaseResponseSchema];
 
 /** protobuf-es's reading of `bytes`, or undefined where it refuses them. */
 function reference(schema: DescMessage, bytes: Uint8Array): unknown {
@@ -47,11 +48,11 @@ const damaged = (schema: DescMessage) => fc.tuple(wellFormed(schema), fc.nat(), 
     }
   });
 
-describe("hand decoders of the enqueue requests read as protobuf-es does", () => {
+describe("hand decoders read as protobuf-es does", () => {
   for (const schema of SCHEMAS) {
     const decode = HAND_DECODED.get(schema.typeName)!;
 
-    it(`${schema.typeName}: every well-formed request, decoded by hand`, () => {
+    it(`${schema.typeName}: every well-formed message, decoded by hand`, () => {
       fc.assert(fc.property(wellFormed(schema), (bytes) => {
         const actual = decode(bytes);
         // A string protobuf-es cannot take (a lone surrogate written as U+FFFD is fine; bytes
@@ -65,10 +66,10 @@ describe("hand decoders of the enqueue requests read as protobuf-es does", () =>
       fc.assert(fc.property(fc.oneof(damaged(schema), fc.uint8Array({ maxLength: 64 })), (bytes) => {
         const actual = decode(bytes);
         if (actual !== undefined) expectSame(schema, actual, reference(schema, bytes));
-        // The server's path answers either way as protobuf-es alone would.
-        const served = decodeRequest(schema, bytes);
+        // The server's path (requests) and the SDK's (answers) read either way as protobuf-es alone would.
         const expected = reference(schema, bytes);
-        if (expected !== undefined) expectSame(schema, served, expected);
+        if (expected !== undefined) expectSame(schema, decodeRequest(schema, bytes), expected);
+        if (expected !== undefined) expectSame(schema, decodeMessage(schema, bytes), expected);
       }), { numRuns: 1_000 });
     });
   }
@@ -87,6 +88,27 @@ describe("hand decoders of the enqueue requests read as protobuf-es does", () =>
     const actual = HAND_DECODED.get(EnqueueRequestSchema.typeName)!(bytes);
     expect(actual).toBeDefined();
     expectSame(EnqueueRequestSchema, actual, fromBinary(EnqueueRequestSchema, bytes));
+  });
+
+  it("knows every field of Task, Delivery and LeaseResponse (a field added to the proto would make it give up on every answer)", () => {
+    // Every field set to a value that is not its zero, built from the descriptors.
+    const full = (desc: DescMessage): Record<string, unknown> => {
+      const init: Record<string, unknown> = {};
+      for (const f of desc.fields) {
+        if (f.fieldKind === "map") init[f.localName] = { k: "v" };
+        else if (f.fieldKind === "enum") init[f.localName] = 2;
+        else if (f.fieldKind === "list" && f.listKind === "message") init[f.localName] = [full(f.message), full(f.message)];
+        else if (f.fieldKind === "scalar") {
+          init[f.localName] = f.scalar === ScalarType.STRING ? "s" : f.scalar === ScalarType.BYTES ? Uint8Array.of(1) :
+            f.scalar === ScalarType.INT64 ? 5n : f.scalar === ScalarType.BOOL ? true : 3;
+        } else throw new Error(`${desc.typeName}.${f.name} is a ${f.fieldKind}: teach fast-decode.ts (and this test) about it`);
+      }
+      return init;
+    };
+    const bytes = toBinary(LeaseResponseSchema, create(LeaseResponseSchema, full(LeaseResponseSchema) as never));
+    const actual = HAND_DECODED.get(LeaseResponseSchema.typeName)!(bytes);
+    expect(actual).toBeDefined();
+    expectSame(LeaseResponseSchema, actual, fromBinary(LeaseResponseSchema, bytes));
   });
 
   it("gives up on what it does not handle, so that protobuf-es decides", () => {
