@@ -1,8 +1,8 @@
 /**
  * Hand-written decoding of the messages decoded once per task (issue 15): on the node the
  * enqueue requests (EnqueueRequest, EnqueueBatchRequest: their TaskSpecs are the bulk of
- * what a node decodes), in a worker the Lease answer (LeaseResponse: its deliveries'
- * Tasks). protobuf-es's reflection decoder cost ~16 µs a task in a node's profile and
+ * what a node decodes) and the worker's Settle and Lease requests, in a worker the Lease
+ * answer (LeaseResponse: its deliveries' Tasks). protobuf-es's reflection decoder cost ~16 µs a task in a node's profile and
  * ~28 µs a delivered task in a worker's (field lookup by number, `create()` of each
  * message, a reader call per varint); this reads the same bytes straight into the message
  * objects protobuf-es would build.
@@ -18,7 +18,9 @@
 import { fromBinary, type DescMessage } from "@bufbuild/protobuf";
 import type { EnqueueBatchRequest, EnqueueRequest } from "../gen/conveyor/v1/task_service_pb.js";
 import type { Task, TaskSpec, TaskState } from "../gen/conveyor/v1/task_pb.js";
-import type { Delivery, LeaseResponse, QueueRoute } from "../gen/conveyor/v1/worker_service_pb.js";
+import type {
+  Delivery, LeaseRequest, LeaseResponse, Outcome, QueueRoute, QueueWeight, SettleRequest, Settlement,
+} from "../gen/conveyor/v1/worker_service_pb.js";
 
 const VARINT = 0;
 const LENGTH_DELIMITED = 2;
@@ -106,6 +108,24 @@ class Reader {
   }
 }
 
+/** The end of a length-delimited field whose tag was just read, checked against the bytes left. */
+function messageEnd(r: Reader, wire: number): number {
+  if (wire !== LENGTH_DELIMITED) throw GIVE_UP;
+  const len = r.uint32();
+  if (len > r.end - r.pos) throw GIVE_UP;
+  return r.pos + len;
+}
+
+/** Runs `read` over the whole of `bytes`: its message, or undefined where it gave up. */
+function wholeMessage<T>(bytes: Uint8Array, read: (r: Reader) => T): T | undefined {
+  try {
+    return read(new Reader(bytes, 0, bytes.length));
+  } catch (error) {
+    if (error === GIVE_UP) return undefined;
+    throw error;
+  }
+}
+
 function taskSpec(r: Reader, end: number): TaskSpec {
   const spec: TaskSpec = {
     $typeName: "conveyor.v1.TaskSpec", type: "", payload: new Uint8Array(0), contentType: "", metadata: {}, queue: "",
@@ -168,22 +188,15 @@ function mapEntry(r: Reader, into: Record<string, string>): void {
 
 /** The message's TaskSpecs (field 1, length-delimited); `once`: at most one (EnqueueRequest's singular field). */
 function taskSpecs(bytes: Uint8Array, once: boolean): TaskSpec[] | undefined {
-  try {
-    const r = new Reader(bytes, 0, bytes.length);
+  return wholeMessage(bytes, (r) => {
     const specs: TaskSpec[] = [];
     while (r.pos < r.end) {
       const tag = r.uint32();
-      if (tag !== ((1 << 3) | LENGTH_DELIMITED) || (once && specs.length > 0)) return undefined;
-      const len = r.uint32();
-      const end = r.pos + len;
-      if (len > r.end - r.pos) return undefined;
-      specs.push(taskSpec(r, end));
+      if (tag !== ((1 << 3) | LENGTH_DELIMITED) || (once && specs.length > 0)) throw GIVE_UP;
+      specs.push(taskSpec(r, messageEnd(r, LENGTH_DELIMITED)));
     }
     return specs;
-  } catch (error) {
-    if (error === GIVE_UP) return undefined;
-    throw error;
-  }
+  });
 }
 
 export function decodeEnqueueBatchRequest(bytes: Uint8Array): EnqueueBatchRequest | undefined {
@@ -253,14 +266,6 @@ function task(r: Reader, end: number): Task {
   return t;
 }
 
-/** The end of a length-delimited field whose tag was just read, checked against the bytes left. */
-function messageEnd(r: Reader, wire: number): number {
-  if (wire !== LENGTH_DELIMITED) throw GIVE_UP;
-  const len = r.uint32();
-  if (len > r.end - r.pos) throw GIVE_UP;
-  return r.pos + len;
-}
-
 function delivery(r: Reader, end: number): Delivery {
   const d: Delivery = { $typeName: "conveyor.v1.Delivery", leaseId: "", queue: "", leaseExpiresAtMs: 0n, deadlineAtMs: 0n, tasks: [], batch: false, group: "" };
   while (r.pos < end) {
@@ -304,26 +309,102 @@ function queueRoute(r: Reader, end: number): QueueRoute {
 }
 
 export function decodeLeaseResponse(bytes: Uint8Array): LeaseResponse | undefined {
-  const res: LeaseResponse = { $typeName: "conveyor.v1.LeaseResponse", deliveries: [], leaseTtlMs: 0, heartbeatIntervalMs: 0, routes: [], relocated: false };
-  try {
-    const r = new Reader(bytes, 0, bytes.length);
+  return wholeMessage(bytes, (r) => {
+    const res: LeaseResponse = { $typeName: "conveyor.v1.LeaseResponse", deliveries: [], leaseTtlMs: 0, heartbeatIntervalMs: 0, routes: [], relocated: false };
     while (r.pos < r.end) {
       const tag = r.uint32();
       const no = tag >>> 3;
       const wire = tag & 7;
       if (no === 1) res.deliveries.push(delivery(r, messageEnd(r, wire)));
       else if (no === 4) res.routes.push(queueRoute(r, messageEnd(r, wire)));
-      else if (wire !== VARINT) return undefined;
+      else if (wire !== VARINT) throw GIVE_UP;
       else if (no === 2) res.leaseTtlMs = r.uint32();
       else if (no === 3) res.heartbeatIntervalMs = r.uint32();
       else if (no === 5) res.relocated = r.uint32() !== 0;
-      else return undefined;
+      else throw GIVE_UP;
     }
     return res;
-  } catch (error) {
-    if (error === GIVE_UP) return undefined;
-    throw error;
+  });
+}
+
+function settlement(r: Reader, end: number): Settlement {
+  const st: Settlement = { $typeName: "conveyor.v1.Settlement", queue: "", leaseId: "", taskId: "", outcome: 0, result: new Uint8Array(0), error: "" };
+  while (r.pos < end) {
+    const tag = r.uint32();
+    const no = tag >>> 3;
+    if ((tag & 7) !== (no === 4 ? VARINT : LENGTH_DELIMITED) || no < 1 || no > 6) throw GIVE_UP;
+    switch (no) {
+      case 1: st.queue = r.string(); break;
+      case 2: st.leaseId = r.string(); break;
+      case 3: st.taskId = r.string(); break;
+      case 4: st.outcome = (r.uint32() | 0) as Outcome; break;
+      case 5: st.result = r.bytes(); break;
+      case 6: st.error = r.string(); break;
+    }
+    if (r.pos > end) throw GIVE_UP;
   }
+  if (r.pos !== end) throw GIVE_UP;
+  return st;
+}
+
+export function decodeSettleRequest(bytes: Uint8Array): SettleRequest | undefined {
+  return wholeMessage(bytes, (r) => {
+    const req: SettleRequest = { $typeName: "conveyor.v1.SettleRequest", workerId: "", settlements: [], workerDraining: false };
+    while (r.pos < r.end) {
+      const tag = r.uint32();
+      const no = tag >>> 3;
+      const wire = tag & 7;
+      if (no === 2) req.settlements.push(settlement(r, messageEnd(r, wire)));
+      else if (no === 1 && wire === LENGTH_DELIMITED) req.workerId = r.string();
+      else if (no === 3 && wire === VARINT) req.workerDraining = r.uint32() !== 0;
+      else throw GIVE_UP;
+    }
+    return req;
+  });
+}
+
+function queueWeight(r: Reader, end: number): QueueWeight {
+  const q: QueueWeight = { $typeName: "conveyor.v1.QueueWeight", queue: "", weight: 0 };
+  while (r.pos < end) {
+    const tag = r.uint32();
+    if (tag === ((1 << 3) | LENGTH_DELIMITED)) q.queue = r.string();
+    else if (tag === ((2 << 3) | VARINT)) q.weight = r.uint32();
+    else throw GIVE_UP;
+    if (r.pos > end) throw GIVE_UP;
+  }
+  if (r.pos !== end) throw GIVE_UP;
+  return q;
+}
+
+export function decodeLeaseRequest(bytes: Uint8Array): LeaseRequest | undefined {
+  return wholeMessage(bytes, (r) => {
+    const req: LeaseRequest = {
+      $typeName: "conveyor.v1.LeaseRequest", workerId: "", queues: [], maxDeliveries: 0, waitMs: 0, batchTypes: [], types: [], host: "",
+      concurrency: 0, pollOwners: false,
+    };
+    while (r.pos < r.end) {
+      const tag = r.uint32();
+      const no = tag >>> 3;
+      const wire = tag & 7;
+      if (no === 2) {
+        req.queues.push(queueWeight(r, messageEnd(r, wire)));
+        continue;
+      }
+      const delimited = no === 1 || no === 5 || no === 6 || no === 7;
+      if (wire !== (delimited ? LENGTH_DELIMITED : VARINT) || no < 1 || no > 9) throw GIVE_UP;
+      switch (no) {
+        case 1: req.workerId = r.string(); break;
+        case 3: req.maxDeliveries = r.uint32(); break;
+        case 4: req.waitMs = r.uint32(); break;
+        case 5: req.batchTypes.push(r.string()); break;
+        case 6: req.types.push(r.string()); break;
+        case 7: req.host = r.string(); break;
+        case 8: req.concurrency = r.uint32(); break;
+        case 9: req.pollOwners = r.uint32() !== 0; break;
+      }
+    }
+    return req;
+  });
 }
 
 /**
@@ -334,6 +415,8 @@ export const HAND_DECODED: ReadonlyMap<string, (bytes: Uint8Array) => unknown> =
   ["conveyor.v1.EnqueueBatchRequest", decodeEnqueueBatchRequest],
   ["conveyor.v1.EnqueueRequest", decodeEnqueueRequest],
   ["conveyor.v1.LeaseResponse", decodeLeaseResponse],
+  ["conveyor.v1.SettleRequest", decodeSettleRequest],
+  ["conveyor.v1.LeaseRequest", decodeLeaseRequest],
 ]);
 
 /** `bytes` as a `schema` message: by hand when a hand decoder takes them, else through protobuf-es (which throws what it throws). */

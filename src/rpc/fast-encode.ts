@@ -18,7 +18,8 @@
  *   written at its zero value, as in reflection; one with explicit presence is written
  *   whenever set, zero included, and is listed as `optional` (the test checks both).
  *
- * The SDK's enqueue requests (EnqueueRequest, EnqueueBatchRequest) are encoded here too.
+ * The SDK's enqueue requests (EnqueueRequest, EnqueueBatchRequest) and the worker's
+ * Settle and Lease requests are encoded here too.
  *
  * Unknown fields a real message carries (an answer decoded from a newer peer and passed
  * on by the forwarder) are written back, as reflection does.
@@ -31,8 +32,8 @@ import {
   EnqueueResponseSchema, EnqueueTxResponseSchema, GetTaskResponseSchema, WaitTaskResponseSchema,
 } from "../gen/conveyor/v1/task_service_pb.js";
 import {
-  DeliverySchema, HeartbeatResponseSchema, LeaseResponseSchema, LeaseStatusSchema, QueueRouteSchema, SettleResponseSchema,
-  SettleResultSchema,
+  DeliverySchema, HeartbeatResponseSchema, LeaseRequestSchema, LeaseResponseSchema, LeaseStatusSchema, QueueRouteSchema, QueueWeightSchema,
+  SettlementSchema, SettleRequestSchema, SettleResponseSchema, SettleResultSchema,
 } from "../gen/conveyor/v1/worker_service_pb.js";
 
 type Init<Desc extends DescMessage> = MessageInitShape<Desc>;
@@ -70,6 +71,10 @@ function optI32(w: BinaryWriter, no: number, v: number | undefined): void {
 }
 function optI64(w: BinaryWriter, no: number, v: bigint | undefined): void {
   if (v !== undefined) w.uint32((no << 3) | VARINT).int64(v);
+}
+/** A repeated string: every element, "" included. */
+function strings(w: BinaryWriter, no: number, vs: readonly string[] | undefined): void {
+  if (vs) for (const v of vs) w.uint32((no << 3) | LEN).string(v);
 }
 function message<T>(w: BinaryWriter, no: number, v: T | undefined | null, encode: Encode<T>): void {
   if (v == null) return;
@@ -272,10 +277,44 @@ const taskSpec = encoder(TaskSpecSchema, [
 const enqueueRequest = encoder(EnqueueRequestSchema, ["task"], (w, r) => message(w, 1, r.task, taskSpec));
 const enqueueBatchRequest = encoder(EnqueueBatchRequestSchema, ["tasks"], (w, r) => messages(w, 1, r.tasks, taskSpec));
 
-/** The messages grpc-js serializes whole through a hand encoder, by type name: the hot answers, and the enqueue requests. */
+// The worker's requests: a Settle per turn of finished handlers, a Lease per round.
+const settlement = encoder(SettlementSchema, ["queue", "leaseId", "taskId", "outcome", "result", "error"], (w, s) => {
+  str(w, 1, s.queue);
+  str(w, 2, s.leaseId);
+  str(w, 3, s.taskId);
+  i32(w, 4, s.outcome);
+  bytes(w, 5, s.result);
+  str(w, 6, s.error);
+});
+const settleRequest = encoder(SettleRequestSchema, ["workerId", "settlements", "workerDraining"], (w, r) => {
+  str(w, 1, r.workerId);
+  messages(w, 2, r.settlements, settlement);
+  bool(w, 3, r.workerDraining);
+});
+const queueWeight = encoder(QueueWeightSchema, ["queue", "weight"], (w, q) => {
+  str(w, 1, q.queue);
+  u32(w, 2, q.weight);
+});
+const leaseRequest = encoder(LeaseRequestSchema, [
+  "workerId", "queues", "maxDeliveries", "waitMs", "batchTypes", "types", "host", "concurrency", "pollOwners",
+], (w, r) => {
+  str(w, 1, r.workerId);
+  messages(w, 2, r.queues, queueWeight);
+  u32(w, 3, r.maxDeliveries);
+  u32(w, 4, r.waitMs);
+  strings(w, 5, r.batchTypes);
+  strings(w, 6, r.types);
+  str(w, 7, r.host);
+  u32(w, 8, r.concurrency);
+  bool(w, 9, r.pollOwners);
+});
+
+/** The messages grpc-js serializes whole through a hand encoder, by type name: the hot answers, and the enqueue, Settle and Lease requests. */
 const RESPONSES: ReadonlyMap<string, Encode<never>> = new Map<string, Encode<never>>([
   [EnqueueRequestSchema.typeName, enqueueRequest],
   [EnqueueBatchRequestSchema.typeName, enqueueBatchRequest],
+  [SettleRequestSchema.typeName, settleRequest],
+  [LeaseRequestSchema.typeName, leaseRequest],
   [LeaseResponseSchema.typeName, leaseResponse],
   [HeartbeatResponseSchema.typeName, heartbeatResponse],
   [SettleResponseSchema.typeName, settleResponse],

@@ -1,5 +1,5 @@
 /**
- * The hand decoders (src/rpc/fast-decode.ts: the enqueue requests, the Lease answer) against protobuf-es:
+ * The hand decoders (src/rpc/fast-decode.ts: the enqueue, Settle and Lease requests, the Lease answer) against protobuf-es:
  * for arbitrary messages, the bytes decode to a message equal to protobuf-es's, with the
  * same fields set; and for arbitrary bytes (well-formed requests cut, flipped, repeated or
  * with fields appended, and random noise), the hand decoder either gives up (the caller
@@ -11,12 +11,12 @@ import { create, equals, fromBinary, ScalarType, toBinary, type DescMessage } fr
 import { describe, expect, it } from "vitest";
 import { EnqueueBatchRequestSchema, EnqueueRequestSchema } from "../../src/gen/conveyor/v1/task_service_pb.js";
 import { TaskSpecSchema } from "../../src/gen/conveyor/v1/task_pb.js";
-import { LeaseResponseSchema } from "../../src/gen/conveyor/v1/worker_service_pb.js";
+import { LeaseRequestSchema, LeaseResponseSchema, SettleRequestSchema } from "../../src/gen/conveyor/v1/worker_service_pb.js";
 import { decodeMessage, HAND_DECODED } from "../../src/rpc/fast-decode.js";
 import { decodeRequest } from "../../src/rpc/request-decode.js";
 import { messageArbitrary } from "../support/message-arbitrary.js";
 
-const SCHEMAS: DescMessage[] = [EnqueueRequestSchema, EnqueueBatchRequestSchema, LeaseResponseSchema];
+const SCHEMAS: DescMessage[] = [EnqueueRequestSchema, EnqueueBatchRequestSchema, LeaseResponseSchema, SettleRequestSchema, LeaseRequestSchema];
 
 /** protobuf-es's reading of `bytes`, or undefined where it refuses them. */
 function reference(schema: DescMessage, bytes: Uint8Array): unknown {
@@ -90,7 +90,7 @@ describe("hand decoders read as protobuf-es does", () => {
     expectSame(EnqueueRequestSchema, actual, fromBinary(EnqueueRequestSchema, bytes));
   });
 
-  it("knows every field of Task, Delivery and LeaseResponse (a field added to the proto would make it give up on every answer)", () => {
+  it("knows every field of the worker's messages (a field added to the proto would make it give up on every one)", () => {
     // Every field set to a value that is not its zero, built from the descriptors.
     const full = (desc: DescMessage): Record<string, unknown> => {
       const init: Record<string, unknown> = {};
@@ -98,6 +98,7 @@ describe("hand decoders read as protobuf-es does", () => {
         if (f.fieldKind === "map") init[f.localName] = { k: "v" };
         else if (f.fieldKind === "enum") init[f.localName] = 2;
         else if (f.fieldKind === "list" && f.listKind === "message") init[f.localName] = [full(f.message), full(f.message)];
+        else if (f.fieldKind === "list" && f.listKind === "scalar" && f.scalar === ScalarType.STRING) init[f.localName] = ["a", ""];
         else if (f.fieldKind === "scalar") {
           init[f.localName] = f.scalar === ScalarType.STRING ? "s" : f.scalar === ScalarType.BYTES ? Uint8Array.of(1) :
             f.scalar === ScalarType.INT64 ? 5n : f.scalar === ScalarType.BOOL ? true : 3;
@@ -105,10 +106,12 @@ describe("hand decoders read as protobuf-es does", () => {
       }
       return init;
     };
-    const bytes = toBinary(LeaseResponseSchema, create(LeaseResponseSchema, full(LeaseResponseSchema) as never));
-    const actual = HAND_DECODED.get(LeaseResponseSchema.typeName)!(bytes);
-    expect(actual).toBeDefined();
-    expectSame(LeaseResponseSchema, actual, fromBinary(LeaseResponseSchema, bytes));
+    for (const schema of [LeaseResponseSchema, SettleRequestSchema, LeaseRequestSchema]) {
+      const bytes = toBinary(schema, create(schema, full(schema) as never));
+      const actual = HAND_DECODED.get(schema.typeName)!(bytes);
+      expect(actual, schema.typeName).toBeDefined();
+      expectSame(schema, actual, fromBinary(schema, bytes));
+    }
   });
 
   it("gives up on what it does not handle, so that protobuf-es decides", () => {
