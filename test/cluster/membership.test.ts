@@ -201,7 +201,11 @@ describe("cluster membership on a three-member etcd", { timeout: 90_000 }, () =>
     const etcd3 = await startEtcd({ size: 3 });
     try {
       const cluster = `c-${randomUUID().slice(0, 8)}`;
-      const settings = (id: string) => ({ ...clusterSettings(cluster, id), cluster_etcd: etcd3.endpoints });
+      // The default member TTL (5 s: a node fences itself after 3.75 s without a renewal), not
+      // this file's 3 s: the member killed may be etcd's leader, and the no-fence promise is
+      // the default's, which covers an election of up to ~3 s (ARCHITECTURE, "Cluster: membership on etcd").
+      // With 3 s (a fence after 2.25 s) a CI run saw the election outlast it and a fence itself.
+      const settings = (id: string) => ({ ...clusterSettings(cluster, id), cluster_etcd: etcd3.endpoints, cluster_member_ttl: "5s" });
       const a = await NodeProcess.start({ settings: settings("a") });
       nodes.push(a);
       await eventually("a to report three healthy etcd endpoints", async () => {
