@@ -4,8 +4,9 @@
  * size); a call is retried while the node is unreachable, and an item the node refused
  * UNAVAILABLE is sent again, for at most SETTLE_RETRY_FOR_MS: by then the lease has lapsed
  * and the node retries the task anyway (at-least-once). Dropping such an item instead
- * would leave a finished task active until its lease lapsed, then run it again. Every call in flight is tracked, so a stopping worker can wait for
- * exactly those calls instead of polling a counter.
+ * would leave a finished task active until its lease lapsed, then run it again. Every
+ * call in flight is tracked, so a stopping worker can wait for exactly those calls
+ * instead of polling a counter.
  */
 import { ConveyorError } from "../base/errors.js";
 import { ERROR_MESSAGE_MAX_BYTES, REQUEST_MAX_BYTES, RESULT_MAX_BYTES, SETTLEMENTS_MAX, truncateBytes, truncateText } from "../base/limits.js";
