@@ -95,24 +95,14 @@ export class Checker {
     await eventually("every acknowledged task to run in the worker", async () => (this.allRan() ? true : undefined), 60_000)
       .catch(() => undefined);
     const lost = [...this.acknowledged.keys()].filter((id) => !this.completed.has(id));
-    let ids = [...this.acknowledged.keys()];
-    let notCompleted: string[] = [];
-    const deadline = performance.now() + leaseTtlMs + 20_000;
-    for (;;) {
-      notCompleted = [];
-      const unfinished: string[] = [];
-      for (let i = 0; i < ids.length; i += 32) {
-        const views = await Promise.all(ids.slice(i, i + 32).map((id) => client.getTask(id).then((t) => t.state, (e: unknown) => `error: ${String(e)}`)));
-        views.forEach((state, j) => {
-          if (state === "completed") return;
-          unfinished.push(ids[i + j]!);
-          notCompleted.push(`${ids[i + j]}: ${state}`);
-        });
-      }
-      if (unfinished.length === 0 || performance.now() >= deadline) break;
-      ids = unfinished;
-      await new Promise((resolve) => setTimeout(resolve, 200));
+    let unfinished = await statesNotCompleted(client, [...this.acknowledged.keys()]);
+    if (unfinished.length > 0) {
+      await eventually("every acknowledged task completed on the node", async () => {
+        unfinished = await statesNotCompleted(client, unfinished.map(([id]) => id));
+        return unfinished.length === 0 ? true : undefined;
+      }, leaseTtlMs + 20_000).catch(() => undefined);
     }
+    const notCompleted = unfinished.map(([id, state]) => `${id}: ${state}`);
     const byTask = new Map<string, Delivery[]>();
     for (const d of this.deliveries) byTask.set(d.taskId, [...(byTask.get(d.taskId) ?? []), d]);
     const unexplainedReruns: string[] = [];
@@ -128,6 +118,19 @@ export class Checker {
     }
     return { acknowledged: this.acknowledged.size, deliveries: this.deliveries.length, lost, notCompleted, unexplainedReruns, maxPerKey: this.maxRunning };
   }
+}
+
+/** The tasks of `ids` that are not completed on the node, with their state (or the error asking for it), a few calls at a time. */
+async function statesNotCompleted(client: Client, ids: readonly string[]): Promise<Array<[string, string]>> {
+  const out: Array<[string, string]> = [];
+  for (let i = 0; i < ids.length; i += 32) {
+    const part = ids.slice(i, i + 32);
+    const states = await Promise.all(part.map((id) => client.getTask(id).then((t) => t.state as string, (e: unknown) => `error: ${String(e)}`)));
+    states.forEach((state, j) => {
+      if (state !== "completed") out.push([part[j]!, state]);
+    });
+  }
+  return out;
 }
 
 /** A producer enqueueing round-robin over `queues` (and over KEYS) until stopped. */
