@@ -2,7 +2,8 @@
  * Hand-written decoding of the messages decoded once per task (issue 15): on the node the
  * enqueue requests (EnqueueRequest, EnqueueBatchRequest: their TaskSpecs are the bulk of
  * what a node decodes) and the worker's Settle and Lease requests, in a worker the Lease
- * answer (LeaseResponse: its deliveries' Tasks). protobuf-es's reflection decoder cost ~16 µs a task in a node's profile and
+ * answer (LeaseResponse: its deliveries' Tasks); and the session frames those calls travel
+ * in (SessionRequest on the node, SessionResponse in the SDK), once per call. protobuf-es's reflection decoder cost ~16 µs a task in a node's profile and
  * ~28 µs a delivered task in a worker's (field lookup by number, `create()` of each
  * message, a reader call per varint); this reads the same bytes straight into the message
  * objects protobuf-es would build.
@@ -18,6 +19,7 @@
 import { fromBinary, type DescMessage } from "@bufbuild/protobuf";
 import type { EnqueueBatchRequest, EnqueueRequest } from "../gen/conveyor/v1/task_service_pb.js";
 import type { Task, TaskSpec, TaskState } from "../gen/conveyor/v1/task_pb.js";
+import type { SessionRequest, SessionResponse } from "../gen/conveyor/v1/session_service_pb.js";
 import type {
   Delivery, LeaseRequest, LeaseResponse, Outcome, QueueRoute, QueueWeight, SettleRequest, Settlement,
 } from "../gen/conveyor/v1/worker_service_pb.js";
@@ -75,6 +77,11 @@ class Reader {
       if (b < 0x80) return BigInt.asIntN(64, big);
     }
     throw GIVE_UP;
+  }
+
+  /** A uint64 varint as protobuf-es gives it (a bigint). */
+  uint64(): bigint {
+    return BigInt.asUintN(64, this.int64());
   }
 
   /** The bounds of a length-delimited field's contents. */
@@ -407,6 +414,39 @@ export function decodeLeaseRequest(bytes: Uint8Array): LeaseRequest | undefined 
   });
 }
 
+/** A session frame to the node: the call's id, method, request bytes (not copied), deadline. */
+export function decodeSessionRequest(bytes: Uint8Array): SessionRequest | undefined {
+  return wholeMessage(bytes, (r) => {
+    const req: SessionRequest = { $typeName: "conveyor.v1.SessionRequest", callId: 0n, method: "", request: new Uint8Array(0), timeoutMs: 0, cancel: false };
+    while (r.pos < r.end) {
+      const tag = r.uint32();
+      if (tag === ((1 << 3) | VARINT)) req.callId = r.uint64();
+      else if (tag === ((2 << 3) | LENGTH_DELIMITED)) req.method = r.string();
+      else if (tag === ((3 << 3) | LENGTH_DELIMITED)) req.request = r.bytes();
+      else if (tag === ((4 << 3) | VARINT)) req.timeoutMs = r.uint32();
+      else if (tag === ((5 << 3) | VARINT)) req.cancel = r.uint32() !== 0;
+      else throw GIVE_UP;
+    }
+    return req;
+  });
+}
+
+/** A session frame from the node: the call's id and its answer or error bytes (not copied). */
+export function decodeSessionResponse(bytes: Uint8Array): SessionResponse | undefined {
+  return wholeMessage(bytes, (r) => {
+    const res: SessionResponse = { $typeName: "conveyor.v1.SessionResponse", callId: 0n, result: { case: undefined } };
+    while (r.pos < r.end) {
+      const tag = r.uint32();
+      // A oneof given twice keeps the last (as protobuf-es does).
+      if (tag === ((1 << 3) | VARINT)) res.callId = r.uint64();
+      else if (tag === ((2 << 3) | LENGTH_DELIMITED)) res.result = { case: "response", value: r.bytes() };
+      else if (tag === ((3 << 3) | LENGTH_DELIMITED)) res.result = { case: "error", value: r.bytes() };
+      else throw GIVE_UP;
+    }
+    return res;
+  });
+}
+
 /**
  * The hand decoders by message type name: the node's request decoding (request-decode.ts)
  * and the SDK's answer decoding (service-definition.ts, session-client.ts) try them first.
@@ -417,6 +457,8 @@ export const HAND_DECODED: ReadonlyMap<string, (bytes: Uint8Array) => unknown> =
   ["conveyor.v1.LeaseResponse", decodeLeaseResponse],
   ["conveyor.v1.SettleRequest", decodeSettleRequest],
   ["conveyor.v1.LeaseRequest", decodeLeaseRequest],
+  ["conveyor.v1.SessionRequest", decodeSessionRequest],
+  ["conveyor.v1.SessionResponse", decodeSessionResponse],
 ]);
 
 /** `bytes` as a `schema` message: by hand when a hand decoder takes them, else through protobuf-es (which throws what it throws). */

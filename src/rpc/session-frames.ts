@@ -10,7 +10,7 @@
  * function (the server's never throws; see session-server.ts).
  */
 import type * as grpc from "@grpc/grpc-js";
-import { fromBinary } from "@bufbuild/protobuf";
+import { decodeMessage } from "./fast-decode.js";
 import { SessionResponseSchema, SessionRequestSchema, type SessionResponse } from "../gen/conveyor/v1/session_service_pb.js";
 
 // Tags: field number << 3 | wire type (0 varint, 2 length-delimited).
@@ -102,9 +102,9 @@ export function sessionDefinition(decode: { request?: (bytes: Buffer) => unknown
       requestStream: true,
       responseStream: true,
       requestSerialize: identity,
-      requestDeserialize: decode.request ?? ((bytes: Buffer) => fromBinary(SessionRequestSchema, bytes)),
+      requestDeserialize: decode.request ?? ((bytes: Buffer) => decodeMessage(SessionRequestSchema, bytes)),
       responseSerialize: identity,
-      responseDeserialize: decode.response ?? ((bytes: Buffer): SessionResponse => fromBinary(SessionResponseSchema, bytes)),
+      responseDeserialize: decode.response ?? ((bytes: Buffer) => decodeMessage(SessionResponseSchema, bytes) as SessionResponse),
     },
   };
 }

@@ -1,5 +1,5 @@
 /**
- * The hand decoders (src/rpc/fast-decode.ts: the enqueue, Settle and Lease requests, the Lease answer) against protobuf-es:
+ * The hand decoders (src/rpc/fast-decode.ts: the enqueue, Settle and Lease requests, the Lease answer, the session frames) against protobuf-es:
  * for arbitrary messages, the bytes decode to a message equal to protobuf-es's, with the
  * same fields set; and for arbitrary bytes (well-formed requests cut, flipped, repeated or
  * with fields appended, and random noise), the hand decoder either gives up (the caller
@@ -12,11 +12,15 @@ import { describe, expect, it } from "vitest";
 import { EnqueueBatchRequestSchema, EnqueueRequestSchema } from "../../src/gen/conveyor/v1/task_service_pb.js";
 import { TaskSpecSchema } from "../../src/gen/conveyor/v1/task_pb.js";
 import { LeaseRequestSchema, LeaseResponseSchema, SettleRequestSchema } from "../../src/gen/conveyor/v1/worker_service_pb.js";
+import { SessionRequestSchema, SessionResponseSchema } from "../../src/gen/conveyor/v1/session_service_pb.js";
 import { decodeMessage, HAND_DECODED } from "../../src/rpc/fast-decode.js";
 import { decodeRequest } from "../../src/rpc/request-decode.js";
 import { messageArbitrary } from "../support/message-arbitrary.js";
 
-const SCHEMAS: DescMessage[] = [EnqueueRequestSchema, EnqueueBatchRequestSchema, LeaseResponseSchema, SettleRequestSchema, LeaseRequestSchema];
+const SCHEMAS: DescMessage[] = [
+  EnqueueRequestSchema, EnqueueBatchRequestSchema, LeaseResponseSchema, SettleRequestSchema, LeaseRequestSchema,
+  SessionRequestSchema, SessionResponseSchema,
+];
 
 /** protobuf-es's reading of `bytes`, or undefined where it refuses them. */
 function reference(schema: DescMessage, bytes: Uint8Array): unknown {
@@ -90,23 +94,25 @@ describe("hand decoders read as protobuf-es does", () => {
     expectSame(EnqueueRequestSchema, actual, fromBinary(EnqueueRequestSchema, bytes));
   });
 
-  it("knows every field of the worker's messages (a field added to the proto would make it give up on every one)", () => {
+  it("knows every field of the worker's messages and the session frames (a field added to the proto would make it give up on every one)", () => {
     // Every field set to a value that is not its zero, built from the descriptors.
     const full = (desc: DescMessage): Record<string, unknown> => {
       const init: Record<string, unknown> = {};
       for (const f of desc.fields) {
-        if (f.fieldKind === "map") init[f.localName] = { k: "v" };
+        // A oneof: its last member set (each member is checked by the well-formed property).
+        if (f.oneof) init[f.oneof.localName] = { case: f.localName, value: Uint8Array.of(1) };
+        else if (f.fieldKind === "map") init[f.localName] = { k: "v" };
         else if (f.fieldKind === "enum") init[f.localName] = 2;
         else if (f.fieldKind === "list" && f.listKind === "message") init[f.localName] = [full(f.message), full(f.message)];
         else if (f.fieldKind === "list" && f.listKind === "scalar" && f.scalar === ScalarType.STRING) init[f.localName] = ["a", ""];
         else if (f.fieldKind === "scalar") {
           init[f.localName] = f.scalar === ScalarType.STRING ? "s" : f.scalar === ScalarType.BYTES ? Uint8Array.of(1) :
-            f.scalar === ScalarType.INT64 ? 5n : f.scalar === ScalarType.BOOL ? true : 3;
+            f.scalar === ScalarType.INT64 || f.scalar === ScalarType.UINT64 ? 5n : f.scalar === ScalarType.BOOL ? true : 3;
         } else throw new Error(`${desc.typeName}.${f.name} is a ${f.fieldKind}: teach fast-decode.ts (and this test) about it`);
       }
       return init;
     };
-    for (const schema of [LeaseResponseSchema, SettleRequestSchema, LeaseRequestSchema]) {
+    for (const schema of [LeaseResponseSchema, SettleRequestSchema, LeaseRequestSchema, SessionRequestSchema, SessionResponseSchema]) {
       const bytes = toBinary(schema, create(schema, full(schema) as never));
       const actual = HAND_DECODED.get(schema.typeName)!(bytes);
       expect(actual, schema.typeName).toBeDefined();
