@@ -3,10 +3,11 @@
  * enqueue requests (EnqueueRequest, EnqueueBatchRequest: their TaskSpecs are the bulk of
  * what a node decodes) and the worker's Settle and Lease requests, in a worker the Lease
  * answer (LeaseResponse: its deliveries' Tasks); and the session frames those calls travel
- * in (SessionRequest on the node, SessionResponse in the SDK), once per call. protobuf-es's reflection decoder cost ~16 µs a task in a node's profile and
- * ~28 µs a delivered task in a worker's (field lookup by number, `create()` of each
- * message, a reader call per varint); this reads the same bytes straight into the message
- * objects protobuf-es would build.
+ * in (SessionRequest on the node, SessionResponse in the SDK), once per call.
+ * protobuf-es's reflection decoder cost ~16 µs a task in a node's profile and ~28 µs a
+ * delivered task in a worker's (field lookup by number, `create()` of each message, a
+ * reader call per varint); this reads the same bytes straight into the message objects
+ * protobuf-es would build.
  *
  * It decodes only what it knows to be ordinary and gives up otherwise: an unknown field, a
  * field with an unexpected wire type, a TaskSpec given twice in an EnqueueRequest (which
