@@ -22,6 +22,11 @@ export interface NodeConfig {
   logFormat: LogFormat;
   /** "normal" (default) survives process crashes (kill -9); "full" also survives power loss, at an fsync per commit. */
   sqliteSynchronous: "full" | "normal";
+  /**
+   * "background" (default): WAL checkpoints (and their fsyncs) on a thread of their own;
+   * "inline": SQLite's automatic checkpoints, inside the commit that crosses 1,000 pages.
+   */
+  sqliteCheckpoints: "background" | "inline";
   leaseTtlMs: number;
   /**
    * How often workers heartbeat (also how fast a running task learns it was cancelled); at
@@ -105,6 +110,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   logLevel: "info",
   logFormat: "auto",
   sqliteSynchronous: "normal",
+  sqliteCheckpoints: "background",
   leaseTtlMs: 30_000,
   heartbeatIntervalMs: 1_000,
   leaseWaitMaxMs: 60_000,
@@ -144,7 +150,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
 export const LOG_FORMATS = ["auto", "pretty", "json"] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
-type Kind = "string" | "duration" | "int" | "number" | "sync" | "logformat";
+type Kind = "string" | "duration" | "int" | "number" | "sync" | "checkpoints" | "logformat";
 /**
  * Every setting: its yaml key, env var, how to parse it and (for numbers) its maximum.
  * Settings used directly as a timer are at most TIMER_MAX_MS (Node's setTimeout limit);
@@ -158,6 +164,7 @@ const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: n
   { key: "logLevel", yaml: "log_level", kind: "string" },
   { key: "logFormat", yaml: "log_format", kind: "logformat" },
   { key: "sqliteSynchronous", yaml: "sqlite_synchronous", kind: "sync" },
+  { key: "sqliteCheckpoints", yaml: "sqlite_checkpoints", kind: "checkpoints" },
   { key: "leaseTtlMs", yaml: "lease_ttl", kind: "duration", max: TIMER_MAX_MS },
   { key: "heartbeatIntervalMs", yaml: "heartbeat_interval", kind: "duration", max: TIMER_MAX_MS },
   { key: "leaseWaitMaxMs", yaml: "lease_wait_max", kind: "duration", max: TIMER_MAX_MS },
@@ -252,6 +259,9 @@ function parseValue(kind: Kind, name: string, raw: unknown, max = INT_MAX): stri
       return text;
     case "sync":
       if (text !== "full" && text !== "normal") throw new Error(`${name}: expected "full" or "normal", got ${quote(text)}`);
+      return text;
+    case "checkpoints":
+      if (text !== "background" && text !== "inline") throw new Error(`${name}: expected "background" or "inline", got ${quote(text)}`);
       return text;
   }
 }

@@ -90,7 +90,12 @@ export class ConveyorNode {
     // Before the data directory: a node that must not start touches nothing.
     const loaded = loadSecurity(config, deps.security ?? {}, deps.logger);
     // Locks the directory and checks its identity; refuses (DataDirError) rather than start empty.
-    const dataDir = openDataDir({ dir: config.dataDir, synchronous: config.sqliteSynchronous });
+    const dataDir = openDataDir({
+      dir: config.dataDir, synchronous: config.sqliteSynchronous, checkpoints: config.sqliteCheckpoints,
+      onCheckpointFailure: (error, fallback) => deps.logger.warn({ err: error.message }, fallback
+        ? "the WAL checkpoint thread stopped; SQLite checkpoints inside commits again (slower, as safe)"
+        : "a background WAL checkpoint failed (the WAL grows until one succeeds; retrying)"),
+    });
     // The start's own waits (the changelog's and the membership's retries) pause on the
     // clock's timers, which never keep a process alive, and until the ports are bound
     // nothing else may: a retry while NATS or etcd was slow let the process end, exit code

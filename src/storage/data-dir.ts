@@ -48,7 +48,16 @@ export interface DataDir {
 
 const RESTORE_OR_RESET = `restore ${DB_FILE} from a backup, or remove the data directory to start a new, empty node`;
 
-export function openDataDir(options: { dir: string; synchronous: Synchronous }): DataDir {
+export interface OpenDataDirOptions {
+  dir: string;
+  synchronous: Synchronous;
+  /** Where WAL checkpoints run (Database's `checkpoints`); default "background". */
+  checkpoints?: "background" | "inline";
+  /** Told when the background WAL checkpoints stop working (SQLite's own take over; see wal-checkpointer.ts). */
+  onCheckpointFailure?: ((error: Error, fallback: boolean) => void) | undefined;
+}
+
+export function openDataDir(options: OpenDataDirOptions): DataDir {
   const dir = resolve(options.dir);
   try {
     mkdirSync(dir, { recursive: true });
@@ -63,14 +72,14 @@ export function openDataDir(options: { dir: string; synchronous: Synchronous }):
     throw new DataDirError(`cannot lock the data directory ${dir} (${describe(error)}); check that it is writable`);
   }
   try {
-    return open(dir, lock, options.synchronous);
+    return open(dir, lock, options);
   } catch (error) {
     lock.release();
     throw error;
   }
 }
 
-function open(dir: string, lock: DirLock, synchronous: Synchronous): DataDir {
+function open(dir: string, lock: DirLock, options: OpenDataDirOptions): DataDir {
   const identityPath = join(dir, IDENTITY_FILE);
   const dbPath = join(dir, DB_FILE);
   const known = readIdentity(identityPath, dir);
@@ -87,7 +96,11 @@ function open(dir: string, lock: DirLock, synchronous: Synchronous): DataDir {
 
   let db: Database;
   try {
-    db = new Database({ path: dbPath, synchronous, requireSchema: known !== undefined });
+    // A node's database checkpoints its WAL off the event loop unless told otherwise (wal-checkpointer.ts).
+    db = new Database({
+      path: dbPath, synchronous: options.synchronous, requireSchema: known !== undefined,
+      checkpoints: options.checkpoints ?? "background", onCheckpointFailure: options.onCheckpointFailure,
+    });
   } catch (error) {
     throw openFailure(error, dbPath, known);
   }

@@ -21,6 +21,7 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { migrate, type SchemaInfo } from "./migrate.js";
 import { classifyStorageError } from "./storage-errors.js";
+import { WalCheckpointer } from "./wal-checkpointer.js";
 
 export type Synchronous = "full" | "normal";
 
@@ -31,6 +32,14 @@ export interface DatabaseOptions {
   synchronous: Synchronous;
   /** Refuse a file without a conveyor schema instead of creating one (see migrate). */
   requireSchema?: boolean;
+  /**
+   * "background": WAL checkpoints on a thread of their own (wal-checkpointer.ts), what a
+   * node's data dir uses; "inline" (the default): SQLite's automatic checkpoints, inside
+   * the COMMIT that crosses 1,000 pages. Ignored for ":memory:".
+   */
+  checkpoints?: "background" | "inline";
+  /** Told when background checkpoints stop working and SQLite's own take over. */
+  onCheckpointFailure?: ((error: Error, fallback: boolean) => void) | undefined;
 }
 
 interface Waiter {
@@ -58,6 +67,8 @@ export class Database {
   private runningWriteId = 0;
   /** Number of transactions committed; for metrics and tests. */
   commits = 0;
+  /** Runs the WAL checkpoints when they are in the background (undefined: SQLite's own). */
+  readonly checkpointer: WalCheckpointer | undefined;
 
   constructor(options: DatabaseOptions) {
     if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
@@ -69,6 +80,9 @@ export class Database {
       this.sqlite.pragma("busy_timeout = 5000");
       this.sqlite.pragma("foreign_keys = ON");
       this.schema = migrate(this.sqlite, { requireExisting: options.requireSchema ?? false });
+      this.checkpointer = options.checkpoints === "background" && options.path !== ":memory:"
+        ? new WalCheckpointer(this.sqlite, options.path, { onFailure: options.onCheckpointFailure })
+        : undefined;
     } catch (error) {
       this.sqlite.close();
       throw error;
@@ -195,6 +209,7 @@ export class Database {
 
   close(): void {
     this.commit();
+    this.checkpointer?.close();
     this.reader?.close();
     this.sqlite.close();
   }
@@ -209,6 +224,7 @@ export class Database {
     }
     this.inTransaction = false;
     this.commits += 1;
+    this.checkpointer?.committed();
     for (const listener of this.commitListeners) listener();
     const waiters = this.waiters;
     this.waiters = [];

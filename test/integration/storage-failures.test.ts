@@ -120,8 +120,13 @@ describe.skipIf(!canMountTmpfs)("a full disk (the node's data dir on a small tmp
     const dataDir = mkdtempSync(join(tmpdir(), "conveyor-full-"));
     // The tmpfs lives in the node's own mount namespace (gone with the process); the test
     // reaches into it through /proc/<pid>/root.
+    // Inline checkpoints: the point is a commit that needs the WAL to grow. With them in the
+    // background, the seed's frames are copied out at once and the next commit starts the
+    // WAL over inside the file it already has, so a small write succeeds on a full disk
+    // (rightly); SQLite checkpoints inline only past 1,000 frames, which this test stays under.
     const node = await NodeProcess.start({
       dataDir, prefix: ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=16m tmpfs "$0" && exec "$@"', dataDir],
+      settings: { sqlite_checkpoints: "inline" },
     });
     const filler = join(`/proc/${node.child.pid}/root`, dataDir, "filler");
     const sdk = connect(node);
@@ -159,6 +164,39 @@ describe.skipIf(!canMountTmpfs)("a full disk (the node's data dir on a small tmp
       const leased: unknown[] = [];
       for (let asks = 0; asks < 9 && leased.length < 9; asks++) leased.push(...await sdk.leaseNow("full"));
       expect(leased).toHaveLength(9);
+    } finally {
+      await sdk.close();
+      await node.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it("with background checkpoints (the default): a commit larger than the WAL's room fails DISK_FULL, and the node recovers", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "conveyor-full-"));
+    const node = await NodeProcess.start({
+      dataDir, prefix: ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=16m tmpfs "$0" && exec "$@"', dataDir],
+    });
+    const filler = join(`/proc/${node.child.pid}/root`, dataDir, "filler");
+    const sdk = connect(node);
+    try {
+      const seed = await sdk.client.enqueue(newTask("job", json({ seed: true })), { queue: "full" });
+      fillDisk(filler);
+      // 4 MiB in one turn: more than the WAL file holds (a few hundred KiB here), so the WAL must grow.
+      const big = () => Array.from({ length: 8 }, (_, i) =>
+        sdk.client.enqueue(newTask("job", bytes(new Uint8Array(512 * 1024).fill(i))), { queue: "full" }));
+      const failed = await Promise.allSettled(big());
+      for (const f of failed) {
+        expect(f.status).toBe("rejected");
+        expect((f as PromiseRejectedResult).reason).toMatchObject({ code: "RESOURCE_EXHAUSTED", reason: "DISK_FULL" });
+      }
+      expect((await sdk.client.getTask(seed.id)).state).toBe("pending");
+      expect((await fetch(`http://${node.httpAddress}/healthz`)).status).toBe(200);
+
+      unlinkSync(filler);
+      expect(await Promise.all(big())).toHaveLength(8);
+      expect(await sdk.counts("full")).toMatchObject({ pending: 9 });
+      // The checkpoint thread never stopped (a failed checkpoint is retried, not a fallback).
+      expect(node.logs.some((l) => l.includes("the WAL checkpoint thread stopped"))).toBe(false);
     } finally {
       await sdk.close();
       await node.stop();

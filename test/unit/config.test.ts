@@ -19,6 +19,8 @@ describe("loadConfig", () => {
     expect(c).toMatchObject({ groupMaxSize: 100, groupMaxDelayMs: 60_000, groupGracePeriodMs: 10_000, groupSweepIntervalMs: 1_000 });
     expect(defaultRateLimit(c)).toBeUndefined();
     expect(c.leaseTtlMs).toBe(DEFAULT_CONFIG.leaseTtlMs);
+    expect(c).toMatchObject({ sqliteSynchronous: "normal", sqliteCheckpoints: "background" });
+    expect(loadConfig({ env: { CONVEYOR_SQLITE_CHECKPOINTS: "inline" } }).sqliteCheckpoints).toBe("inline");
   });
 
   it("layers yaml, then environment, then flags", () => {
@@ -40,6 +42,7 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ overrides: { lease_ttl: "soon" } })).toThrow(/flags: lease_ttl: invalid duration "soon"/);
     expect(() => loadConfig({ env: { CONVEYOR_GROUP_MAX_SIZE: "0" } })).toThrow(/group_max_size must be at least 1/);
     expect(() => loadConfig({ overrides: { sqlite_synchronous: "sometimes" } })).toThrow(/"full" or "normal"/);
+    expect(() => loadConfig({ overrides: { sqlite_checkpoints: "never" } })).toThrow(/sqlite_checkpoints: expected "background" or "inline", got "never"/);
   });
 
   it("bounds every number: durations, timers, rates, sizes", () => {
