@@ -150,21 +150,22 @@ export const DEFAULT_CONFIG: NodeConfig = {
 export const LOG_FORMATS = ["auto", "pretty", "json"] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
-type Kind = "string" | "duration" | "int" | "number" | "sync" | "checkpoints" | "logformat";
+type Kind = "string" | "duration" | "int" | "number" | "choice";
 /**
- * Every setting: its yaml key, env var, how to parse it and (for numbers) its maximum.
+ * Every setting: its yaml key, env var, how to parse it and (for numbers) its maximum,
+ * (for a choice) the values it takes.
  * Settings used directly as a timer are at most TIMER_MAX_MS (Node's setTimeout limit);
  * other durations at most DURATION_MAX_MS, as in requests (src/base/limits.ts).
  */
-const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: number }> = [
+const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: number; choices?: readonly string[] }> = [
   { key: "listen", yaml: "listen", kind: "string" },
   { key: "http", yaml: "http", kind: "string" },
   { key: "dataDir", yaml: "data_dir", kind: "string" },
   { key: "nodeId", yaml: "node_id", kind: "string" },
   { key: "logLevel", yaml: "log_level", kind: "string" },
-  { key: "logFormat", yaml: "log_format", kind: "logformat" },
-  { key: "sqliteSynchronous", yaml: "sqlite_synchronous", kind: "sync" },
-  { key: "sqliteCheckpoints", yaml: "sqlite_checkpoints", kind: "checkpoints" },
+  { key: "logFormat", yaml: "log_format", kind: "choice", choices: LOG_FORMATS },
+  { key: "sqliteSynchronous", yaml: "sqlite_synchronous", kind: "choice", choices: ["full", "normal"] },
+  { key: "sqliteCheckpoints", yaml: "sqlite_checkpoints", kind: "choice", choices: ["background", "inline"] },
   { key: "leaseTtlMs", yaml: "lease_ttl", kind: "duration", max: TIMER_MAX_MS },
   { key: "heartbeatIntervalMs", yaml: "heartbeat_interval", kind: "duration", max: TIMER_MAX_MS },
   { key: "leaseWaitMaxMs", yaml: "lease_wait_max", kind: "duration", max: TIMER_MAX_MS },
@@ -226,7 +227,7 @@ export function unknownEnvVars(env: NodeJS.ProcessEnv): Array<{ variable: string
     .map((variable) => ({ variable, closest: closest(variable, KNOWN_ENV_VARS)! }));
 }
 
-function parseValue(kind: Kind, name: string, raw: unknown, max = INT_MAX): string | number {
+function parseValue(kind: Kind, name: string, raw: unknown, max = INT_MAX, choices: readonly string[] = []): string | number {
   const text = String(raw).trim();
   switch (kind) {
     case "string":
@@ -254,14 +255,11 @@ function parseValue(kind: Kind, name: string, raw: unknown, max = INT_MAX): stri
       if (n > max) throw new Error(`${name}: must be at most ${max}, got ${quote(text)}`);
       return n;
     }
-    case "logformat":
-      if (!(LOG_FORMATS as readonly string[]).includes(text)) throw new Error(`${name}: expected one of ${LOG_FORMATS.join(", ")}, got ${quote(text)}`);
-      return text;
-    case "sync":
-      if (text !== "full" && text !== "normal") throw new Error(`${name}: expected "full" or "normal", got ${quote(text)}`);
-      return text;
-    case "checkpoints":
-      if (text !== "background" && text !== "inline") throw new Error(`${name}: expected "background" or "inline", got ${quote(text)}`);
+    case "choice":
+      if (!choices.includes(text)) {
+        const expected = choices.length === 2 ? `${quote(choices[0]!)} or ${quote(choices[1]!)}` : `one of ${choices.join(", ")}`;
+        throw new Error(`${name}: expected ${expected}, got ${quote(text)}`);
+      }
       return text;
   }
 }
@@ -288,7 +286,7 @@ export function loadConfig(options: { file?: string; env?: NodeJS.ProcessEnv; ov
   for (const [source, layer] of layers) {
     for (const s of SETTINGS) {
       if (layer[s.yaml] === undefined) continue;
-      config[s.key] = parseValue(s.kind, `${source}: ${s.yaml}`, layer[s.yaml], s.max);
+      config[s.key] = parseValue(s.kind, `${source}: ${s.yaml}`, layer[s.yaml], s.max, s.choices);
     }
   }
   const heartbeatSet = layers.some(([, layer]) => layer.heartbeat_interval !== undefined);

@@ -13,7 +13,7 @@
 import { randomUUID } from "node:crypto";
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { Database, type Synchronous } from "./database.js";
+import { Database, type CheckpointMode, type Synchronous } from "./database.js";
 import { lockDir, DirLockedError, type DirLock } from "./dir-lock.js";
 import { MissingSchemaError, NewerSchemaError } from "./migrate.js";
 import { sqliteCodeOf } from "./storage-errors.js";
@@ -52,7 +52,7 @@ export interface OpenDataDirOptions {
   dir: string;
   synchronous: Synchronous;
   /** Where WAL checkpoints run (Database's `checkpoints`); default "background". */
-  checkpoints?: "background" | "inline";
+  checkpoints?: CheckpointMode;
   /** Told when the background WAL checkpoints stop working (SQLite's own take over; see wal-checkpointer.ts). */
   onCheckpointFailure?: ((error: Error, fallback: boolean) => void) | undefined;
 }

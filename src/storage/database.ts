@@ -24,6 +24,8 @@ import { classifyStorageError } from "./storage-errors.js";
 import { WalCheckpointer } from "./wal-checkpointer.js";
 
 export type Synchronous = "full" | "normal";
+/** Where WAL checkpoints run: on a thread of their own (wal-checkpointer.ts) or inside SQLite's commits. */
+export type CheckpointMode = "background" | "inline";
 
 export interface DatabaseOptions {
   /** File path, or ":memory:" for tests. */
@@ -37,7 +39,7 @@ export interface DatabaseOptions {
    * node's data dir uses; "inline" (the default): SQLite's automatic checkpoints, inside
    * the COMMIT that crosses 1,000 pages. Ignored for ":memory:".
    */
-  checkpoints?: "background" | "inline";
+  checkpoints?: CheckpointMode;
   /** Told when background checkpoints stop working and SQLite's own take over. */
   onCheckpointFailure?: ((error: Error, fallback: boolean) => void) | undefined;
 }
