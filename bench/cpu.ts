@@ -47,19 +47,43 @@ export class CpuMeter {
 
   /** e.g. { daemon: 97, worker: 41, bench: 60 } (percent of one core). */
   read(): Record<string, number> {
+    return this.reading(0).percent;
+  }
+
+  /**
+   * Both figures from one read of each process: percent of one core over the interval, and
+   * µs of CPU per task for `tasks` tasks (the yardstick of the engine's cost: a process at
+   * 90 % of a core tells that it is busy, not what a task costs it).
+   */
+  reading(tasks: number): CpuReading {
     const wall = performance.now() - this.startedAt;
-    const out: Record<string, number> = {};
+    const percent: Record<string, number> = {};
+    const usPerTask: Record<string, number> = {};
     for (const [name, pid] of Object.entries(this.pids)) {
       const before = this.start.get(name);
       const after = cpuMsOf(pid);
-      if (before !== undefined && after !== undefined && wall > 0) out[name] = Math.round(((after - before) / wall) * 100);
+      if (before === undefined || after === undefined || wall <= 0) continue;
+      percent[name] = Math.round(((after - before) / wall) * 100);
+      if (tasks > 0) usPerTask[name] = Math.round(((after - before) * 1000) / tasks);
     }
-    return out;
+    return { percent, usPerTask };
   }
 }
 
-export const fmtCpu = (cpu: Record<string, number>): string =>
-  Object.entries(cpu).map(([k, v]) => `${k} ${v}%`).join(", ");
+export interface CpuReading {
+  /** Percent of one core per process over the interval. */
+  percent: Record<string, number>;
+  /** µs of CPU per task per process (empty when no task count was given). */
+  usPerTask: Record<string, number>;
+}
+
+/** "daemon 90%, worker 30%", or with a reading "daemon 90% (176 µs/task), worker 30% (59 µs/task)". */
+export const fmtCpu = (cpu: Record<string, number> | CpuReading): string => {
+  const reading = "percent" in cpu && typeof cpu.percent === "object" ? (cpu as CpuReading) : { percent: cpu as Record<string, number>, usPerTask: {} };
+  return Object.entries(reading.percent)
+    .map(([k, v]) => `${k} ${v}%${reading.usPerTask[k] !== undefined ? ` (${reading.usPerTask[k]} µs/task)` : ""}`)
+    .join(", ");
+};
 
 function machineTicks(): { busy: number; total: number } | undefined {
   try {

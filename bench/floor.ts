@@ -39,7 +39,7 @@ export async function measureFloor(calls: number, bodyBytes = 110): Promise<Resu
       (err) => (err ? reject(err) : resolve())));
   try {
     for (let i = 0; i < 200; i++) await call();
-    const cpu = new CpuMeter({ floor: child.pid!, bench: process.pid });
+    const cpu = new CpuMeter({ floor: child.pid!, producer: process.pid });
     const latencies: number[] = [];
     const t0 = wallNow();
     for (let i = 0; i < calls; i++) {
@@ -48,12 +48,12 @@ export async function measureFloor(calls: number, bodyBytes = 110): Promise<Resu
       latencies.push(wallNow() - t);
     }
     const seconds = (wallNow() - t0) / 1000;
-    const usage = cpu.read();
+    const usage = cpu.reading(calls);
     const lat = summarize(latencies);
     return {
       scenario: "floor: bare unary + SQLite insert (1 in flight)", tasks: calls, seconds, tasksPerSec: calls / seconds, p50Ms: lat.p50, p99Ms: lat.p99,
       notes: `grpc-js unary, ${bodyBytes}-byte insert, group commit, WAL synchronous=NORMAL; calls/s; cpu ${fmtCpu(usage)}`,
-      details: { latencyMs: lat, cpuPercent: usage },
+      details: { latencyMs: lat, cpuPercent: usage.percent, cpuUsPerTask: usage.usPerTask },
     };
   } finally {
     client.close();

@@ -64,7 +64,7 @@ export const batchScenario: Scenario = {
     done.catch(() => {});
     const groupOf = shuffledKeys(EVENTS, GROUPS, 42);
     const groupName = (k: number) => `g-${String(k).padStart(3, "0")}`;
-    const cpu = new CpuMeter({ daemon: daemon.pid, worker: worker.pid, bench: process.pid });
+    const cpu = new CpuMeter({ daemon: daemon.pid, worker: worker.pid, producer: process.pid });
     const ioBefore = ioOf(daemon.pid);
     const monoStart = monotonicUs();
     const t0 = wallNow();
@@ -81,7 +81,7 @@ export const batchScenario: Scenario = {
     enqueued = EVENTS;
     ctx.progress(`batch: ${EVENTS} enqueued in ${fmtMs(enqueueMs)} ms; waiting for the groups to fire`, true);
     const finished = await done;
-    const usage = cpu.read();
+    const usage = cpu.reading(EVENTS);
     const profileWindowUs = [monoStart, monotonicUs()];
     const ioAfter = ioOf(daemon.pid);
     const daemonWrites = ioBefore && ioAfter
@@ -141,7 +141,7 @@ export const batchScenario: Scenario = {
         eventToHandlerMs: latency, enqueueMs, enqueueAckMs: summarize(acks), totalMs, totalLimitMs: limitMs,
         firstCallAfterMs: firstCallMs, lastCallAfterMs: lastCallMs,
         callTimesMs: summarize(callTimes), workerClockOffsetMs: clock.offsetMs, clockProbeRttMs: clock.rttMs,
-        counts, cpuPercent: usage, workerErrors: report.errors, daemonWrites, profileWindowUs, daemonPid: daemon.pid, workerPid: worker.pid,
+        counts, cpuPercent: usage.percent, cpuUsPerTask: usage.usPerTask, workerErrors: report.errors, daemonWrites, profileWindowUs, daemonPid: daemon.pid, workerPid: worker.pid,
       },
     }];
   },

@@ -54,7 +54,7 @@ async function run(ctx: ScenarioContext, name: "e2e-single" | "e2e-batch"): Prom
   done.catch(() => {}); // awaited below; do not let an early failure go unhandled while enqueueing
 
   const commitsBefore = await daemon.metric(COMMITS);
-  const cpu = new CpuMeter({ daemon: daemon.pid, worker: worker.pid, bench: process.pid });
+  const cpu = new CpuMeter({ daemon: daemon.pid, worker: worker.pid, producer: process.pid });
   const t0 = wallNow();
   const onProgress = (k: number) => {
     enqueued = k;
@@ -66,7 +66,7 @@ async function run(ctx: ScenarioContext, name: "e2e-single" | "e2e-batch"): Prom
   const enqueueSeconds = (wallNow() - t0) / 1000;
   enqueued = n;
   const finished = await done;
-  const usage = cpu.read();
+  const usage = cpu.reading(n);
   const seconds = (finished.at - t0) / 1000;
   ctx.progress(`${name}: ${n}/${n} completed: ${fmtNum(n / seconds)} tasks/s`, true);
 
@@ -93,7 +93,7 @@ async function run(ctx: ScenarioContext, name: "e2e-single" | "e2e-batch"): Prom
       `~${perLease.toFixed(0)} deliveries/Lease; ${fmtNum(commits / (n / 1000))} commits/1k tasks; cpu ${fmtCpu(usage)}${errors}`,
     details: {
       enqueueSeconds, enqueueLatencyMs: lat, firstHandlerAfterMs: finished.firstStartAt - t0,
-      cpuPercent: usage, counts, workerErrors: report.errors, sqliteCommits: commits,
+      cpuPercent: usage.percent, cpuUsPerTask: usage.usPerTask, counts, workerErrors: report.errors, sqliteCommits: commits,
       leaseResponsesApprox: report.startClusters, deliveriesPerLeaseApprox: perLease,
     },
   };

@@ -70,11 +70,11 @@ type Produce = (o: { queue: string; count: number; onProgress: (n: number) => vo
 
 async function measure(ctx: ScenarioContext, daemon: Daemon, name: string, produce: Produce, latencyUnit = "per call"): Promise<ResultRow> {
   const n = ctx.options.tasks;
-  const cpu = new CpuMeter({ daemon: daemon.pid, bench: process.pid });
+  const cpu = new CpuMeter({ daemon: daemon.pid, producer: process.pid });
   const t0 = wallNow();
   const latencies = await produce({ queue: QUEUE, count: n, onProgress: (k) => ctx.progress(`${name}: ${k}/${n} enqueued`) });
   const seconds = (wallNow() - t0) / 1000;
-  const usage = cpu.read();
+  const usage = cpu.reading(n);
   const lat = summarize(latencies);
   const admin = ctx.admin(daemon);
   const counts = await admin.counts(QUEUE);
@@ -83,7 +83,7 @@ async function measure(ctx: ScenarioContext, daemon: Daemon, name: string, produ
   return {
     scenario: name, tasks: n, seconds, tasksPerSec: n / seconds, p50Ms: lat.p50, p99Ms: lat.p99,
     notes: `latency ${latencyUnit}; ${check}; cpu ${fmtCpu(usage)}`,
-    details: { latencyMs: lat, cpuPercent: usage, counts },
+    details: { latencyMs: lat, cpuPercent: usage.percent, cpuUsPerTask: usage.usPerTask, counts },
   };
 }
 
@@ -91,7 +91,7 @@ async function unaryBaseline(ctx: ScenarioContext, daemon: Daemon, client: Clien
   const { id } = await client.enqueue({ type: "bench:baseline", payload: { bytes: new Uint8Array(110), contentType: "application/octet-stream" } }, { queue: WARMUP_QUEUE });
   const admin: AdminClient = ctx.admin(daemon);
   for (let i = 0; i < 200; i++) await admin.tasks.getTask({ id });
-  const cpu = new CpuMeter({ daemon: daemon.pid, bench: process.pid });
+  const cpu = new CpuMeter({ daemon: daemon.pid, producer: process.pid });
   const latencies: number[] = [];
   const t0 = wallNow();
   for (let i = 0; i < BASELINE_CALLS; i++) {
@@ -100,13 +100,13 @@ async function unaryBaseline(ctx: ScenarioContext, daemon: Daemon, client: Clien
     latencies.push(wallNow() - t);
   }
   const seconds = (wallNow() - t0) / 1000;
-  const usage = cpu.read();
+  const usage = cpu.reading(BASELINE_CALLS);
   const lat = summarize(latencies);
   ctx.progress(`unary RPC baseline: ${fmtNum(BASELINE_CALLS / seconds)} calls/s, p50 ${fmtMs(lat.p50)} ms`, true);
   return {
     scenario: "unary RPC baseline (1 in flight)", tasks: BASELINE_CALLS, seconds, tasksPerSec: BASELINE_CALLS / seconds,
     p50Ms: lat.p50, p99Ms: lat.p99,
     notes: `TaskService.GetTask of an existing id, sequential; calls/s; cpu ${fmtCpu(usage)}`,
-    details: { latencyMs: lat, cpuPercent: usage },
+    details: { latencyMs: lat, cpuPercent: usage.percent, cpuUsPerTask: usage.usPerTask },
   };
 }

@@ -91,7 +91,7 @@ async function run(ctx: ScenarioContext, limit: number | undefined): Promise<Res
     onProgress: (p) => ctx.progress(`${name}: ${p.completed}/${TASKS} completed, ${p.inFlight} in flight`),
     describeStall: async () => `node counts: ${fmtCounts(await admin.counts(QUEUE))}`,
   });
-  const usage = cpu.read();
+  const usage = cpu.reading(TASKS);
   const profileWindowUs = [monoStart, monotonicUs()];
   const ioAfter = ioOf(daemon.pid);
   const daemonWrites = ioBefore && ioAfter
@@ -170,7 +170,7 @@ async function run(ctx: ScenarioContext, limit: number | undefined): Promise<Res
       enqueueSeconds, maxActivePerKey: maxActive, violations, keysReachingLimit: keysAtLimit, maxActiveAllKeys: allActive,
       keylessHandled: keyless, handlerDurationMs: handler, handlerBoundMs, slotUtilization: utilization, slotIdlePerTaskMs, leaseCycleMs,
       firstHandlerAfterStartMs: firstStartMs, lastHandlerStartAfterStartMs: lastStart - worker.startedAt,
-      keyFinishMs: keyFinishSummary, tail, throttledCycles: throttled, serverRpcTimes: rpc, sqliteCommits: commits, counts, cpuPercent: usage,
+      keyFinishMs: keyFinishSummary, tail, throttledCycles: throttled, serverRpcTimes: rpc, sqliteCommits: commits, counts, cpuPercent: usage.percent, cpuUsPerTask: usage.usPerTask,
       daemonWrites, profileWindowUs, daemonPid: daemon.pid, workerPid: worker.pid, workerErrors: report.errors, maxInFlight: report.maxInFlight, leaseResponsesApprox: report.startClusters,
     },
   };

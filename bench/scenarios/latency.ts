@@ -33,7 +33,7 @@ export const latencyScenario: Scenario = {
     done.catch(() => {});
     const commitsBefore = await daemon.metric("conveyor_sqlite_commits_total");
     const acks: Array<Promise<number>> = [];
-    const cpu = new CpuMeter({ daemon: daemon.pid, worker: worker.pid, bench: process.pid });
+    const cpu = new CpuMeter({ daemon: daemon.pid, worker: worker.pid, producer: process.pid });
     const start = wallNow() + 10;
     let lateMax = 0;
     for (let i = 0; i < n; i++) {
@@ -47,7 +47,7 @@ export const latencyScenario: Scenario = {
     const issuedSeconds = (wallNow() - start) / 1000;
     const ackLatencies = await Promise.all(acks);
     await done;
-    const usage = cpu.read();
+    const usage = cpu.reading(n);
     const report = await worker.report();
     const commits = (await daemon.metric("conveyor_sqlite_commits_total")) - commitsBefore;
 
@@ -71,7 +71,7 @@ export const latencyScenario: Scenario = {
       targets: [target("pickup p50 ms", "<=", 1, pickup.p50, "ms"), target("pickup p99 ms", "<=", 5, pickup.p99, "ms")],
       details: {
         pickupMs: pickup, enqueueAckMs: ack, paceIntervalMs: intervalMs, maxScheduleLagMs: lateMax,
-        workerClockOffsetMs: clock.offsetMs, clockProbeRttMs: clock.rttMs, cpuPercent: usage, workerErrors: report.errors,
+        workerClockOffsetMs: clock.offsetMs, clockProbeRttMs: clock.rttMs, cpuPercent: usage.percent, cpuUsPerTask: usage.usPerTask, workerErrors: report.errors,
         sqliteCommitsPerTask: commits / n, perSecond: perSecond(timeline),
         slowest: timeline.sort((a, b) => b.pickupMs - a.pickupMs).slice(0, 10).map((x) => ({ atMs: Math.round(x.atMs), pickupMs: +x.pickupMs.toFixed(2) })),
       },

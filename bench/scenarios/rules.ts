@@ -96,7 +96,7 @@ async function run(ctx: ScenarioContext, variant: Variant): Promise<ResultRow> {
   });
   done.catch(() => {});
   const commitsBefore = await daemon.metric("conveyor_sqlite_commits_total");
-  const cpu = new CpuMeter({ daemon: daemon.pid, worker: worker.pid, bench: process.pid });
+  const cpu = new CpuMeter({ daemon: daemon.pid, worker: worker.pid, producer: process.pid });
   const ioBefore = ioOf(daemon.pid);
   const monoStart = monotonicUs();
   const t0 = wallNow();
@@ -110,7 +110,7 @@ async function run(ctx: ScenarioContext, variant: Variant): Promise<ResultRow> {
   const enqueueSeconds = (wallNow() - t0) / 1000;
   enqueued = n;
   const finished = await done;
-  const usage = cpu.read();
+  const usage = cpu.reading(n);
   const profileWindowUs = [monoStart, monotonicUs()];
   const ioAfter = ioOf(daemon.pid);
   const daemonWrites = ioBefore && ioAfter
@@ -140,7 +140,7 @@ async function run(ctx: ScenarioContext, variant: Variant): Promise<ResultRow> {
       `daemon wrote ${fmtNum(daemonWrites?.wcharPerTask)} B/task; cpu ${fmtCpu(usage)}${errors}`,
     details: {
       variant, accounts: ACCOUNTS, rule: variant === "rules-rr" ? RULE : undefined, enqueueSeconds,
-      enqueueCallMs: summarize(latencies), cpuPercent: usage, counts, cancelledByStrategy: cancelled,
+      enqueueCallMs: summarize(latencies), cpuPercent: usage.percent, cpuUsPerTask: usage.usPerTask, counts, cancelledByStrategy: cancelled,
       sqliteCommits: commits, daemonWrites, workerErrors: report.errors, profileWindowUs, daemonPid: daemon.pid, workerPid: worker.pid, leaseResponsesApprox: report.startClusters,
     },
   };
