@@ -1,5 +1,5 @@
 /**
- * The `conveyor` exit codes: the one table of them (the README's CLI section repeats it
+ * The `conveyor` exit codes: the one table of them (docs/cli.md repeats it
  * for users). A script tells "no such task" from "bad flags" from "the node is down"
  * without parsing messages.
  */

@@ -1,4 +1,4 @@
-/** The conveyor SDK: what `import { ... } from "conveyor"` gives you. */
+/** The conveyor SDK: what `import { ... } from "@conveyor-dev/conveyor"` gives you. */
 export { Client, type ClientOptions, type TaskInfo, type TaskResult } from "./sdk/client.js";
 export { Worker, type WorkerOptions, type WorkerLogger } from "./sdk/worker.js";
 export type { ConnectionOptions } from "./sdk/connection.js";

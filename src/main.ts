@@ -51,7 +51,7 @@ program
       `${result.tasks} tasks, schema version ${result.schemaVersion}, in ${Math.round(result.elapsedMs)} ms\n`);
   });
 
-const token = program.command("token").description("Make bearer tokens for the auth file (see README \"Security\").");
+const token = program.command("token").description("Make bearer tokens for the auth file (see docs/security.md).");
 token
   .command("new")
   .description("Print a new random token (give it to the client) and its sha256 (put it in the auth file); " +
@@ -82,7 +82,7 @@ token
 program
   .command("cluster-secret")
   .description("Print a new random cluster secret (256 bits) for cluster_secret_file; give every node of the cluster the same file " +
-    "(see README \"Running a cluster\").")
+    "(see docs/cluster/deploy.md).")
   .action(async () => {
     const { newClusterSecret } = await import("./server/security/cluster-secret.js");
     process.stdout.write(`${newClusterSecret()}\n`);

@@ -18,7 +18,7 @@ export type ErrorCode =
   | "INTERNAL";
 
 /**
- * Stable reasons, one meaning each (the README's Errors section lists them for users).
+ * Stable reasons, one meaning each (docs/reference/errors.md lists them for users, generated from here).
  * A reason travels intact: server → ErrorInfo (or a batch item's ItemError) → SDK → CLI.
  */
 export type ErrorReason =
@@ -44,7 +44,7 @@ export type ErrorReason =
   | "QUEUE_HAS_UNFINISHED_TASKS"
   /** An unfinished task of the queue holds the unique key. */
   | "UNIQUE_KEY_CONFLICT"
-  /** A task with the caller-chosen id exists with different contents. */
+  /** The caller-chosen task id is already used by a task in another queue (in the same queue, an enqueue answers with the existing task). */
   | "TASK_ID_CONFLICT"
   /** The lease is not (or no longer) held: settled, expired, timed out, cancelled or replaced. */
   | "LEASE_NOT_HELD"
@@ -111,6 +111,51 @@ export type ErrorReason =
   | "QUEUE_NOT_IN_SCOPE"
   /** A bug on the server (logged there, never detailed to the caller), or a non-conveyor status. */
   | "INTERNAL";
+
+/**
+ * The status code each reason is sent with: the catalog's second column, read by the
+ * generated error reference (docs/reference/errors.md); test/unit/docs.test.ts checks that
+ * every `new ConveyorError(code, reason, ...)` in the code agrees with it.
+ */
+export const REASON_CODES: { readonly [R in ErrorReason]: ErrorCode } = {
+  INVALID_FIELD: "INVALID_ARGUMENT",
+  MALFORMED_REQUEST: "INVALID_ARGUMENT",
+  TASK_NOT_FOUND: "NOT_FOUND",
+  LIMIT_NOT_FOUND: "NOT_FOUND",
+  GROUP_CONFIG_NOT_FOUND: "NOT_FOUND",
+  RULES_NOT_FOUND: "NOT_FOUND",
+  SCHEDULE_NOT_FOUND: "NOT_FOUND",
+  SCHEDULES_FULL: "RESOURCE_EXHAUSTED",
+  QUEUE_NOT_FOUND: "NOT_FOUND",
+  QUEUE_HAS_UNFINISHED_TASKS: "FAILED_PRECONDITION",
+  UNIQUE_KEY_CONFLICT: "ALREADY_EXISTS",
+  TASK_ID_CONFLICT: "ALREADY_EXISTS",
+  LEASE_NOT_HELD: "FAILED_PRECONDITION",
+  TASK_STATE_CONFLICT: "FAILED_PRECONDITION",
+  WAITERS_FULL: "RESOURCE_EXHAUSTED",
+  WRONG_OWNER: "UNAVAILABLE",
+  OWNER_DOWN: "UNAVAILABLE",
+  FENCED: "UNAVAILABLE",
+  LOG_UNAVAILABLE: "UNAVAILABLE",
+  NO_ACTIVE_MEMBER: "UNAVAILABLE",
+  RELOCATING: "UNAVAILABLE",
+  NODE_NOT_FOUND: "NOT_FOUND",
+  NOT_A_CLUSTER: "FAILED_PRECONDITION",
+  PLACEMENT_REFUSED: "FAILED_PRECONDITION",
+  GRAIN_DEACTIVATED: "UNAVAILABLE",
+  NODE_STOPPING: "UNAVAILABLE",
+  UNREACHABLE: "UNAVAILABLE",
+  TLS_FAILED: "UNAVAILABLE",
+  STORAGE_FAILURE: "UNAVAILABLE",
+  DISK_FULL: "RESOURCE_EXHAUSTED",
+  STORAGE_REJECTED: "INVALID_ARGUMENT",
+  CREDENTIALS_REQUIRED: "UNAUTHENTICATED",
+  CREDENTIALS_UNKNOWN: "UNAUTHENTICATED",
+  ROLE_REQUIRED: "PERMISSION_DENIED",
+  FORWARDED_IDENTITY_REFUSED: "PERMISSION_DENIED",
+  QUEUE_NOT_IN_SCOPE: "PERMISSION_DENIED",
+  INTERNAL: "INTERNAL",
+};
 
 export class ConveyorError extends Error {
   override readonly name = "ConveyorError";

@@ -1,6 +1,6 @@
 /**
- * Every limit on what a request may carry, in one list (the README's "Limits" table
- * documents the same names). Server validation imports these; nothing else defines a
+ * Every limit on what a request may carry, in one list (docs/reference/limits.md, generated
+ * from this file, lists them). Server validation imports these; nothing else defines a
  * maximum of its own. Units are in the names.
  *
  * How the time bounds are chosen: every instant the engine stores or sends is an
@@ -127,8 +127,8 @@ export const SCHEDULE_INTERVAL_MIN_MS = 1_000;
 // a Lease answer holds at most LEASE_RESPONSE_DELIVERIES_MAX deliveries and about
 // LEASE_RESPONSE_MAX_BYTES (the caller asks again for the rest).
 //
-// The numbers were measured on a 2-core VM (ARCHITECTURE.md, "Bounded work per
-// request"); the README's Limits table lists them.
+// The numbers were measured on a 2-core VM (docs/decisions/0018-bounded-work-per-
+// request.md); docs/reference/limits.md lists them.
 
 /** The largest request message a node accepts (gRPC; larger: RESOURCE_EXHAUSTED). */
 export const REQUEST_MAX_BYTES = 4 * 1024 * 1024;

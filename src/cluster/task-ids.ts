@@ -16,7 +16,7 @@
  * task for the commit to write to the WAL (and later to the data file), and for the
  * retention janitor's deletes to dirty again. Ids that sort by creation fill the last
  * pages: measured in process (bench store), SQLite cost per task 98 → 65 µs of CPU, WAL
- * frames per enqueued task 1.2 → 0.13 (ARCHITECTURE.md, "Performance"). The instant is
+ * frames per enqueued task 1.2 → 0.13 (docs/decisions/0028-time-ordered-task-ids.md). The instant is
  * visible in the id, as in a UUIDv7; ids are not secrets (access goes through roles).
  * Within one ms ids are unordered (random): they still share the last page.
  */
@@ -35,7 +35,7 @@ export function mintTaskId(p: number, nowMs: number): string {
   scratch.write(t.slice(4, 8), 9, "latin1");
   scratch.write(t.slice(8), 15, "latin1");
   // One flat string: a concatenation of slices would keep its pieces alive in every id a
-  // grain holds (~120 B instead of ~56: ARCHITECTURE.md, "A million pending tasks").
+  // grain holds (~120 B instead of ~56: bench/results/2026-12-performance-diary.md, "A million pending tasks").
   return scratch.toString("latin1");
 }
 

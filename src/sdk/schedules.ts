@@ -71,7 +71,7 @@ export function toScheduleView(s: Schedule): ScheduleView {
   };
 }
 
-/** A queue's periodic tasks, through AdminService (see the README's Schedules section). */
+/** A queue's periodic tasks, through AdminService (see docs/concepts/schedules.md). */
 export class Schedules {
   private readonly channel: RpcChannel;
   private readonly owned: boolean;

@@ -157,7 +157,7 @@ type Kind = "string" | "duration" | "int" | "number" | "choice";
  * Settings used directly as a timer are at most TIMER_MAX_MS (Node's setTimeout limit);
  * other durations at most DURATION_MAX_MS, as in requests (src/base/limits.ts).
  */
-const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: number; choices?: readonly string[] }> = [
+export const SETTINGS: Array<{ key: keyof NodeConfig; yaml: string; kind: Kind; max?: number; choices?: readonly string[] }> = [
   { key: "listen", yaml: "listen", kind: "string" },
   { key: "http", yaml: "http", kind: "string" },
   { key: "dataDir", yaml: "data_dir", kind: "string" },

@@ -6,7 +6,7 @@
  * `next` and `prev`, and IANA zones through Luxon, whose daylight-saving rules are what a
  * schedule follows: a local time that does not exist (the spring-forward hour) fires at
  * the same minute of the next hour, and a local time that occurs twice (fall back) fires
- * once, at its first occurrence. The README's Schedules section says so, and
+ * once, at its first occurrence. docs/concepts/schedules.md says so, and
  * test/unit/schedules.test.ts holds the library to it.
  *
  * Each call parses the expression anew with its start instant: an iterator keeps state,

@@ -47,7 +47,7 @@ export class TaskStore implements QueueStore {
        * activate (hot): writes state active, the lease, the attempt's start, worker and number, expires_at 0;
        * reads back the delivery's columns the grain's entry does not hold (RETURNING DELIVERY_COLUMNS:
        * the payload, and history such as the last error). RETURNING * cost twice as much (measured
-       * in ARCHITECTURE.md, "Performance").
+       * in bench/results/2026-12-performance-diary.md, "SQLite cost per task").
        */
       activate: s.prepare(`UPDATE tasks SET state = 'active', lease_id = ?, lease_expires_at = ?, attempt_ends_at = ?,
         attempt_started_at = ?, attempt_worker = ?, attempt_number = ?, expires_at = 0 WHERE id = ? RETURNING ${DELIVERY_COLUMNS}`),

@@ -7,8 +7,8 @@
  * the database file, the file after). SQLite's automatic checkpoint runs inside the
  * COMMIT that crosses 1,000 WAL pages, on the committing connection: measured here, one
  * such COMMIT blocks the event loop ~4-6 ms, every ~0.4 s at 200 tasks/s, and those
- * stalls were most of the pickup latency's tail (ARCHITECTURE.md, "The pickup tail
- * at 200/s"). So the node's connection turns automatic checkpoints off, and a
+ * stalls were most of the pickup latency's tail (docs/decisions/0004-wal-checkpoints-on-a-thread.md;
+ * measured in bench/results/). So the node's connection turns automatic checkpoints off, and a
  * worker thread with its own connection runs PASSIVE checkpoints: they copy committed
  * pages into the file while the node goes on committing (a passive checkpoint takes no
  * lock a writer waits for).

@@ -122,15 +122,17 @@ function seconds(value: string): number {
 }
 
 describe("deploy/ files", () => {
-  it("has the files the README and the package promise", () => {
+  it("has the files the docs and the package promise", () => {
     for (const f of ["deploy/conveyord.service", "deploy/systemd/conveyord-cluster.conf", "deploy/compose/docker-compose.yml", "deploy/Dockerfile",
       "deploy/kubernetes/statefulset.yaml", "deploy/kubernetes/kustomization.yaml"]) expect(deployFiles, f).toContain(f);
     expect(JSON.parse(read("package.json")).files).toContain("deploy/");
-    // Every deploy/ path the README names exists (a renamed file leaves no dead link).
-    // A path with "-N" (node-N.env) stands for the files of nodes 1 to 3.
-    for (const [, path] of read("README.md").matchAll(/(?<![\w/])(deploy\/[\w./-]*\w)/g)) {
-      for (const each of path!.includes("-N.") ? [1, 2, 3].map((n) => path!.replace("-N.", `-${n}.`)) : [path!]) {
-        expect(existsSync(join(REPO_ROOT, each)), `README names ${each}`).toBe(true);
+    // Every deploy/ path the README and the manual name exists (a renamed file leaves no
+    // dead link). A path with "-N" (node-N.env) stands for the files of nodes 1 to 3.
+    for (const doc of ["README.md", ...CLUSTER_DOCS, "docs/production.md", "docs/getting-started.md"]) {
+      for (const [, path] of read(doc).matchAll(/(?<![\w/])(deploy\/[\w./-]*\w)/g)) {
+        for (const each of path!.includes("-N.") ? [1, 2, 3].map((n) => path!.replace("-N.", `-${n}.`)) : [path!]) {
+          expect(existsSync(join(REPO_ROOT, each)), `${doc} names ${each}`).toBe(true);
+        }
       }
     }
   });
@@ -140,9 +142,9 @@ describe("deploy/ files", () => {
     for (const f of yamlFiles) expect(() => yamlDocs(f), f).not.toThrow();
   });
 
-  it("every CONVEYOR_* name in deploy/ and in the README's cluster section is one conveyor reads", () => {
+  it("every CONVEYOR_* name in deploy/ and in the cluster docs is one conveyor reads", () => {
     const texts = deployFiles.map((f) => [f, read(f)] as const);
-    texts.push(["README.md", readmeClusterSection()]);
+    for (const doc of CLUSTER_DOCS) texts.push([doc, read(doc)]);
     for (const [file, text] of texts) {
       for (const [name] of text.matchAll(/\bCONVEYOR_[A-Z0-9_]*[A-Z0-9]/g)) {
         expect(KNOWN_ENV_VARS, `${file}: ${name}`).toContain(name);
@@ -150,12 +152,12 @@ describe("deploy/ files", () => {
     }
   });
 
-  it("the README's conveyord command lines use flags conveyord has", () => {
+  it("the cluster docs' conveyord command lines use flags conveyord has", () => {
     expect(CONVEYORD_FLAGS).toContain("--cluster-etcd");
-    const lines = readmeClusterSection().split("\n").filter((l) => /^\s*(npx )?conveyord /.test(l));
+    const lines = CLUSTER_DOCS.flatMap((doc) => read(doc).split("\n")).filter((l) => /^\s*(npx )?conveyord /.test(l));
     expect(lines.length).toBeGreaterThanOrEqual(3);
     for (const line of lines) {
-      for (const flag of flagsOf(line.split(/\s+/))) expect(CONVEYORD_FLAGS, `README: ${line}`).toContain(flag);
+      for (const flag of flagsOf(line.split(/\s+/))) expect(CONVEYORD_FLAGS, `docs/cluster: ${line}`).toContain(flag);
     }
   });
 
@@ -810,14 +812,8 @@ describe("deploy/ nats-server (the changelog)", () => {
   });
 });
 
-/** The README section "Running a cluster", up to the next heading of its level or above. */
-function readmeClusterSection(): string {
-  const readme = read("README.md");
-  const start = readme.indexOf("### Running a cluster");
-  expect(start).toBeGreaterThan(0);
-  const end = readme.slice(start + 4).search(/^#{1,3} /m);
-  return end < 0 ? readme.slice(start) : readme.slice(start, start + 4 + end);
-}
+/** The manual's pages on running a cluster (deploy files, flags, variables). */
+const CLUSTER_DOCS = readdirSync(join(REPO_ROOT, "docs/cluster")).filter((f) => f.endsWith(".md")).map((f) => `docs/cluster/${f}`);
 
 let etcdFlagsCache: Set<string> | undefined;
 /** `etcd --help`'s flags, from the same etcd the cluster tests run (Debian's 3.4). */

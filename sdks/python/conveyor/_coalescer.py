@@ -2,8 +2,8 @@
 TypeScript SDK's src/sdk/enqueue-coalescer.ts on asyncio, rule for rule.
 
 Why: a gRPC unary call costs ~0.3-0.5 ms of CPU on each side however small it is, so a
-producer with many calls in flight is bound by calls, not tasks (ARCHITECTURE.md, "The
-SDK coalesces overlapping enqueues"). One batch of N costs about one call.
+producer with many calls in flight is bound by calls, not tasks
+(docs/decisions/0009-coalesced-enqueues.md). One batch of N costs about one call.
 
 When a call goes out (Nagle-like, never a timer):
 

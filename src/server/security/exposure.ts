@@ -31,6 +31,6 @@ export function exposureRefusal(addresses: { grpc: string; http: string }, authE
   const open = Object.entries(addresses).filter(([, a]) => !isLoopback(hostOf(a)));
   if (open.length === 0) return undefined;
   return `refusing to start: ${open.map(([port, a]) => `${port} listens on ${a}`).join(" and ")}, which other machines can reach, ` +
-    `and no authentication is configured. Set auth_file (see README "Security"), listen on 127.0.0.1, ` +
+    `and no authentication is configured. Set auth_file (see docs/security.md), listen on 127.0.0.1, ` +
     `or pass ${INSECURE_FLAG} if anyone who can reach these ports may do anything`;
 }

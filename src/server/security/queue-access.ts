@@ -11,7 +11,7 @@
  * - `namedOrEvery`: an optional queue filter: named when given, every queue when empty;
  * - `nodeWide`: it touches no queue's tasks or settings (cluster membership, task types).
  *
- * `fields` says in words what is read, for the README and for a reviewer of a new row.
+ * `fields` says in words what is read, for the docs and for a reviewer of a new row.
  */
 
 /** What one request touches. */

@@ -7,7 +7,7 @@ import type { Migration } from "./index.js";
  * changes a task (grain effects, bulk actions, queue removal, the retention janitor,
  * future ones) goes through the table, so the counts cannot miss one, and they change in
  * the same transaction as the row, so a kill -9 cannot split them. Their cost on the hot
- * path is measured in ARCHITECTURE.md ("Task counts").
+ * path is measured in docs/decisions/0014-task-counts-by-triggers.md.
  */
 export const m009QueueCounts: Migration = {
   version: 9,

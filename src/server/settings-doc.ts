@@ -1,0 +1,51 @@
+/**
+ * What each setting of config.ts's SETTINGS does, for users: the text of the generated
+ * configuration reference (docs/reference/configuration.md, `npm run docs`). One entry per
+ * setting, keyed by its yaml name; the generator refuses a setting without one, and an
+ * entry for a setting that does not exist. `default` replaces the default shown when it is
+ * derived rather than a constant of DEFAULT_CONFIG.
+ */
+export const SETTING_DOCS: Readonly<Record<string, { doc: string; default?: string }>> = {
+  listen: { doc: "gRPC listen address, `host:port` (flag `--listen`)." },
+  http: { doc: "HTTP listen address: the dashboard (`/`), its JSON API (`/api/...`), `/metrics` and `/healthz` (flag `--http`)." },
+  data_dir: { doc: "Holds `conveyor.db`, the node's identity `node.json` and its lock (flag `--data-dir`); see docs/production.md." },
+  node_id: { default: "the listen address", doc: "This node's name on the ring (flag `--node-id`); unique in a cluster, and kept for the life of its data directory." },
+  log_level: { doc: "pino level: trace, debug, info, warn or error (flag `--log-level`)." },
+  log_format: { doc: "`pretty`: one human line per entry; `json`: pino's JSON lines; `auto`: pretty when stdout is a terminal, JSON otherwise (systemd, containers, pipes)." },
+  sqlite_synchronous: { doc: "`normal`: an acknowledged write survives a crash of the process (`kill -9`); `full`: also a power loss or OS crash, at the cost of an fsync per commit." },
+  sqlite_checkpoints: { doc: "Where the WAL is copied into `conveyor.db` (and its fsyncs wait): `background`, on a thread of its own, so no request waits for the disk (the WAL may grow to 64 MiB before the node catches up between two commits); `inline`, SQLite's own, inside the commit that crosses 1,000 pages (4 MiB)." },
+  lease_ttl: { doc: "A lease lapses this long after its last heartbeat (at least 100ms)." },
+  heartbeat_interval: { default: "1s, or lease_ttl / 3 if shorter", doc: "How often workers heartbeat, and so how fast a running task learns it was cancelled; a value above `lease_ttl / 3` is refused at start." },
+  lease_wait_max: { doc: "Cap on how long a Lease call parks." },
+  lease_waiters_max: { doc: "Parked Lease calls per node; beyond it a Lease is refused `WAITERS_FULL`." },
+  grain_idle_timeout: { doc: "Passivate a queue's grain after this long without calls." },
+  retention: { doc: "Default retention of completed tasks." },
+  dead_retention: { doc: "Retention of archived and cancelled tasks." },
+  janitor_interval: { doc: "How often the janitor looks for finished tasks past their retention; it then deletes all of them, in chunks of about 5 ms with the node serving calls in between." },
+  max_retry: { doc: "Default retries per task." },
+  retry_backoff_base: { doc: "Default base of the exponential retry backoff (with jitter)." },
+  retry_backoff_max: { doc: "Default cap of the retry backoff." },
+  shutdown_grace: { doc: "SIGTERM waits this long for in-flight calls (and, in a cluster, its partitions' handoffs)." },
+  rate_limit_rate_per_sec: { default: "unset (unlimited)", doc: "Default rate limit (tasks per second) of every queue without an override." },
+  rate_limit_burst: { default: "max(1, ceil(rate))", doc: "Burst of the default rate limit." },
+  group_max_size: { doc: "Fire a group once it holds this many members; also caps a batch." },
+  group_max_delay: { doc: "Fire a group this long after its first member." },
+  group_grace_period: { doc: "Fire a group this long after its last member." },
+  group_sweep_interval: { doc: "Deprecated and unused: groups fire on their own deadlines. Still accepted so that older configs start." },
+  auth_file: { default: "unset (no authentication; loopback only)", doc: "Tokens (hashed), their roles and queue scopes; reloaded on change or SIGHUP. See docs/security.md." },
+  http_allowed_hosts: { default: "unset", doc: "`Host` names the HTTP port serves besides loopback names and its own address, comma-separated." },
+  tls_cert: { default: "unset (no TLS)", doc: "PEM certificate (chain) for both ports; reloaded on change or SIGHUP." },
+  tls_key: { default: "unset (no TLS)", doc: "PEM key of `tls_cert`; reloaded with it." },
+  tls_client_ca: { default: "unset", doc: "PEM CA bundle; set, every client needs a certificate it signed (mTLS)." },
+  cluster_etcd: { default: "unset (a single node)", doc: "etcd client URLs, comma-separated (flag `--cluster-etcd`): join a cluster. See docs/cluster/README.md." },
+  cluster_nats: { default: "unset (no changelog)", doc: "NATS JetStream URLs, comma-separated (flag `--cluster-nats`; needs `cluster_etcd`): every acknowledged write of a partition is also on its replicated changelog, and a crashed node's partitions are taken over from it." },
+  cluster_standbys: { doc: "With `cluster_nats`: how many members keep a warm copy of each partition by following its changelog (0-2); the first takes the partition over if its owner dies, catching up only its lag." },
+  cluster_snapshot_every: { doc: "With `cluster_nats`: turns appended to a partition between two snapshots of its rows (JetStream object store `CV_SNAP`); the log is purged below the previous snapshot (0: no snapshots, the log is never purged)." },
+  cluster_name: { doc: "The cluster's keys live under `/conveyor/<name>/` in etcd (1-64 of `A-Z a-z 0-9 . _ -`)." },
+  cluster_partitions: { doc: "Partitions of the cluster, fixed when the cluster is created; a node with another value refuses to join." },
+  cluster_member_ttl: { doc: "TTL of the node's membership lease (whole seconds): a node that dies disappears after about this long, and a node fences itself when no keep-alive is answered for 3/4 of it." },
+  cluster_handoff_wait: { doc: "How long a call for a partition that is moving to another node waits for the move before it answers `RELOCATING`." },
+  cluster_advertise: { default: "the listen address", doc: "The gRPC address other nodes and clients reach this node at (flag `--advertise`)." },
+  cluster_secret_file: { default: "unset", doc: "The cluster's shared secret, the same file on every node: nodes authenticate to each other with it; required with `auth_file` in a cluster; reloaded on change or SIGHUP." },
+  cluster_tls_ca: { default: "unset (grpc's default roots)", doc: "With TLS on: the PEM CA bundle the other nodes' certificates chain to, for this node's calls to them." },
+};
