@@ -3,7 +3,7 @@
  * stored task (numbers and Dates instead of wire bigints).
  */
 import { parseDurationMs } from "../base/duration.js";
-import type { TaskState as DomainState } from "../grains/queue/task.js";
+import type { TaskState as DomainState } from "../base/task-state.js";
 import type { TaskState as WireState, Task, TaskSpec } from "../gen/conveyor/v1/task_pb.js";
 import { stateFromWire } from "../rpc/wire-names.js";
 import { create } from "@bufbuild/protobuf";

@@ -21,7 +21,7 @@ function sources(dir: string): string[] {
 const SRC = join(REPO_ROOT, "src");
 const files = sources(SRC).filter((f) => !f.includes(`${join("src", "gen")}`));
 const importsOf = (file: string) =>
-  [...readFileSync(file, "utf8").matchAll(/^\s*(?:import|export)[^"'`]*?from\s+["']([^"']+)["']/gm)].map((m) => m[1]!);
+  [...readFileSync(file, "utf8").matchAll(/^\s*(?:import|export)(?:[^"'`;]*?\bfrom)?\s*["']([^"']+)["']/gm)].map((m) => m[1]!);
 const folderOf = (file: string) => relative(SRC, file).split("/")[0]!;
 
 /** Resolves a relative import to the top-level src folder it lands in. */
@@ -41,7 +41,7 @@ const ALLOWED: Record<string, string[]> = {
   changelog: ["changelog", "grains", "rpc", "gen", "base"],
   cluster: ["cluster", "changelog", "grains", "base"],
   rpc: ["rpc", "base", "gen"],
-  sdk: ["sdk", "rpc", "base", "gen", "grains"],
+  sdk: ["sdk", "rpc", "base", "gen"],
   server: ["server", "cluster", "changelog", "grains", "storage", "rpc", "base", "gen"],
 };
 
@@ -101,5 +101,28 @@ describe("architecture", () => {
       .filter(([, , line]) => banned.test(line) && !line.trim().startsWith("*") && !line.trim().startsWith("//"))
       .map(([f, n, line]) => `${relative(REPO_ROOT, f)}:${n}: ${line.trim()}`);
     expect(violations).toEqual([]);
+  });
+
+  it("the client package (src/index.ts and what it imports) holds nothing server-side", () => {
+    // packages/client compiles exactly this closure; it may reach grpc-js, protobuf-es and
+    // Node's own modules, and no file of the server's folders or the server half of rpc.
+    const seen = new Set<string>();
+    const libraries = new Set<string>();
+    const visit = (file: string) => {
+      if (seen.has(file)) return;
+      seen.add(file);
+      for (const spec of importsOf(file)) {
+        if (spec.startsWith(".")) visit(join(file, "..", spec).replace(/\.js$/, ".ts"));
+        else libraries.add(spec);
+      }
+    };
+    visit(join(SRC, "index.ts"));
+    expect(seen.size).toBeGreaterThan(20);
+    const clientFolders = new Set(["sdk", "rpc", "base", "gen"]);
+    const serverRpc = /^rpc\/(server|session-server|request-decode|json-dialect|reflection)\.ts$/;
+    const serverSide = [...seen].map((f) => relative(SRC, f)).filter((f) => f !== "index.ts" && (!clientFolders.has(f.split("/")[0]!) || serverRpc.test(f)));
+    expect(serverSide).toEqual([]);
+    const allowedLibrary = /^(node:.+|@grpc\/grpc-js|@bufbuild\/protobuf(\/.+)?)$/;
+    expect([...libraries].filter((l) => !allowedLibrary.test(l))).toEqual([]);
   });
 });

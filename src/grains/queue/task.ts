@@ -1,3 +1,4 @@
+import type { TaskState } from "../../base/task-state.js";
 import type { TaskRule } from "./rules.js";
 
 /**
@@ -5,16 +6,8 @@ import type { TaskRule } from "./rules.js";
  * the server translates wire messages to these, the storage layer persists them.
  */
 
-/** Lifecycle states; keep docs/task-states.md in step with this union. */
-export type TaskState =
-  | "scheduled"
-  | "pending"
-  | "aggregating"
-  | "active"
-  | "retry"
-  | "completed"
-  | "archived"
-  | "cancelled";
+/** Lifecycle states (base/task-state.ts; the client SDK shows the same list). */
+export type { TaskState };
 
 export const TASK_STATES: readonly TaskState[] = [
   "scheduled", "pending", "aggregating", "active", "retry", "completed", "archived", "cancelled",
