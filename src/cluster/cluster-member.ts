@@ -119,6 +119,7 @@ export class ClusterMember implements MembershipStatusSource {
   private activeWaiters: Array<() => void> = [];
   private startedAtMs = 0;
   private readonly changeListeners = new Set<() => void>();
+  private readonly fenceListeners = new Set<() => void>();
 
   constructor(private readonly options: ClusterMemberOptions) {
     this.core = new MembershipCore({ nodeId: options.self.nodeId, ttlMs: options.ttlMs, newIncarnation: options.newIncarnation });
@@ -209,6 +210,12 @@ export class ClusterMember implements MembershipStatusSource {
     return () => this.changeListeners.delete(listener);
   }
 
+  /** Called when this node fences itself (before it registers again): what it was serving must stop now. */
+  onFenced(listener: () => void): () => void {
+    this.fenceListeners.add(listener);
+    return () => this.fenceListeners.delete(listener);
+  }
+
   /** May this node serve writes now (its registration provably alive)? */
   serving(): boolean {
     return this.core.serving(this.options.clock.nowMs());
@@ -241,11 +248,23 @@ export class ClusterMember implements MembershipStatusSource {
     const actions = this.core.handle(input, this.options.clock.nowMs());
     for (const action of actions) this.perform(action);
     this.armWake();
-    for (const listener of this.changeListeners) listener();
+    for (const listener of this.changeListeners) this.notify(listener, "membership change");
     if (this.core.phase === "active") {
       const waiters = this.activeWaiters;
       this.activeWaiters = [];
       for (const w of waiters) w();
+    }
+  }
+
+  /**
+   * Inputs arrive in etcd's callbacks and timers, outside any caller's promise chain: a
+   * listener that throws is logged, never an exception that ends the process.
+   */
+  private notify(listener: () => void, what: string): void {
+    try {
+      listener();
+    } catch (err) {
+      this.options.logger.error({ err }, `a ${what} listener failed`);
     }
   }
 
@@ -283,6 +302,7 @@ export class ClusterMember implements MembershipStatusSource {
       case "fenced":
         logger.warn({ reason: action.reason, incarnation: action.incarnation, silentMs: action.silentMs },
           "fenced itself: not serving writes until registered again as a new incarnation");
+        for (const listener of this.fenceListeners) this.notify(listener, "fence");
         return;
       case "registeredAs":
         logger.info({ incarnation: action.incarnation, memberRevision: action.createRevision, fences: this.core.fences }, "cluster member registered");

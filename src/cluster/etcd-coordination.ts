@@ -174,7 +174,17 @@ export class EtcdCoordination implements Coordination {
         clearInterval(check);
       };
       watcher.on("data", (res) => {
-        if (live) for (const event of res.events) onEvent(event, Number(event.kv.mod_revision));
+        if (!live) return;
+        // An event handler runs in etcd3's stream callback: a record it cannot parse (or a
+        // listener that throws) ends this watch, whose owner reads and watches again
+        // (logging why), instead of throwing out of the callback and ending the process.
+        try {
+          for (const event of res.events) onEvent(event, Number(event.kv.mod_revision));
+        } catch (err) {
+          stop();
+          watcher.cancel().catch(() => {});
+          onError(new Error(`a watched change under ${prefix} could not be applied: ${err instanceof Error ? err.message : String(err)}`));
+        }
       });
       try {
         await new Promise<void>((resolve, reject) => {

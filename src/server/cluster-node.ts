@@ -10,6 +10,7 @@
  */
 import type { Logger } from "pino";
 import type { Clock } from "../base/clock.js";
+import { fenced, type ConveyorError } from "../base/errors.js";
 import type { ClusterMember } from "../cluster/cluster-member.js";
 import type { PartitionOwners } from "../cluster/partition-owners.js";
 import type { PartitionRows } from "../storage/partition-rows.js";
@@ -28,6 +29,8 @@ export interface ClusterNodeDeps {
   queuesToActivate: () => Iterable<string>;
   activate: (queues: string[]) => Promise<unknown>;
   releaseParked: (moving: (queue: string) => boolean) => void;
+  /** Ends every parked Lease call with this (retryable) error. */
+  refuseParked: (error: ConveyorError) => void;
   retireGrain: (queue: string) => void;
   committed: (p: number) => Promise<void>;
   /** The sequence of p's last changelog entry (0 without a changelog), sent with a handoff's rows. */
@@ -52,6 +55,11 @@ export async function runClusterMember(deps: ClusterNodeDeps): Promise<{ drain: 
   };
   // Claim back what this node has rows of (before listening to claims: start-up activates them itself).
   const local = new Set(deps.rows.queueNames().map((q) => owners.partitionOf(q)));
+  // A fenced node holds nothing: its parked Lease calls are answered UNAVAILABLE/FENCED at
+  // once (the worker asks again, and is served after this node registers again or by
+  // whichever node holds the queue then) rather than waiting out their long poll on
+  // queues this node may no longer serve.
+  member.onFenced(() => deps.refuseParked(fenced(member.nodeId)));
   const held = new Set(await owners.claimAtStart(local));
   await deps.activate([...deps.queuesToActivate()].filter((q) => held.has(owners.partitionOf(q))));
   owners.onClaimed(activatePartition);

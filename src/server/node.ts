@@ -211,7 +211,7 @@ export class ConveyorNode {
         onHandoffFailed: (cause) => clusterMetrics.handoffs.inc({ cause, outcome: "failed" }),
         member: joined.member, owners, rows: storage.rows, peers, clock, logger,
         queuesToActivate: () => new Set([...storage.queries.queuesWithUnfinishedTasks(), ...storage.store.schedules.queuesWithSchedules()]),
-        activate, releaseParked: (moving) => runtime.broker.releaseQueues(moving), retireGrain: (queue) => runtime.host.retire(queue),
+        activate, releaseParked: (moving) => runtime.broker.releaseQueues(moving), refuseParked: (error) => runtime.broker.refuseAll(error), retireGrain: (queue) => runtime.host.retire(queue),
         committed: (p) => durable(storage.rows.queueNames().filter((q) => partitionOfQueue(q) === p)), drainTimeoutMs: config.shutdownGraceMs,
         logSeq: (p) => changelog?.lastSeq(p) ?? 0,
       }));

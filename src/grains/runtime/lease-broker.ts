@@ -46,6 +46,7 @@ export interface LeaseCall {
 interface Waiter {
   call: LeaseCall;
   resolve: (deliveries: LeasedDelivery[]) => void;
+  reject: (error: unknown) => void;
   cancelTimer: () => void;
   done: boolean;
 }
@@ -117,8 +118,8 @@ export class LeaseBroker {
       throw new ConveyorError("RESOURCE_EXHAUSTED", "WAITERS_FULL",
         `too many parked lease calls on this node (${this.options.waitersMax}); retry later`);
     }
-    return new Promise((resolve) => {
-      const waiter: Waiter = { call, resolve, done: false, cancelTimer: () => {} };
+    return new Promise((resolve, reject) => {
+      const waiter: Waiter = { call, resolve, reject, done: false, cancelTimer: () => {} };
       waiter.cancelTimer = this.options.clock.setTimer(call.waitMs, () => this.finish(waiter, []));
       call.signal?.addEventListener("abort", () => this.finish(waiter, []), { once: true });
       this.waiterCount += 1;
@@ -196,14 +197,41 @@ export class LeaseBroker {
     for (const set of [...this.waiters.values()]) for (const w of [...set]) this.finish(w, []);
   }
 
+  /**
+   * Ends every parked call with `error` (a retryable refusal): this node may no longer
+   * serve the queues they wait on (it fenced itself), so the callers must ask again,
+   * wherever those queues are served then.
+   */
+  refuseAll(error: ConveyorError): void {
+    for (const set of [...this.waiters.values()]) for (const w of [...set]) this.finish(w, [], error);
+  }
+
+  /**
+   * Runs in a microtask, outside any call's promise chain: whatever fails here is the
+   * parked calls' answer, never an exception of the process. The grain is reached only
+   * while this node holds the queue; a node that woke from a pause past its member TTL
+   * (its grain's timer fired before anything else ran) holds nothing, and its parked
+   * calls are refused with the router's retryable reason (FENCED, WRONG_OWNER).
+   */
   private serve(queue: string): void {
     const set = this.waiters.get(queue);
     if (!set) return;
-    const grain = this.options.grainOf(queue);
+    let grain: QueueGrain;
+    try {
+      grain = this.options.grainOf(queue);
+    } catch (error) {
+      for (const waiter of [...set]) this.finish(waiter, [], error);
+      return;
+    }
     for (const waiter of [...set]) {
-      if (!grain.hasDispatchable(waiter.call.caps)) continue;
-      const deliveries = grain.lease(this.answerMax(waiter.call), waiter.call.caps, this.options.answerMaxBytes ?? Infinity, waiter.call.workerId);
-      if (deliveries.length > 0) this.finish(waiter, deliveries);
+      try {
+        if (!grain.hasDispatchable(waiter.call.caps)) continue;
+        const deliveries = grain.lease(this.answerMax(waiter.call), waiter.call.caps, this.options.answerMaxBytes ?? Infinity, waiter.call.workerId);
+        if (deliveries.length > 0) this.finish(waiter, deliveries);
+      } catch (error) {
+        // A failed turn (storage refused the write): nothing was leased; this call hears why.
+        this.finish(waiter, [], error);
+      }
     }
   }
 
@@ -239,7 +267,7 @@ export class LeaseBroker {
       .map((x) => x.q);
   }
 
-  private finish(waiter: Waiter, deliveries: LeasedDelivery[]): void {
+  private finish(waiter: Waiter, deliveries: LeasedDelivery[], error?: unknown): void {
     if (waiter.done) return;
     waiter.done = true;
     waiter.cancelTimer();
@@ -250,6 +278,7 @@ export class LeaseBroker {
       set?.delete(waiter);
       if (set?.size === 0) this.waiters.delete(q.name);
     }
-    waiter.resolve(deliveries);
+    if (error === undefined) waiter.resolve(deliveries);
+    else waiter.reject(error);
   }
 }
