@@ -30,7 +30,7 @@ const PAGE_SIZE_DEFAULT = 50;
 
 /** What AdminService uses, and nothing else. */
 export interface AdminServiceDeps extends TaskAccess {
-  router: Pick<Router, "grainFor" | "ownerOf" | "ownership" | "selfId">;
+  router: Pick<Router, "grainFor" | "holds" | "ownerOf" | "ownership" | "selfId">;
   /** Operator reads: durable facts from storage (they never activate a grain). */
   queries: Pick<AdminQueries, "listQueues" | "listTasks" | "queueSummary" | "queueSettings" | "listGroupConfigs">;
   /** Task types' rules: read here, written through `ruleWriter` (this node's, or the cluster's). */
@@ -177,9 +177,11 @@ export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof Admin
     },
 
     async listConcurrencyLimits() {
-      return {
-        limits: await Promise.all(ctx.queries.queueSettings().filter((q) => q.keyLimit !== undefined).map((q) => concurrencyLimit(q.name, q.keyLimit!))),
-      };
+      // Live counts come from grains, so only queues this node serves are read here; the
+      // forwarding layer asks every member for its own (a standby's copy of another
+      // member's partition has the setting's row too, but no grain here may serve it).
+      const limits = ctx.queries.queueSettings().filter((q) => q.keyLimit !== undefined && ctx.router.holds(q.name));
+      return { limits: await Promise.all(limits.map((q) => concurrencyLimit(q.name, q.keyLimit!))) };
     },
 
     async setQueueRateLimit(call) {
@@ -240,8 +242,9 @@ export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof Admin
       const filter = checkLength(call.request.queue, "queue", QUEUE_NAME_MAX_CHARS);
       // Groups live in grain memory: this reads the grains of queues that can have any
       // (aggregating members, or fired batches among their pending tasks), activating them.
+      // Only those this node serves: every member answers for its own (rpc-routes.ts).
       const queues = ctx.queries.listQueues()
-        .filter((q) => (!filter || q.name === filter) && (q.counts.aggregating > 0 || q.counts.pending > 0));
+        .filter((q) => (!filter || q.name === filter) && (q.counts.aggregating > 0 || q.counts.pending > 0) && ctx.router.holds(q.name));
       const refs = queues.map((q) => ctx.router.grainFor(q.name));
       const perQueue = await Promise.all(refs.map((ref) => ref.listGroups()));
       const groups = [];

@@ -181,7 +181,7 @@ export const RPC_ROUTES: Readonly<Record<string, RpcRoute>> = {
   "AdminService/SetGroupConfig": { kind: "queue", queue: (r) => String(((r["config"] ?? {}) as Msg)["queue"] ?? "") },
   "AdminService/ListGroupConfigs": byQueueOrEvery(concatEvery("configs", (c) => String(c["queue"] ?? ""))),
   "AdminService/DeleteGroupConfig": byQueue(),
-  "AdminService/ListGroups": byQueue(),
+  "AdminService/ListGroups": byQueueOrEvery(concatEvery("groups", (g) => String(g["queue"] ?? ""))),
   "AdminService/ListStrategies": here,
   "AdminService/SetStrategies": here,
   "AdminService/DeleteStrategies": here,
