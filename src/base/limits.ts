@@ -134,6 +134,14 @@ export const SCHEDULE_INTERVAL_MIN_MS = 1_000;
 export const REQUEST_MAX_BYTES = 4 * 1024 * 1024;
 
 /**
+ * How deep a request may nest: protobuf messages within messages (gRPC) and arrays or
+ * objects within each other (the JSON API's body). Checked in one linear pass before the
+ * real decoder runs, so a body of a million open brackets costs a scan, not a parse. No
+ * conveyor request nests more than a few levels; protobuf's own default is 100.
+ */
+export const REQUEST_NESTING_MAX_DEPTH = 32;
+
+/**
  * Queues one Lease call may name, and distinct queues one Heartbeat or Settle call may
  * touch (a worker's leases come from the queues it leases from). A queue's first call
  * activates its grain (a few queries and some memory).

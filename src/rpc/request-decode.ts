@@ -11,8 +11,9 @@ import { isUtf8 } from "node:buffer";
 import { fromBinary, ScalarType, type DescField, type DescMessage } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { ConveyorError, invalidField } from "../base/errors.js";
-import { truncateText } from "../base/limits.js";
+import { REQUEST_NESTING_MAX_DEPTH, truncateText } from "../base/limits.js";
 import { HAND_DECODED } from "./fast-decode.js";
+import { wireShapeRefusal } from "./wire-shape.js";
 
 /** What the server's deserializer returns for bytes that are not a valid request. */
 export class UndecodableRequest {
@@ -25,6 +26,11 @@ export function decodeRequest(schema: DescMessage, bytes: Uint8Array): unknown {
   // anything that does not decode, through protobuf-es.
   const fast = HAND_DECODED.get(schema.typeName)?.(bytes);
   if (fast !== undefined) return fast;
+  // Before protobuf-es: shapes whose decoding costs more than their bytes (deep nesting, groups).
+  const refusal = wireShapeRefusal(schema, bytes, REQUEST_NESTING_MAX_DEPTH);
+  if (refusal !== undefined) {
+    return new UndecodableRequest(new ConveyorError("INVALID_ARGUMENT", "MALFORMED_REQUEST", `the request does not decode as ${schema.typeName}: ${refusal}`));
+  }
   try {
     return fromBinary(schema, bytes);
   } catch (e) {

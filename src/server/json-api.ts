@@ -18,10 +18,11 @@ import * as grpc from "@grpc/grpc-js";
 import { fromJson, type DescMethod, type DescService, type JsonValue } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import { ConveyorError, type ErrorCode } from "../base/errors.js";
-import { JSON_API_BODY_MAX_BYTES, quote, truncateText } from "../base/limits.js";
+import { JSON_API_BODY_MAX_BYTES, quote, REQUEST_NESTING_MAX_DEPTH, truncateText } from "../base/limits.js";
 import type { UnaryImpl } from "../rpc/service-definition.js";
 import { toApiJson } from "../rpc/json-dialect.js";
 import type { HttpRoute } from "./http.js";
+import { JsonNesting } from "./json-nesting.js";
 
 export const JSON_API_PREFIX = "/api/";
 export const JSON_API_MAX_BODY_BYTES = JSON_API_BODY_MAX_BYTES;
@@ -102,7 +103,7 @@ export function jsonApiRoute(bindings: readonly JsonApiBinding[], options: JsonA
       const route = resolve(path.slice(JSON_API_PREFIX.length));
       methodName = route.method.name;
       checkRequest(req);
-      const body = await readBody(req, maxBody);
+      const body = await readBody(req, maxBody, route.method);
       const request = parseRequest(route.method, body);
       // What the implementations see of a grpc-js ServerUnaryCall (they read `request`).
       // The Authorization header travels as gRPC metadata does, so the one guard (security/guard.ts) reads both.
@@ -174,14 +175,16 @@ function checkRequest(req: IncomingMessage): void {
 }
 
 /**
- * The body as text. Past `maxBytes` nothing more is kept, but the rest is read and
- * dropped so the client gets its 413 instead of a reset connection; a body beyond
- * 8 × `maxBytes` is not worth reading and its connection is destroyed.
+ * The body as text. Past `maxBytes`, or once it nests deeper than
+ * REQUEST_NESTING_MAX_DEPTH (json-nesting.ts), nothing more is kept, but the rest is read
+ * and dropped so the client gets its 413 or 400 instead of a reset connection; a body
+ * beyond 8 × `maxBytes` is not worth reading and its connection is destroyed.
  */
-function readBody(req: IncomingMessage, maxBytes: number): Promise<string> {
+function readBody(req: IncomingMessage, maxBytes: number, method: DescMethod): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    const nesting = new JsonNesting(REQUEST_NESTING_MAX_DEPTH);
     const abandon = () => {
       req.destroy();
       reject(tooLarge(maxBytes));
@@ -189,11 +192,15 @@ function readBody(req: IncomingMessage, maxBytes: number): Promise<string> {
     if (Number(req.headers["content-length"] ?? 0) > 8 * maxBytes) return abandon();
     req.on("data", (chunk: Buffer) => {
       size += chunk.byteLength;
-      if (size <= maxBytes) chunks.push(chunk);
+      if (size <= maxBytes && !nesting.feed(chunk)) chunks.push(chunk);
       else if (size > 8 * maxBytes) abandon();
     });
     req.on("end", () => {
       if (size > maxBytes) return reject(tooLarge(maxBytes));
+      if (nesting.exceeded) {
+        return reject(new TransportError(400, "INVALID_ARGUMENT", "BAD_JSON",
+          `request body nests arrays and objects deeper than ${REQUEST_NESTING_MAX_DEPTH} levels (the limit); no ${method.input.typeName} needs that many`));
+      }
       const body = Buffer.concat(chunks);
       if (!isUtf8(body)) return reject(new TransportError(400, "INVALID_ARGUMENT", "BAD_JSON", "request body is not valid UTF-8"));
       resolve(body.toString("utf8"));

@@ -42,6 +42,7 @@ import { AdminQueries } from "../storage/admin-queries.js";
 import { TaskService } from "../gen/conveyor/v1/task_service_pb.js";
 import { WorkerService } from "../gen/conveyor/v1/worker_service_pb.js";
 import { AdminService } from "../gen/conveyor/v1/admin_service_pb.js";
+import { admissionInterceptor } from "../rpc/admission.js";
 import { addUnaryService } from "../rpc/server.js";
 import { addSessionService, type Sessions } from "../rpc/session-server.js";
 import { addReflection } from "../rpc/reflection.js";
@@ -368,6 +369,8 @@ async function startTransports(
     "grpc.keepalive_timeout_ms": 10_000,
     // A request is decoded in one piece before any handler runs: its size bounds that work.
     "grpc.max_receive_message_length": REQUEST_MAX_BYTES,
+    // Credentials are checked on the headers, before a message is read or decoded (security/admission.ts).
+    interceptors: [admissionInterceptor(security.grpcAdmission())],
   });
   const onInternal = (method: string, error: unknown) => logger.error({ method, err: error }, "rpc failed with an internal error");
   const observe = (method: string, code: grpc.status, seconds: number) =>

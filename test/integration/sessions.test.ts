@@ -129,7 +129,7 @@ describe("sessions with auth on", () => {
     node?.cleanup();
   });
 
-  it("every call on a session is checked with the session's token: scope, role and a wrong token refuse as unary calls do", async () => {
+  it("every call on a session is checked with the session's token: scope and role refuse as unary calls do, a wrong token gets no session", async () => {
     const scoped = new Client({ address: node.grpcAddress, token: auth.scopedTokens.producer, coalesceEnqueues: false });
     const scopedUnary = new Client({ address: node.grpcAddress, token: auth.scopedTokens.producer, coalesceEnqueues: false, sessions: false });
     const reader = new Client({ address: node.grpcAddress, token: auth.tokens.reader, coalesceEnqueues: false });
@@ -158,9 +158,14 @@ describe("sessions with auth on", () => {
       expect(noRole).toEqual(await outcome(readerUnary.enqueue(newTask("s", json({})), { queue: "mine-a" })));
       expect(noRole).toMatchObject({ code: "PERMISSION_DENIED", reason: "ROLE_REQUIRED" });
 
-      const unknown = await onSession(() => wrong.enqueue(newTask("s", json({})), { queue: "mine-a" }));
+      // A wrong token gets no session at all: the node refuses the stream on its headers,
+      // before reading a frame (security/admission.ts); its calls go unary, refused alike.
+      const carriedBefore = await sessionCalls();
+      const unknown = await outcome(wrong.enqueue(newTask("s", json({})), { queue: "mine-a" }));
+      expect(await outcome(wrong.enqueue(newTask("s", json({})), { queue: "mine-a" }))).toEqual(unknown);
       expect(unknown).toEqual(await outcome(wrongUnary.enqueue(newTask("s", json({})), { queue: "mine-a" })));
       expect(unknown).toMatchObject({ code: "UNAUTHENTICATED" });
+      expect(await sessionCalls()).toBe(carriedBefore);
 
       // A token revoked by a reload of the auth file: the session opened with it refuses its next call.
       writeFileSync(auth.file, readFileSync(authFileWithRoles({ metricsPublic: true }).file));

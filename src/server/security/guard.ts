@@ -14,7 +14,7 @@ import type { UnaryImpl } from "../../rpc/service-definition.js";
 import { setIdentity, type Authenticator, type Credentials, type Identity, type Transport } from "./identity.js";
 import type { AuthFailures } from "./failures.js";
 import { FORWARDED_BY, ON_BEHALF_OF } from "./on-behalf-of.js";
-import { isAdminOnly, queueAccessOf, rolesFor } from "./roles.js";
+import { isAdminOnly, queueAccessOf, rolesFor, type Role } from "./roles.js";
 import { SCOPE_REFUSAL, scopeVerdict } from "./scope-check.js";
 
 export interface GuardDeps {
@@ -27,7 +27,7 @@ export interface GuardDeps {
 }
 
 /** What a call object offers: grpc-js ServerUnaryCall, or the JSON API's stand-in (which marks itself `transport: "http"`). */
-interface CallLike {
+export interface CallLike {
   request: unknown;
   metadata: { get(key: string): unknown[] };
   getPeer(): string;
@@ -35,7 +35,7 @@ interface CallLike {
   transport?: Transport;
 }
 
-function credentialsOf(call: CallLike): Credentials {
+export function credentialsOf(call: CallLike): Credentials {
   const text = (key: string) => {
     const value = call.metadata.get(key)[0];
     return typeof value === "string" ? value : undefined;
@@ -66,19 +66,7 @@ export function guardService<S extends GenService<GenServiceMethods>>(service: S
     const audited = isAdminOnly(rpc);
     guarded[method.localName] = async (call) => {
       const credentials = credentialsOf(call);
-      let identity: Identity;
-      try {
-        identity = deps.authn.identify(credentials);
-      } catch (error) {
-        if (error instanceof ConveyorError) deps.failures.record({ transport: credentials.transport, what: rpc, reason: error.reason, peer: call.getPeer() });
-        throw error;
-      }
-      if (!roles.some((r) => identity.roles.has(r))) {
-        deps.failures.record({ transport: credentials.transport, what: rpc, reason: "ROLE_REQUIRED", identity: identity.name, peer: call.getPeer() });
-        throw new ConveyorError("PERMISSION_DENIED", "ROLE_REQUIRED",
-          `${identity.name} (roles: ${[...identity.roles].join(", ")}) may not call ${rpc}; it needs one of: ${roles.join(", ")}`,
-          undefined, { details: { needs: roles.join(",") } });
-      }
+      const identity = identifyWithRole(rpc, roles, credentials, call.getPeer(), deps);
       const verdict = scopeVerdict(rpc, access, identity, call.request, deps.queueOfTask);
       if (!verdict.ok) {
         deps.failures.record({
@@ -105,6 +93,30 @@ export function guardService<S extends GenService<GenServiceMethods>>(service: S
     };
   }
   return guarded as unknown as UnaryImpl<S>;
+}
+
+/**
+ * The caller's identity if it holds one of `roles`; else the refusal, recorded. It needs
+ * only what the transport's headers carry, so admission.ts runs it before a request's
+ * body is read, and the guard again on the decoded call.
+ */
+export function identifyWithRole(
+  rpc: string, roles: readonly Role[], credentials: Credentials, peer: string, deps: Pick<GuardDeps, "authn" | "failures">,
+): Identity {
+  let identity: Identity;
+  try {
+    identity = deps.authn.identify(credentials);
+  } catch (error) {
+    if (error instanceof ConveyorError) deps.failures.record({ transport: credentials.transport, what: rpc, reason: error.reason, peer });
+    throw error;
+  }
+  if (!roles.some((r) => identity.roles.has(r))) {
+    deps.failures.record({ transport: credentials.transport, what: rpc, reason: "ROLE_REQUIRED", identity: identity.name, peer });
+    throw new ConveyorError("PERMISSION_DENIED", "ROLE_REQUIRED",
+      `${identity.name} (roles: ${[...identity.roles].join(", ")}) may not call ${rpc}; it needs one of: ${roles.join(", ")}`,
+      undefined, { details: { needs: roles.join(",") } });
+  }
+  return identity;
 }
 
 /** The request as JSON for the audit line, cut short (admin requests carry no payloads). */

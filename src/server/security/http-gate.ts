@@ -2,8 +2,9 @@
  * What the HTTP port checks before any route: the Host header against an allow-list, and
  * for /metrics a reader's token (unless metrics are public) without queue scopes: the
  * series span every queue, and cutting Prometheus text by label is a filter nobody would
- * trust to stay complete as metrics are added. The JSON API authenticates
- * in the guard, like gRPC; the dashboard's static files hold no data and stay open, so
+ * trust to stay complete as metrics are added. The JSON API is authenticated here on its
+ * headers (the caller's credentials and the RPC's roles), before its body is read, and
+ * again with the queue scope in the guard, like gRPC; the dashboard's static files hold no data and stay open, so
  * the page can load and ask for a token.
  *
  * The Host check closes DNS rebinding: a page on rebind.example whose name now resolves
@@ -15,6 +16,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ConveyorError } from "../../base/errors.js";
 import { quote } from "../../base/limits.js";
+import { admitHttpApiCall } from "./admission.js";
 import { hostOf, isLoopback } from "./exposure.js";
 import type { TLSSocket } from "node:tls";
 import type { AuthFailures } from "./failures.js";
@@ -32,6 +34,8 @@ export interface HttpGateOptions {
 }
 
 const WILDCARDS = new Set(["", "0.0.0.0", "::"]);
+/** The JSON API's paths (json-api.ts serves them; the gate authenticates them first). */
+const API_PREFIX = "/api/";
 
 /** Answers (and returns true) when the request is refused; false lets the routes run. */
 export function httpGate(options: HttpGateOptions): (req: IncomingMessage, res: ServerResponse) => boolean {
@@ -50,6 +54,17 @@ export function httpGate(options: HttpGateOptions): (req: IncomingMessage, res: 
       refuse(res, 403, "PERMISSION_DENIED", "HOST_NOT_ALLOWED",
         `Host ${quote(hostHeader)} is not one this node serves; add it to http_allowed_hosts if it names this node`);
       return true;
+    }
+    // The JSON API: the credentials and the RPC's roles on the headers, before the body is read (admission.ts).
+    if (path.startsWith(API_PREFIX)) {
+      try {
+        admitHttpApiCall(options, req, path.slice(API_PREFIX.length));
+      } catch (error) {
+        if (!(error instanceof ConveyorError)) throw error;
+        refuse(res, error.code === "UNAUTHENTICATED" ? 401 : 403, error.code, error.reason, error.message, error.details);
+        return true;
+      }
+      return false;
     }
     if (path === "/metrics" && req.method === "GET" && !options.authn.metricsPublic) {
       try {
@@ -79,8 +94,8 @@ export function httpGate(options: HttpGateOptions): (req: IncomingMessage, res: 
   };
 }
 
-function refuse(res: ServerResponse, status: number, code: string, reason: string, message: string): void {
-  const body = JSON.stringify({ code, reason, message });
+function refuse(res: ServerResponse, status: number, code: string, reason: string, message: string, details?: Record<string, string>): void {
+  const body = JSON.stringify({ code, reason, message, ...(details ? { details } : {}) });
   res.writeHead(status, {
     "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body), "cache-control": "no-store",
     ...(status === 401 ? { "www-authenticate": 'Bearer realm="conveyor"' } : {}),

@@ -14,6 +14,8 @@ import { readAuthFile } from "./auth-file.js";
 import { ClusterSecret, ClusterSecretHolder } from "./cluster-secret.js";
 import { exposureRefusal, INSECURE_FLAG } from "./exposure.js";
 import { AuthFailures } from "./failures.js";
+import type { Admit } from "../../rpc/admission.js";
+import { grpcAdmission } from "./admission.js";
 import { guardService } from "./guard.js";
 import { httpGate } from "./http-gate.js";
 import type { FileWatch } from "./file-watch.js";
@@ -125,6 +127,11 @@ export class NodeSecurity {
   close(): void {
     this.fileWatch?.close();
     this.fileWatch = undefined;
+  }
+
+  /** Refuses a gRPC call on its headers, before its message is decoded (admission.ts). */
+  grpcAdmission(): Admit {
+    return grpcAdmission({ authn: this.authn, failures: this.failures });
   }
 
   httpGate(httpAddress: string): HttpRoute {
