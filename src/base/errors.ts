@@ -66,6 +66,8 @@ export type ErrorReason =
   | "FENCED"
   /** The queue's partition changelog (cluster_nats) did not acknowledge the write, or is being re-read after a failed append; retry. */
   | "LOG_UNAVAILABLE"
+  /** etcd (the cluster's coordination store) could not be reached or did not answer in time; retry. */
+  | "ETCD_UNAVAILABLE"
   /** No cluster member is active, so no node may claim the queue's partition; retry. */
   | "NO_ACTIVE_MEMBER"
   /** The queue's partition is moving to another node and the move took longer than the call may wait; retry. */
@@ -230,6 +232,10 @@ export const ownerDown = (what: string, partition: number, owner: string) =>
 
 export const fenced = (nodeId: string) =>
   new ConveyorError("UNAVAILABLE", "FENCED", `node ${nodeId} cannot prove its cluster registration alive and acknowledges no write now; retry`);
+
+/** etcd failed a call this one needed (unreachable, timed out, no leader); the cause stays in the server log. */
+export const etcdUnavailable = (cause: unknown) =>
+  new ConveyorError("UNAVAILABLE", "ETCD_UNAVAILABLE", "etcd (the cluster's coordination store) did not answer; retry", undefined, { cause });
 
 export const relocating = (p: number) =>
   new ConveyorError("UNAVAILABLE", "RELOCATING", `partition ${p} is moving to another node; retry in a moment`, undefined, { details: { partition: String(p), retryAfterMs: "200" } });

@@ -17,7 +17,7 @@
  */
 import type { Clock } from "../base/clock.js";
 import { WatchCompactedError, type Coordination, type EndpointHealth, type MemberChange, type MemberEntry, type MemberRecord, type MemberState, type Watch } from "./coordination.js";
-import { MembershipCore, type MembershipAction, type MembershipInput, type Phase } from "./membership.js";
+import { MembershipCore, rewatchMs, type MembershipAction, type MembershipInput, type Phase } from "./membership.js";
 import { PartitionMap } from "./partitions.js";
 
 /** A registration (grant and member write) slower than this share of the TTL renews its lease before it counts. */
@@ -367,8 +367,8 @@ export class ClusterMember implements MembershipStatusSource {
    * view"). If etcd has compacted that history, it watches from the read's revision
    * instead: the view is still exact, but a deletion in between (compacted away) cannot
    * count in the ring version, which may then stay lower than other nodes' until the next
-   * membership change. A watch that ends is restarted after a third of the TTL (never a
-   * hot loop against etcd).
+   * membership change. A watch that ends is restarted after a third of the TTL or 250 ms,
+   * whichever is shorter (`rewatchMs`: soon after etcd returns, never a hot loop).
    */
   private async resync(fromRead = false): Promise<void> {
     const { coordination, logger, clock } = this.options;
@@ -384,7 +384,7 @@ export class ClusterMember implements MembershipStatusSource {
         ended = true;
         const compacted = err instanceof WatchCompactedError;
         logger.warn({ err, compacted }, "member watch ended; reading the members again");
-        clock.setTimer(compacted ? 0 : Math.floor(this.options.ttlMs / 3), () => {
+        clock.setTimer(compacted ? 0 : rewatchMs(this.options.ttlMs), () => {
           if (this.stopped) return;
           this.resync(compacted).catch((e: unknown) => {
             logger.error({ err: e }, "could not watch the members again; retrying");
@@ -395,7 +395,7 @@ export class ClusterMember implements MembershipStatusSource {
   }
 
   private resyncLater(): void {
-    this.options.clock.setTimer(Math.floor(this.options.ttlMs / 3), () => {
+    this.options.clock.setTimer(rewatchMs(this.options.ttlMs), () => {
       if (!this.stopped) this.resync().catch(() => this.resyncLater());
     });
   }

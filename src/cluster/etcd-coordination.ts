@@ -3,8 +3,9 @@
  * and watch only (see coordination.ts for why never Election/Lock).
  *
  * Client settings: every unary call has a deadline (`callTimeoutMs`), so a dead etcd
- * makes calls fail rather than hang; etcd3's default fault handling stays (three
- * retries on another endpoint, a per-endpoint circuit breaker). Leases are granted with
+ * makes calls fail rather than hang; etcd3's retries stay (three attempts, on another
+ * endpoint where there are several), its per-endpoint circuit breaker does not, and
+ * channels reconnect quickly (etcd-answers.ts says why). Leases are granted with
  * `autoKeepAlive: false`: the membership shell sends each keep-alive itself and records
  * when it sent it, which is what self-fencing must measure from (a renewal cannot
  * happen before it is sent). Keep-alives bypass the shared client and go to every
@@ -21,6 +22,7 @@
  * partitions over.
  */
 import { Etcd3, EtcdLeaseInvalidError, type IKeyValue, type Lease } from "etcd3";
+import { etcdClientOptions } from "./etcd-answers.js";
 import { EndpointKeepAlives } from "./etcd-keep-alives.js";
 import {
   applyOverride, checkTypeRulesWrite, claimAllowed, ClusterKeys, heldBy, parseMemberRecord, parseOverride, parsePartitionRecord,
@@ -59,11 +61,10 @@ export class EtcdCoordination implements Coordination {
     this.keys = new ClusterKeys(options.cluster);
     const timeoutMs = options.callTimeoutMs ?? CALL_TIMEOUT_MS_DEFAULT;
     this.timeoutMs = timeoutMs;
-    this.client = new Etcd3({
-      hosts: options.endpoints,
+    this.client = new Etcd3(etcdClientOptions(options.endpoints, {
       dialTimeout: timeoutMs,
       defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + timeoutMs }),
-    });
+    }));
     this.keepAlives = new EndpointKeepAlives(options.endpoints, timeoutMs);
   }
 
@@ -253,7 +254,7 @@ export class EtcdCoordination implements Coordination {
 
   private watchClient(endpoint: string): Etcd3 {
     let client = this.watchClients.get(endpoint);
-    if (!client) this.watchClients.set(endpoint, (client = new Etcd3({ hosts: [endpoint] })));
+    if (!client) this.watchClients.set(endpoint, (client = new Etcd3(etcdClientOptions([endpoint]))));
     return client;
   }
 

@@ -21,8 +21,8 @@
  * endpoints answer now: its watches stream from one that does, and move when it stops
  * (etcd-coordination.ts).
  */
-import { noop } from "cockatiel";
 import { Etcd3 } from "etcd3";
+import { etcdClientOptions } from "./etcd-answers.js";
 import type { KeepAliveResult } from "./coordination.js";
 
 export class EndpointKeepAlives {
@@ -35,7 +35,7 @@ export class EndpointKeepAlives {
   constructor(endpoints: readonly string[], dialTimeoutMs: number) {
     this.clients = endpoints.map((endpoint) => ({
       endpoint,
-      client: new Etcd3({ hosts: [endpoint], dialTimeout: dialTimeoutMs, faultHandling: { host: () => noop, global: noop } }),
+      client: new Etcd3(etcdClientOptions([endpoint], { dialTimeout: dialTimeoutMs }, false)),
     }));
   }
 

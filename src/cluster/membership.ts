@@ -62,6 +62,18 @@ export const KEEPALIVE_EVERY_MS_MAX = 500;
  */
 export const KEEPALIVE_RETRY_MS_MAX = 200;
 
+/**
+ * A registration that failed (etcd away) is tried again this soon at most (a third of the
+ * TTL when that is shorter). Once etcd answers again, a fenced node serves after its next
+ * attempt: a longer pause would be time every write waits (the etcd restart test, issue
+ * 34). An attempt against an unreachable etcd fails at once, so a few per second is cheap.
+ */
+export const REGISTER_RETRY_MS_MAX = 250;
+/** How soon a watch that ended (etcd away) is started again, at most; for the same reason. */
+export const WATCH_RETRY_MS_MAX = 250;
+/** The pause before watching again after a watch ended: a third of the TTL, at most WATCH_RETRY_MS_MAX. */
+export const rewatchMs = (ttlMs: number): number => Math.min(WATCH_RETRY_MS_MAX, Math.floor(ttlMs / KEEPALIVES_PER_TTL));
+
 export type Phase = "idle" | "registering" | "joining" | "active" | "draining" | "fenced" | "stopped";
 
 /** Phases in which this node holds a registration it keeps alive. */
@@ -157,7 +169,7 @@ export class MembershipCore {
     if (!(options.ttlMs >= 1000)) throw new Error(`the member TTL must be at least 1s (etcd leases are whole seconds), got ${options.ttlMs}ms`);
     this.fenceAfterMs = Math.floor(options.ttlMs * FENCE_FRACTION);
     this.keepAliveEveryMs = Math.min(KEEPALIVE_EVERY_MS_MAX, Math.floor(options.ttlMs / KEEPALIVES_PER_TTL));
-    this.retryMs = options.retryMs ?? Math.floor(options.ttlMs / 3);
+    this.retryMs = options.retryMs ?? Math.min(REGISTER_RETRY_MS_MAX, Math.floor(options.ttlMs / 3));
   }
 
   /** Is a state write in flight? */

@@ -11,6 +11,7 @@ import { randomUUID } from "node:crypto";
 import { systemClock, type Clock } from "../base/clock.js";
 import { ClusterMember, SoloMembership, type ClusterLogger, type MembershipStatusSource } from "./cluster-member.js";
 import type { Coordination, MemberRecord } from "./coordination.js";
+import { rewatchMs } from "./membership.js";
 import { PartitionOwners, type PartitionLogGate } from "./partition-owners.js";
 import { PlacementControl } from "./placement-control.js";
 
@@ -58,13 +59,16 @@ export async function startMembership(settings: MembershipSettings): Promise<Sta
   const clock = settings.clock ?? systemClock;
   // Loaded here: a single node never needs the etcd client (~0.1 s of start-up).
   const { EtcdCoordination } = await import("./etcd-coordination.js");
-  const coordination = new EtcdCoordination({ endpoints, cluster: settings.cluster, callTimeoutMs: Math.max(1_000, Math.floor(settings.ttlMs / 2)) });
+  const { answeringUnavailable } = await import("./etcd-answers.js");
+  // etcd's failures reach callers as UNAVAILABLE / ETCD_UNAVAILABLE, never INTERNAL (etcd-answers.ts).
+  const coordination = answeringUnavailable(
+    new EtcdCoordination({ endpoints, cluster: settings.cluster, callTimeoutMs: Math.max(1_000, Math.floor(settings.ttlMs / 2)) }));
   const member = new ClusterMember({
     coordination, clock, cluster: settings.cluster, partitions: settings.partitions,
     ttlMs: settings.ttlMs, self: settings.self, newIncarnation: randomUUID, logger: settings.logger,
   });
   const owners = new PartitionOwners({
-    coordination, membership: member, partitions: settings.partitions, clock, logger: settings.logger, rewatchMs: Math.floor(settings.ttlMs / 3),
+    coordination, membership: member, partitions: settings.partitions, clock, logger: settings.logger, rewatchMs: rewatchMs(settings.ttlMs),
     ...(settings.log ? { log: settings.log } : {}),
   });
   try {

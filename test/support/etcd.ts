@@ -45,8 +45,22 @@ export async function freePort(): Promise<number> {
 
 /** One etcd process. */
 export class EtcdMember extends ServerProcess {
-  constructor(readonly name: string, readonly clientUrl: string, readonly peerUrl: string, readonly dataDir: string, child: ChildProcess) {
+  constructor(
+    readonly name: string, readonly clientUrl: string, readonly peerUrl: string, readonly dataDir: string, child: ChildProcess,
+    private readonly spawnAgain: () => ChildProcess = () => { throw new Error(`etcd ${name} cannot be started again`); },
+  ) {
     super(child);
+  }
+
+  /** The same member started again (same data dir, same ports) once this process has exited; resolves once it is healthy. */
+  async restarted(readyTimeoutMs = 30_000): Promise<EtcdMember> {
+    if (this.running) throw new Error(`etcd ${this.name} is still running`);
+    const again = new EtcdMember(this.name, this.clientUrl, this.peerUrl, this.dataDir, this.spawnAgain(), this.spawnAgain);
+    await eventually(`etcd ${this.name} healthy again`, async () => {
+      if (!again.running) throw new Error(`etcd ${this.name} exited: ${again.output}`);
+      return (await again.healthy()) ? true : undefined;
+    }, readyTimeoutMs);
+    return again;
   }
 
   async healthy(): Promise<boolean> {
@@ -63,6 +77,13 @@ export class EtcdMember extends ServerProcess {
 /** A running etcd: one member or several. */
 export class EtcdCluster {
   constructor(readonly members: EtcdMember[], private readonly root: string) {}
+
+  /** Starts member `index` again after it was killed (same data dir and ports); resolves once it is healthy. */
+  async restart(index: number): Promise<EtcdMember> {
+    const member = await this.members[index]!.restarted();
+    this.members[index] = member;
+    return member;
+  }
 
   /** Client endpoints, comma-separated (the form `cluster_etcd` takes). */
   get endpoints(): string {
@@ -138,7 +159,7 @@ async function startEtcdOnce(options: EtcdOptions): Promise<EtcdCluster> {
   const token = `conveyor-test-${process.pid}-${Date.now()}`;
   const members = spec.map((s) => {
     const dataDir = join(root, s.name);
-    const child = spawnOn(s.host, bin, [
+    const spawnMember = () => spawnOn(s.host, bin, [
       "--name", s.name, "--data-dir", dataDir,
       "--listen-client-urls", s.client, "--advertise-client-urls", s.client,
       "--listen-peer-urls", s.peer, "--initial-advertise-peer-urls", s.peer,
@@ -146,7 +167,7 @@ async function startEtcdOnce(options: EtcdOptions): Promise<EtcdCluster> {
       "--logger", "zap", "--log-level", "warn",
       ...(options.preVote ?? true ? ["--pre-vote"] : []),
     ]);
-    return new EtcdMember(s.name, s.client, s.peer, dataDir, child);
+    return new EtcdMember(s.name, s.client, s.peer, dataDir, spawnMember(), spawnMember);
   });
   const cluster = new EtcdCluster(members, root);
   try {
