@@ -22,6 +22,11 @@ export function printLine(io: Io, text: string): void {
   io.out(`${text}\n`);
 }
 
+/** On stderr (also with --json): a setting was made on a new queue whose name is near an existing one. */
+export function warnSimilarQueue(io: Io, queue: string, similar: string): void {
+  if (similar) io.err(`warning: queue ${JSON.stringify(queue)} had no tasks or settings before; did you mean ${JSON.stringify(similar)}?\n`);
+}
+
 // ---------------------------------------------------------------------------------
 // Tables and listings
 

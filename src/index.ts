@@ -3,7 +3,7 @@ export { Client, type ClientOptions, type TaskInfo, type TaskResult } from "./sd
 export { Worker, type WorkerOptions, type WorkerLogger } from "./sdk/worker.js";
 export type { ConnectionOptions } from "./sdk/connection.js";
 export {
-  Admin, type AdminOptions, type QueueInfo, type StateCounts, type TaskPage, type ConcurrencyLimitInfo, type RateLimitInfo,
+  Admin, type AdminOptions, type QueueInfo, type QueueNameHint, type StateCounts, type TaskPage, type ConcurrencyLimitInfo, type RateLimitInfo,
   type GroupConfigInfo, type GroupInfo, type TaskTypeRulesInfo, type ClusterInfo,
 } from "./sdk/admin.js";
 export {

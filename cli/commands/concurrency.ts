@@ -7,7 +7,7 @@ import {
 } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import type { CliContext } from "../context.js";
 import { intArg } from "../options.js";
-import { printJson, printMessage, printLine, printTable } from "../output.js";
+import { printJson, printMessage, printLine, printTable, warnSimilarQueue } from "../output.js";
 
 export function registerConcurrencyCommands(program: Command, ctx: CliContext): void {
   const group = program.command("concurrency").description("per-key concurrency limits of queues");
@@ -20,6 +20,7 @@ export function registerConcurrencyCommands(program: Command, ctx: CliContext): 
     .action(async (queue: string, opts: { max: number }, cmd: Command) => {
       const s = ctx.session(cmd);
       const res = await s.client(AdminService).setQueueConcurrencyLimit({ queue, max: opts.max }, s.call);
+      warnSimilarQueue(s.io, queue, res.similarQueue);
       if (s.json) return printMessage(s.io, SetQueueConcurrencyLimitResponseSchema, res);
       printLine(s.io, `queue ${queue}: at most ${res.limit?.max ?? opts.max} running per concurrency key`);
     });

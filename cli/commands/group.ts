@@ -13,7 +13,7 @@ import { formatDurationMs } from "../../src/base/duration.js";
 import type { CliContext } from "../context.js";
 import { UsageError } from "../failure.js";
 import { intArg, positiveDurationArg } from "../options.js";
-import { printJson, printMessage, printLine, printTable, relativeTime } from "../output.js";
+import { printJson, printMessage, printLine, printTable, relativeTime, warnSimilarQueue } from "../output.js";
 
 const groupLabel = (group: string) => (group === "" ? "(queue default)" : group);
 const thresholds = (c: GroupConfig | undefined) =>
@@ -54,6 +54,7 @@ export function registerGroupCommands(program: Command, ctx: CliContext): void {
           graceMs: opts.grace === undefined ? current.graceMs : BigInt(opts.grace),
         },
       }, s.call);
+      warnSimilarQueue(s.io, queue, res.similarQueue);
       if (s.json) return printMessage(s.io, SetGroupConfigResponseSchema, res);
       const [size, delay, grace] = thresholds(res.config);
       printLine(s.io, `queue ${queue}, group ${groupLabel(opts.group)}: max size ${size}, max delay ${delay}, grace ${grace} (applies now)`);

@@ -10,7 +10,7 @@ import {
 } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import { TASK_STATE_NAMES } from "../../src/rpc/wire-names.js";
 import type { CliContext } from "../context.js";
-import { printJson, printMessage, printLine, printTable } from "../output.js";
+import { printJson, printMessage, printLine, printTable, warnSimilarQueue } from "../output.js";
 
 /** StateCounts has one field per task state, named as the state. */
 const COUNT_COLUMNS = TASK_STATE_NAMES;
@@ -41,6 +41,7 @@ export function registerQueueCommands(program: Command, ctx: CliContext): void {
     .action(async (name: string, _opts: unknown, cmd: Command) => {
       const s = ctx.session(cmd);
       const res = await s.client(AdminService).pauseQueue({ queue: name }, s.call);
+      warnSimilarQueue(s.io, name, res.similarQueue);
       if (s.json) return printMessage(s.io, PauseQueueResponseSchema, res);
       printLine(s.io, `queue ${res.queue?.name ?? name} paused`);
     });
@@ -52,6 +53,7 @@ export function registerQueueCommands(program: Command, ctx: CliContext): void {
     .action(async (name: string, _opts: unknown, cmd: Command) => {
       const s = ctx.session(cmd);
       const res = await s.client(AdminService).resumeQueue({ queue: name }, s.call);
+      warnSimilarQueue(s.io, name, res.similarQueue);
       if (s.json) return printMessage(s.io, ResumeQueueResponseSchema, res);
       printLine(s.io, `queue ${res.queue?.name ?? name} resumed`);
     });

@@ -7,7 +7,7 @@ import {
 } from "../../src/gen/conveyor/v1/admin_service_pb.js";
 import type { CliContext } from "../context.js";
 import { intArg } from "../options.js";
-import { printJson, printMessage, printLine, printTable } from "../output.js";
+import { printJson, printMessage, printLine, printTable, warnSimilarQueue } from "../output.js";
 
 function rateArg(value: string): number {
   const n = Number(value.trim());
@@ -27,6 +27,7 @@ export function registerRateLimitCommands(program: Command, ctx: CliContext): vo
     .action(async (queue: string, opts: { rate: number; burst?: number }, cmd: Command) => {
       const s = ctx.session(cmd);
       const res = await s.client(AdminService).setQueueRateLimit({ queue, ratePerSec: opts.rate, burst: opts.burst ?? 0 }, s.call);
+      warnSimilarQueue(s.io, queue, res.similarQueue);
       if (s.json) return printMessage(s.io, SetQueueRateLimitResponseSchema, res);
       printLine(s.io, `queue ${queue}: at most ${res.limit?.ratePerSec} tasks/s, burst ${res.limit?.burst}`);
     });

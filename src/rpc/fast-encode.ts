@@ -164,11 +164,12 @@ const attempt = encoder(AttemptSchema, ["number", "startedAtMs", "endedAtMs", "w
   str(w, 6, a.error);
 });
 
-const itemError = encoder(ItemErrorSchema, ["code", "reason", "message", "field"], (w, e) => {
+const itemError = encoder(ItemErrorSchema, ["code", "reason", "message", "field", "details"], (w, e) => {
   i32(w, 1, e.code);
   str(w, 2, e.reason);
   str(w, 3, e.message);
   str(w, 4, e.field);
+  stringMap(w, 5, e.details);
 });
 
 const enqueueResult = encoder(EnqueueResultSchema, ["id", "queue", "state", "existed"], (w, r) => {

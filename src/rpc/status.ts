@@ -64,7 +64,7 @@ export function toStatus(err: unknown): Status {
     : new ConveyorError("INTERNAL", "INTERNAL", "internal error; see the server log");
   const message = truncateText(e.message, STATUS_MESSAGE_MAX_BYTES);
   const infoMetadata: Record<string, string> = {};
-  for (const [key, value] of Object.entries(e.details ?? {})) infoMetadata[key] = truncateText(value, DETAIL_MAX_BYTES);
+  Object.assign(infoMetadata, detailsOf(e));
   if (e.field) infoMetadata[FIELD_KEY] = truncateText(e.field, STATUS_MESSAGE_MAX_BYTES);
   const info = create(ErrorInfoSchema, { reason: e.reason, domain: DOMAIN, metadata: infoMetadata });
   return create(StatusSchema, { code: grpcCodeOf(e.code), message, details: [anyPack(ErrorInfoSchema, info)] });
@@ -75,13 +75,21 @@ export function toStatus(err: unknown): Status {
  * message and field a whole-call error carries. `fromItemError` is its inverse.
  */
 export function toItemError(e: ConveyorError): ItemError {
-  return create(ItemErrorSchema, { code: grpcCodeOf(e.code), reason: e.reason, message: e.message, field: e.field ?? "" });
+  return create(ItemErrorSchema, { code: grpcCodeOf(e.code), reason: e.reason, message: e.message, field: e.field ?? "", details: detailsOf(e) });
+}
+
+/** The error's details, each value cut as a whole-call error's are. */
+function detailsOf(e: ConveyorError): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(e.details ?? {})) out[key] = truncateText(value, DETAIL_MAX_BYTES);
+  return out;
 }
 
 /** Rebuilds a ConveyorError from a batch item's error (an absent one is INTERNAL). */
 export function fromItemError(e: ItemError | undefined): ConveyorError {
+  const details = e && Object.keys(e.details).length > 0 ? { details: e.details } : undefined;
   return new ConveyorError(errorCodeOf(e?.code ?? grpc.status.INTERNAL), (e?.reason || "INTERNAL") as ErrorReason,
-    e?.message ?? "unknown error", e?.field || undefined);
+    e?.message ?? "unknown error", e?.field || undefined, details);
 }
 
 /** Codes grpc-js reports itself when no answer came back from the server. */

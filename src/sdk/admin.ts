@@ -36,6 +36,18 @@ export interface QueueInfo {
   concurrencyLimit: number | undefined;
 }
 
+/**
+ * What a setting made on a queue adds: `similarQueue` is set when the queue had no task, no
+ * setting and no polling worker before the call and an existing queue's name is near it
+ * (a likely typo; the setting was made all the same).
+ */
+export interface QueueNameHint {
+  similarQueue?: string;
+}
+
+/** `similarQueue` only when the node named one. */
+const hint = (similarQueue: string): QueueNameHint => (similarQueue ? { similarQueue } : {});
+
 export interface TaskPage {
   tasks: TaskView[];
   /** Pass to the next `listTasks` call; undefined on the last page. */
@@ -138,14 +150,15 @@ export class Admin {
     return (await this.listQueues()).find((q) => q.name === queue);
   }
 
-  async pauseQueue(queue: string): Promise<QueueInfo> {
+  /** Pauses any valid queue name, one without tasks yet included: the pause holds for tasks enqueued later. */
+  async pauseQueue(queue: string): Promise<QueueInfo & QueueNameHint> {
     const res = await this.rpc.pauseQueue({ queue }, this.callOptions);
-    return toQueueInfo(res.queue!);
+    return { ...toQueueInfo(res.queue!), ...hint(res.similarQueue) };
   }
 
-  async resumeQueue(queue: string): Promise<QueueInfo> {
+  async resumeQueue(queue: string): Promise<QueueInfo & QueueNameHint> {
     const res = await this.rpc.resumeQueue({ queue }, this.callOptions);
-    return toQueueInfo(res.queue!);
+    return { ...toQueueInfo(res.queue!), ...hint(res.similarQueue) };
   }
 
   // ---- tasks -------------------------------------------------------------------------
@@ -202,9 +215,9 @@ export class Admin {
 
   // ---- limits ------------------------------------------------------------------------
 
-  async setConcurrencyLimit(queue: string, max: number): Promise<ConcurrencyLimitInfo> {
+  async setConcurrencyLimit(queue: string, max: number): Promise<ConcurrencyLimitInfo & QueueNameHint> {
     const res = await this.rpc.setQueueConcurrencyLimit({ queue, max }, this.callOptions);
-    return toConcurrencyLimit(res.limit!);
+    return { ...toConcurrencyLimit(res.limit!), ...hint(res.similarQueue) };
   }
 
   async deleteConcurrencyLimit(queue: string): Promise<void> {
@@ -216,9 +229,9 @@ export class Admin {
     return res.limits.map(toConcurrencyLimit);
   }
 
-  async setRateLimit(queue: string, limit: { ratePerSec: number; burst?: number }): Promise<RateLimitInfo> {
+  async setRateLimit(queue: string, limit: { ratePerSec: number; burst?: number }): Promise<RateLimitInfo & QueueNameHint> {
     const res = await this.rpc.setQueueRateLimit({ queue, ratePerSec: limit.ratePerSec, burst: limit.burst ?? 0 }, this.callOptions);
-    return toRateLimit(res.limit!);
+    return { ...toRateLimit(res.limit!), ...hint(res.similarQueue) };
   }
 
   async deleteRateLimit(queue: string): Promise<void> {
@@ -234,11 +247,11 @@ export class Admin {
   // ---- groups ------------------------------------------------------------------------
 
   /** Sets a group's thresholds (group "" = the queue-wide default); unset ones keep the defaults. */
-  async setGroupConfig(queue: string, group: string, config: { maxSize?: number; maxDelay?: Duration; grace?: Duration }): Promise<GroupConfigInfo> {
+  async setGroupConfig(queue: string, group: string, config: { maxSize?: number; maxDelay?: Duration; grace?: Duration }): Promise<GroupConfigInfo & QueueNameHint> {
     const res = await this.rpc.setGroupConfig({
       config: { queue, group, maxSize: config.maxSize ?? 0, maxDelayMs: durationMs(config.maxDelay), graceMs: durationMs(config.grace) },
     }, this.callOptions);
-    return toGroupConfig(res.config!);
+    return { ...toGroupConfig(res.config!), ...hint(res.similarQueue) };
   }
 
   async deleteGroupConfig(queue: string, group: string): Promise<void> {

@@ -218,7 +218,7 @@ export class Client {
       const e = fromItemError(item.outcome.value);
       // The batch names items as tasks[i]; a coalesced caller sent one task, so say "task".
       const task = (text: string) => text.replace(/^tasks\[\d+\]/, "task");
-      return new ConveyorError(e.code, e.reason, task(e.message), e.field === undefined ? undefined : task(e.field));
+      return new ConveyorError(e.code, e.reason, task(e.message), e.field === undefined ? undefined : task(e.field), e.details ? { details: e.details } : undefined);
     });
   }
 }

@@ -25,6 +25,7 @@ import type { ScheduleMethods } from "./schedule-rpcs.js";
 import type { PlacementMethods } from "./placement-rpcs.js";
 import { BULK_ACTION_STATES, type BulkAction } from "../grains/queue/bulk-actions.js";
 import { checkDurationMs, checkLength, checkRate, checkPageToken, checkQueueName, checkTaskId } from "./validate.js";
+import { similarQueue } from "./queue-name-hint.js";
 
 const PAGE_SIZE_DEFAULT = 50;
 
@@ -95,10 +96,17 @@ export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof Admin
     return create(GroupConfigSchema, { queue, group, maxSize: c.maxSize, maxDelayMs: BigInt(c.maxDelayMs), graceMs: BigInt(c.graceMs) });
   }
 
+  /** For a setting made on a queue that does not exist yet: an existing queue whose name is near (a likely typo). */
+  const nearName = (queue: string) => similarQueue(queue, {
+    exists: ctx.queueExists,
+    known: () => [...ctx.queries.listQueues().map((q) => q.name), ...ctx.workers.list().flatMap((w) => w.queues)],
+  });
+
   async function setPaused(queue: string, paused: boolean) {
     checkQueueName(queue, "queue");
+    const similar = nearName(queue);
     await ctx.router.grainFor(queue).setPaused(paused);
-    return { queue: queueInfo(queue) };
+    return { queue: queueInfo(queue), similarQueue: similar };
   }
 
   async function act(id: string, action: TaskAction) {
@@ -163,8 +171,9 @@ export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof Admin
       const queue = checkQueueName(call.request.queue, "queue");
       const max = call.request.max;
       if (max < 1) throw invalidField("max", `must be at least 1, got ${max}`);
+      const similar = nearName(queue);
       await ctx.router.grainFor(queue).setKeyLimit(max);
-      return { limit: await concurrencyLimit(queue, max) };
+      return { limit: await concurrencyLimit(queue, max), similarQueue: similar };
     },
 
     async deleteQueueConcurrencyLimit(call) {
@@ -191,8 +200,9 @@ export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof Admin
       if (call.request.burst > RATE_BURST_MAX) throw invalidField("burst", `must be at most ${RATE_BURST_MAX}, got ${call.request.burst}`);
       const burst = call.request.burst || Math.max(1, Math.ceil(ratePerSec));
       const spec = { ratePerSec, burst };
+      const similar = nearName(queue);
       await ctx.router.grainFor(queue).setRateLimit(spec);
-      return { limit: { queue, ...spec } };
+      return { limit: { queue, ...spec }, similarQueue: similar };
     },
 
     async deleteQueueRateLimit(call) {
@@ -216,8 +226,9 @@ export function adminService(ctx: AdminServiceDeps): Omit<UnaryImpl<typeof Admin
       const config = {
         maxSize: c.maxSize, maxDelayMs: checkDurationMs(c.maxDelayMs, "config.max_delay_ms"), graceMs: checkDurationMs(c.graceMs, "config.grace_ms"),
       };
+      const similar = nearName(queue);
       await ctx.router.grainFor(queue).setGroupConfig(c.group, config);
-      return { config: groupConfigToWire(queue, c.group, config) };
+      return { config: groupConfigToWire(queue, c.group, config), similarQueue: similar };
     },
 
     async listGroupConfigs(call) {

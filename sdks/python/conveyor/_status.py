@@ -75,4 +75,5 @@ def from_item_error(error: Any) -> ConveyorError:
     """A batch item's (or a settlement's) ItemError as a ConveyorError."""
     if error is None:
         return ConveyorError("INTERNAL", "INTERNAL", "unknown error")
-    return ConveyorError(code_name(error.code), error.reason or "INTERNAL", error.message, error.field or None)
+    return ConveyorError(code_name(error.code), error.reason or "INTERNAL", error.message, error.field or None,
+                         dict(error.details) or None)

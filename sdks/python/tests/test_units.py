@@ -200,3 +200,13 @@ def test_a_settle_item_refused_unavailable_is_sent_again_and_one_refused_for_goo
     asyncio.run(worker._send_settles(batch, False))
     assert calls == [["t0", "t1", "t2"], ["t1"], ["t1"]]
     assert reported == ["LOG_UNAVAILABLE", "LEASE_NOT_HELD", "LOG_UNAVAILABLE"]
+
+
+def test_a_batch_item_error_keeps_its_reason_field_and_details() -> None:
+    from conveyor._status import from_item_error
+
+    wire = task_pb2.ItemError(code=14, reason="OWNER_DOWN", message="down", field="tasks[1].queue",
+                              details={"owner": "n2", "partition": "4"})
+    error = from_item_error(task_pb2.ItemError.FromString(wire.SerializeToString()))
+    assert (error.code, error.reason, error.field, error.details) == ("UNAVAILABLE", "OWNER_DOWN", "tasks[1].queue", {"owner": "n2", "partition": "4"})
+    assert from_item_error(task_pb2.ItemError(code=6, reason="TASK_ID_CONFLICT", message="taken")).details == {}

@@ -71,8 +71,10 @@ export class Admission {
       const stored = known.get(t.id);
       if (stored && stored.queue === queue) return { ok: true, id: t.id, state: stored.state, existed: true };
       if (stored) {
+        // Which queue has it stays unsaid: the caller's token may not cover that queue, and
+        // a scope hides other queues' tasks (an operator finds it with GetTask).
         return refused(new ConveyorError("ALREADY_EXISTS", "TASK_ID_CONFLICT",
-          `task_id ${quote(t.id)} is already used by a task in queue ${quote(stored.queue)}`, "task.task_id"));
+          `task_id ${quote(t.id)} is already used by a task in another queue; choose another id`, "task.task_id"));
       }
       if (claims.ids.has(t.id)) return { ok: true, id: t.id, state: initialState(t, nowMs), existed: true };
     }

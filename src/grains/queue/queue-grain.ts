@@ -199,9 +199,13 @@ export class QueueGrain {
 
   /* Queue settings: the grain is their only writer; each persists through the turn. */
 
-  /** Pauses or resumes an existing queue (one with a settings row or a task); NOT_FOUND otherwise. */
+  /**
+   * Pauses or resumes the queue, which need not exist yet: a pause ahead of the first task
+   * creates its settings row and holds for tasks enqueued later. Resuming a queue that has
+   * no row writes nothing (it is not paused), so it leaves no stray queue behind.
+   */
   setPaused(paused: boolean): void {
-    if (!this.store.queueExists(this.queue)) throw queueNotFound(this.queue);
+    if (!paused && !this.store.queueExists(this.queue)) return;
     this.turn(() => this.core.setPaused(paused, this.clock.nowMs()));
   }
 

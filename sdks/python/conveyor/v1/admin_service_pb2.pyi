@@ -547,10 +547,12 @@ class PauseQueueRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ...) -> None: ...
 
 class PauseQueueResponse(_message.Message):
-    __slots__ = ["queue"]
+    __slots__ = ["queue", "similar_queue"]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    SIMILAR_QUEUE_FIELD_NUMBER: _ClassVar[int]
     queue: QueueInfo
-    def __init__(self, queue: _Optional[_Union[QueueInfo, _Mapping]] = ...) -> None: ...
+    similar_queue: str
+    def __init__(self, queue: _Optional[_Union[QueueInfo, _Mapping]] = ..., similar_queue: _Optional[str] = ...) -> None: ...
 
 class PauseScheduleRequest(_message.Message):
     __slots__ = ["name", "queue"]
@@ -597,10 +599,12 @@ class ResumeQueueRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ...) -> None: ...
 
 class ResumeQueueResponse(_message.Message):
-    __slots__ = ["queue"]
+    __slots__ = ["queue", "similar_queue"]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    SIMILAR_QUEUE_FIELD_NUMBER: _ClassVar[int]
     queue: QueueInfo
-    def __init__(self, queue: _Optional[_Union[QueueInfo, _Mapping]] = ...) -> None: ...
+    similar_queue: str
+    def __init__(self, queue: _Optional[_Union[QueueInfo, _Mapping]] = ..., similar_queue: _Optional[str] = ...) -> None: ...
 
 class ResumeScheduleRequest(_message.Message):
     __slots__ = ["name", "queue"]
@@ -693,10 +697,12 @@ class SetGroupConfigRequest(_message.Message):
     def __init__(self, config: _Optional[_Union[GroupConfig, _Mapping]] = ...) -> None: ...
 
 class SetGroupConfigResponse(_message.Message):
-    __slots__ = ["config"]
+    __slots__ = ["config", "similar_queue"]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
+    SIMILAR_QUEUE_FIELD_NUMBER: _ClassVar[int]
     config: GroupConfig
-    def __init__(self, config: _Optional[_Union[GroupConfig, _Mapping]] = ...) -> None: ...
+    similar_queue: str
+    def __init__(self, config: _Optional[_Union[GroupConfig, _Mapping]] = ..., similar_queue: _Optional[str] = ...) -> None: ...
 
 class SetQueueConcurrencyLimitRequest(_message.Message):
     __slots__ = ["max", "queue"]
@@ -707,10 +713,12 @@ class SetQueueConcurrencyLimitRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., max: _Optional[int] = ...) -> None: ...
 
 class SetQueueConcurrencyLimitResponse(_message.Message):
-    __slots__ = ["limit"]
+    __slots__ = ["limit", "similar_queue"]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SIMILAR_QUEUE_FIELD_NUMBER: _ClassVar[int]
     limit: ConcurrencyLimit
-    def __init__(self, limit: _Optional[_Union[ConcurrencyLimit, _Mapping]] = ...) -> None: ...
+    similar_queue: str
+    def __init__(self, limit: _Optional[_Union[ConcurrencyLimit, _Mapping]] = ..., similar_queue: _Optional[str] = ...) -> None: ...
 
 class SetQueueRateLimitRequest(_message.Message):
     __slots__ = ["burst", "queue", "rate_per_sec"]
@@ -723,10 +731,12 @@ class SetQueueRateLimitRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., rate_per_sec: _Optional[float] = ..., burst: _Optional[int] = ...) -> None: ...
 
 class SetQueueRateLimitResponse(_message.Message):
-    __slots__ = ["limit"]
+    __slots__ = ["limit", "similar_queue"]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SIMILAR_QUEUE_FIELD_NUMBER: _ClassVar[int]
     limit: RateLimit
-    def __init__(self, limit: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
+    similar_queue: str
+    def __init__(self, limit: _Optional[_Union[RateLimit, _Mapping]] = ..., similar_queue: _Optional[str] = ...) -> None: ...
 
 class SetScheduleRequest(_message.Message):
     __slots__ = ["schedule"]

@@ -64,16 +64,25 @@ class EnqueueResult(_message.Message):
     def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., existed: bool = ...) -> None: ...
 
 class ItemError(_message.Message):
-    __slots__ = ["code", "field", "message", "reason"]
+    __slots__ = ["code", "details", "field", "message", "reason"]
+    class DetailsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
     FIELD_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     code: int
+    details: _containers.ScalarMap[str, str]
     field: str
     message: str
     reason: str
-    def __init__(self, code: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., field: _Optional[str] = ...) -> None: ...
+    def __init__(self, code: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., field: _Optional[str] = ..., details: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Task(_message.Message):
     __slots__ = ["cancel_reason", "concurrency_key", "content_type", "created_at_ms", "deadline_at_ms", "expires_at_ms", "finished_at_ms", "group", "id", "last_error", "last_failed_at_ms", "lease_expires_at_ms", "lease_id", "lease_worker_id", "leased_at_ms", "max_retry", "metadata", "payload", "priority", "queue", "ready_at_ms", "result", "retention_ms", "retried", "state", "timeout_ms", "type", "unique_key"]
