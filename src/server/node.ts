@@ -380,10 +380,12 @@ async function startTransports(
   addUnaryService(grpcServer, AdminService, services.admin, onInternal, observe);
   // The SDK's calls of TaskService and WorkerService, many on one stream (rpc/session-server.ts).
   const sessions = addSessionService(grpcServer, [{ service: TaskService, impl: services.tasks }, { service: WorkerService, impl: services.workers }], { onInternal, observe, carried: () => metrics.sessionCalls.inc() });
-  // Node-to-node (handoffs): served here, never forwarded.
-  addUnaryService(grpcServer, ClusterService,
+  // Node-to-node (handoffs): served here, never forwarded; and only by a cluster member
+  // (a node alone answers UNIMPLEMENTED: nobody may hand it rows).
+  if (parseEndpoints(config.clusterEtcd).length > 0) addUnaryService(grpcServer, ClusterService,
     security.guard(ClusterService, clusterService({
-      rows: env.rows, positions: env.positions, store: env.store, holds: (p) => forwarding.ownership.holds(p), partitions: config.clusterPartitions, partitionOf: (q) => partitionOf(q, config.clusterPartitions),
+      rows: env.rows, positions: env.positions, store: env.store, holds: (p) => forwarding.ownership.holds(p), routeOf: (p) => forwarding.ownership.route(p),
+      partitions: config.clusterPartitions, partitionOf: (q) => partitionOf(q, config.clusterPartitions),
       ...(env.changelog ? { logAnswers: env.changelog.answers } : {}),
       logger, nowMs: () => clock.nowMs(), ledgers: env.ledgers,
     })), onInternal, observe);

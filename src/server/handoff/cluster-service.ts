@@ -1,8 +1,10 @@
 /**
  * The node-to-node service: the receiving side of a handoff, and the shared-rule ledgers
  * held here (ReportSlots). For a handoff: Chunks of one transfer are
- * gathered in memory (a partition is tens of MB at most: its rows within retention) and
- * the last one loads the rows in one write. The rows stay invisible here until this node
+ * gathered in memory (a partition is tens of MB at most: its rows within retention), up
+ * to HANDOFF_TRANSFER_MAX_BYTES per transfer and HANDOFF_BUFFERED_MAX_BYTES in all, and
+ * the last one loads the rows in one write. The first chunk is refused unless etcd (as
+ * this node sees it) records the partition as held by the sender and not by this node. The rows stay invisible here until this node
  * claims the partition, which it does as soon as etcd shows it released to this node
  * (partition-owners.ts); if the sender gives up before releasing, they are never shown,
  * and a later handoff of the same partition replaces them.
@@ -14,15 +16,25 @@ import type { LogPositions } from "../../storage/log-positions.js";
 import type { PartitionRows } from "../../storage/partition-rows.js";
 import type { TaskStore } from "../../storage/task-store.js";
 import type { Logger } from "pino";
+import type { Route } from "../../cluster/placement.js";
 import type { LedgerHost } from "../ledger/ledger-host.js";
 
 /** Transfers not finished after this long are dropped (their sender gave up). */
 const TRANSFER_STALE_MS = 120_000;
+/**
+ * Bytes one unfinished transfer may hold here: a partition's rows within retention are
+ * tens of MB; past this the transfer is dropped (RESOURCE_EXHAUSTED) and the sender keeps
+ * serving the partition. Senders send HANDOFF_CHUNK_BYTES (2 MiB) per chunk.
+ */
+export const HANDOFF_TRANSFER_MAX_BYTES = 256 * 1024 * 1024;
+/** Bytes all unfinished transfers together may hold here (two transfers of the largest size). */
+export const HANDOFF_BUFFERED_MAX_BYTES = 2 * HANDOFF_TRANSFER_MAX_BYTES;
 
 interface Transfer {
   partition: number;
   from: string;
-  chunks: Buffer[];
+  chunks: Uint8Array[];
+  bytes: number;
   startedAtMs: number;
 }
 
@@ -49,6 +61,12 @@ export interface ClusterServiceDeps {
    * them unclaimed for 21 s. Absent without a changelog.
    */
   logAnswers?(p: number): Promise<void>;
+  /**
+   * Where this node routes p (its view of etcd's records). A transfer's first chunk is
+   * taken only from the node recorded as p's holder, so chunks nobody is handing to this
+   * node are never buffered (absent: every transfer is taken, for tests of the load alone).
+   */
+  routeOf?(p: number): Route;
   logger: Logger;
   nowMs: () => number;
   ledgers: LedgerHost;
@@ -56,6 +74,14 @@ export interface ClusterServiceDeps {
 
 export function clusterService(deps: ClusterServiceDeps): UnaryImpl<typeof ClusterService> {
   const transfers = new Map<string, Transfer>();
+  /** Refuses, on a transfer's first chunk, a partition that is not being handed to this node. */
+  const refuseUnexpected = (p: number, fromNode: string) => {
+    // Rows of a partition this node holds are the partition's only copy besides the log.
+    if (deps.holds?.(p)) throw new ConveyorError("FAILED_PRECONDITION", "PLACEMENT_REFUSED", `partition ${p} is held by this node; a handoff from ${fromNode} cannot replace its rows`);
+    const route = deps.routeOf?.(p);
+    const why = route && senderMismatch(route, fromNode);
+    if (why) throw new ConveyorError("FAILED_PRECONDITION", "PLACEMENT_REFUSED", `partition ${p} is not coming to this node from ${JSON.stringify(fromNode)}: ${why}`);
+  };
   return {
     async acceptPartition(call) {
       const r = call.request;
@@ -66,15 +92,28 @@ export function clusterService(deps: ClusterServiceDeps): UnaryImpl<typeof Clust
       let transfer = transfers.get(r.transferId);
       if (!transfer) {
         if (r.chunk !== 0) throw new ConveyorError("FAILED_PRECONDITION", "INVALID_FIELD", `transfer ${r.transferId}: chunk ${r.chunk} before chunk 0`);
+        refuseUnexpected(r.partition, r.fromNode);
         await deps.logAnswers?.(r.partition);
-        transfer = { partition: r.partition, from: r.fromNode, chunks: [], startedAtMs: now };
+        // One transfer per partition: a sender that starts again gave the earlier one up.
+        for (const [id, t] of transfers) if (t.partition === r.partition) transfers.delete(id);
+        transfer = { partition: r.partition, from: r.fromNode, chunks: [], bytes: 0, startedAtMs: now };
         transfers.set(r.transferId, transfer);
       }
       if (r.chunk !== transfer.chunks.length) {
         transfers.delete(r.transferId);
         throw new ConveyorError("FAILED_PRECONDITION", "INVALID_FIELD", `transfer ${r.transferId}: chunk ${r.chunk} out of order (expected ${transfer.chunks.length})`);
       }
-      transfer.chunks.push(Buffer.from(r.data));
+      const buffered = [...transfers.values()].reduce((sum, t) => sum + t.bytes, 0);
+      if (transfer.bytes + r.data.byteLength > HANDOFF_TRANSFER_MAX_BYTES || buffered + r.data.byteLength > HANDOFF_BUFFERED_MAX_BYTES) {
+        transfers.delete(r.transferId);
+        throw new ConveyorError("RESOURCE_EXHAUSTED", "INVALID_FIELD",
+          `transfer ${r.transferId} of partition ${r.partition}: chunk ${r.chunk} would hold more than ${transfer.bytes + r.data.byteLength > HANDOFF_TRANSFER_MAX_BYTES
+            ? `${HANDOFF_TRANSFER_MAX_BYTES} bytes for one transfer` : `${HANDOFF_BUFFERED_MAX_BYTES} bytes for all unfinished transfers`} here; the transfer is dropped`,
+          "data");
+      }
+      // The decoded bytes as they are (a view of the received message): no second copy held.
+      transfer.chunks.push(r.data);
+      transfer.bytes += r.data.byteLength;
       if (!r.last) return {};
       transfers.delete(r.transferId);
       // Rows of a partition this node holds are the partition's only copy besides the log:
@@ -122,4 +161,22 @@ export function clusterService(deps: ClusterServiceDeps): UnaryImpl<typeof Clust
       };
     },
   };
+}
+
+/**
+ * Why `route` says p is not being handed here by `fromNode`, or undefined when it is held
+ * by `fromNode` (its registration may look gone here for a moment: it is sending, so it is not).
+ */
+function senderMismatch(route: Route, fromNode: string): string | undefined {
+  switch (route.kind) {
+    case "remote":
+    case "down":
+      return route.nodeId === fromNode ? undefined : `this node sees it held by ${JSON.stringify(route.nodeId)}`;
+    case "local":
+    case "claim":
+    case "moving":
+      return "this node holds it or is claiming it";
+    case "none":
+      return "this node sees no holder for it";
+  }
 }

@@ -119,11 +119,28 @@ export function identifyWithRole(
   return identity;
 }
 
-/** The request as JSON for the audit line, cut short (admin requests carry no payloads). */
+/**
+ * The request as JSON for the audit line, cut short. A task's contents (a schedule's
+ * `payload` and `metadata`) may hold secrets and stay out of the log: only their sizes
+ * are written.
+ */
 function requestText(method: DescMethod, request: unknown): string {
   try {
-    return truncateText(JSON.stringify(toJson(method.input, request as never)), AUDIT_REQUEST_MAX_BYTES);
+    return truncateText(JSON.stringify(withoutContents(toJson(method.input, request as never))), AUDIT_REQUEST_MAX_BYTES);
   } catch {
     return "(not encodable)";
   }
+}
+
+/** `json` with every `payload` (base64) and `metadata` replaced by its size. */
+function withoutContents(json: unknown): unknown {
+  if (Array.isArray(json)) return json.map(withoutContents);
+  if (json === null || typeof json !== "object") return json;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(json)) {
+    if (key === "payload" && typeof value === "string") out[key] = `(${Buffer.from(value, "base64").length} bytes)`;
+    else if (key === "metadata" && value !== null && typeof value === "object") out[key] = `(${Object.keys(value).length} entries)`;
+    else out[key] = withoutContents(value);
+  }
+  return out;
 }
