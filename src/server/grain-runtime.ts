@@ -23,6 +23,7 @@ import { defaultRateLimit, type NodeConfig } from "./config.js";
 import { cronCalendar } from "./cron-calendar.js";
 import type { NodeMetrics } from "./metrics.js";
 import { logTaskFailures } from "./task-failure-log.js";
+import { StorageFaultLog } from "./storage-fault-log.js";
 import { TaskWaiters } from "./task-waiters.js";
 
 export interface RuntimeEnv {
@@ -61,6 +62,11 @@ export function startGrainRuntime(storage: { db: Database; store: TaskStore }, e
   // Waiters hear of an end once it is committed (after a failed commit they read the
   // task as it is and answer "not finished").
   const wakeWaiters = (ids: readonly string[]) => () => waiters.notify(ids);
+  const faults = new StorageFaultLog(logger, clock);
+  // Queues whose grain memory depends on the open transaction: they wrote in it, or were
+  // loaded while it was open (reading its uncommitted rows). Only these can be ahead of
+  // disk if it rolls back.
+  const touched = new Set<string>();
   const host = new GrainHost({
     sharedSlots, store, clock, random, newId: randomUUID, cron: cronCalendar,
     core: {
@@ -76,12 +82,21 @@ export function startGrainRuntime(storage: { db: Database; store: TaskStore }, e
         if (waiters.size > 0) void db.committed().then(wakeWaiters(ids), wakeWaiters(ids));
       },
       onApplied: (queue, effects, nowMs) => {
+        touched.add(queue);
         changelog?.record(queue, effects);
         metrics.applied(queue, effects, nowMs);
         logTaskFailures(logger, queue, effects);
       },
     },
-    onLifecycle: (queue, event) => metrics.grainLifecycle.inc({ queue, event }),
+    onLifecycle: (queue, event) => {
+      if (event === "activated" && db.sqlite.inTransaction) touched.add(queue);
+      metrics.grainLifecycle.inc({ queue, event });
+    },
+    onWriteFailed: (queue, error) => faults.note(error, "a grain's write; its memory is dropped", { queue }),
+    onWriteRefused: (queue, error) => {
+      metrics.writesRefused.inc({ queue });
+      faults.note(error, "calls refused before their turn", { queue });
+    },
   });
   // Rows replaced outside the grains (a handoff's load, a catch-up from the log): the memory built on the old ones goes.
   store.onForget((queues) => queues.forEach((q) => host.deactivate(q, "replaced")));
@@ -111,9 +126,16 @@ export function startGrainRuntime(storage: { db: Database; store: TaskStore }, e
   });
   // A shared rule's slot freed in one queue wakes the queues holding tasks on it.
   sharedSlots.link((queue, slot) => routed(queue, "shared-slot wake", (ref) => ref.wakeSlot(slot)));
+  // A grain that neither wrote in the rolled-back transaction nor was loaded during it
+  // still holds what disk holds (every earlier transaction committed, or dropped the
+  // grains it touched), so only the touched ones go: a full disk must not make every
+  // queue reload its backlog (ARCHITECTURE.md, "Group commit").
+  db.onCommit(() => touched.clear());
   db.onRollback((error) => {
-    logger.error({ err: error }, "storage transaction rolled back; dropping grain memory");
-    host.deactivateAll("failed");
+    const dropped = [...touched];
+    touched.clear();
+    faults.note(error, `a commit rolled back; memory of ${dropped.length} queue(s) dropped`);
+    for (const queue of dropped) host.deactivate(queue, "failed");
   });
   host.start();
   return { host, router, broker, waiters, workers, sharedSlots };

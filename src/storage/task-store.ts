@@ -12,6 +12,7 @@ import type { AttemptOutcome, AttemptRecord } from "../grains/queue/attempts.js"
 import { activatedRecord, DELIVERY_COLUMNS, rowToRecord, toBuffer, type DeliveryRow, type TaskRow } from "./rows.js";
 import { ScheduleStore } from "./schedule-store.js";
 import { UnfinishedRows } from "./unfinished-rows.js";
+import { WriteGate } from "./write-gate.js";
 
 export interface TaskStoreOptions {
   /** How long archived and cancelled tasks are kept before the janitor deletes them. */
@@ -25,12 +26,18 @@ export class TaskStore implements QueueStore {
   /** The schedules' statements (their effects are applied in the grain's turn, like the tasks'). */
   readonly schedules: ScheduleStore;
   private readonly unfinished: UnfinishedRows;
+  /** Refuses the grains' writes up front while the disk is full (write-gate.ts). */
+  private readonly gate: WriteGate;
 
   constructor(private readonly db: Database, private readonly options: TaskStoreOptions) {
     this.schedules = new ScheduleStore(db);
     this.unfinished = new UnfinishedRows(db.sqlite);
+    this.gate = new WriteGate(db.dataDir);
     // A rolled-back transaction may have taken queue rows with it.
-    db.onRollback(() => this.knownQueues.clear());
+    db.onRollback((error) => {
+      this.knownQueues.clear();
+      this.gate.failed(error);
+    });
     const s = db.sqlite;
     this.stmt = {
       /** Params: every column of a new task, in table order up to lease columns. */
@@ -201,6 +208,10 @@ export class TaskStore implements QueueStore {
     this.forgetListeners.push(listener);
   }
 
+  writeRefusal(): Error | undefined {
+    return this.gate.refusal();
+  }
+
   apply(queue: string, effects: readonly Effect[]): ReadonlyMap<string, TaskRecord> {
     const activated = new Map<string, TaskRecord>();
     try {
@@ -210,6 +221,7 @@ export class TaskStore implements QueueStore {
     } catch (error) {
       // The write's savepoint was undone, with any queue row it inserted.
       this.knownQueues.delete(queue);
+      this.gate.failed(error);
       throw error;
     }
     return activated;

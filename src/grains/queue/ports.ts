@@ -44,6 +44,13 @@ export interface QueueStore {
    * a catalog ConveyorError.
    */
   apply(queue: string, effects: readonly Effect[]): ReadonlyMap<string, TaskRecord>;
+  /**
+   * The error a write would get now, known without trying it (the disk was full at the
+   * last attempt and has not regained space since), or undefined when writes may be
+   * tried. The grain asks before a turn that writes, so that a refused call leaves its
+   * memory as it was instead of running ahead of disk.
+   */
+  writeRefusal(): Error | undefined;
   /** True when the queue has a settings row or any task (what "the queue exists" means). */
   queueExists(queue: string): boolean;
   /** True when any task row (in any state) names the queue. */

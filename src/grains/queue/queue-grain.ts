@@ -44,9 +44,14 @@ export interface GrainHooks {
   onApplied?(queue: string, effects: readonly Effect[], nowMs: number): void;
   /** A storage write failed: memory no longer matches disk and the grain must go. */
   onFailure(queue: string, error: unknown): void;
+  /** A call was refused before its turn because storage refuses writes now (a full disk); the grain is unchanged. */
+  onRefused?(queue: string, error: Error): void;
 }
 
 export type TaskAction = "cancel" | "delete" | "run" | "archive" | "retry";
+
+/** How soon a timer turn refused by storage (a full disk) is tried again. */
+const REFUSED_TIMER_RETRY_MS = 1_000;
 
 const EMPTY_KNOWN = new Map<string, never>();
 const EMPTY_ROWS: ReadonlyMap<string, TaskRecord> = new Map();
@@ -70,10 +75,17 @@ export class QueueGrain {
     this.lastUsedMs = clock.nowMs();
   }
 
-  /** Rebuilds the core from storage and arms its timer. */
+  /**
+   * Rebuilds the core from storage and arms its timer. While storage refuses writes, the
+   * first tick (which may write) waits for the timer's retry: the loaded memory matches disk.
+   */
   activate(): void {
     const nowMs = this.clock.nowMs();
     this.core.load(this.store.loadUnfinished(this.queue), this.store.loadSettings(this.queue), nowMs);
+    if (this.store.writeRefusal()) {
+      this.armRetry();
+      return;
+    }
     this.core.tick(nowMs);
     this.fireSchedules(nowMs);
     this.afterTurn();
@@ -89,14 +101,21 @@ export class QueueGrain {
 
   /** See QueueCore.lease: up to `max` deliveries, stopping once they hold `maxBytes` of payload; `workerId` is the caller's. */
   lease(max: number, caps: LeaseCaps = NO_BATCHES, maxBytes = Infinity, workerId = ""): LeasedDelivery[] {
-    const plans = this.turn(() => this.core.lease(max, this.clock.nowMs(), caps, maxBytes, workerId));
+    // Nothing to hand out needs no write: a call on an idle queue parks even on a full disk.
+    const refusal = this.store.writeRefusal();
+    if (refusal) return this.core.pruneAndHasDispatchable(this.clock.nowMs(), caps) ? this.refuse(refusal) : [];
+    const plans = this.turn(() => this.core.lease(max, this.clock.nowMs(), caps, maxBytes, workerId), "unchecked");
     return plans.map((plan) => ({
       ...plan, queue: this.queue, tasks: plan.taskIds.map((id) => this.activated.get(id) ?? this.mustGet(id)),
     }));
   }
 
+  /**
+   * Not refused on a full disk: a heartbeat writes nothing unless it finds an attempt
+   * over (rare), and refusing it would let running tasks' leases lapse.
+   */
   heartbeat(leaseIds: readonly string[]): LeaseStatusView[] {
-    return this.turn(() => this.core.heartbeat(leaseIds, this.clock.nowMs()));
+    return this.turn(() => this.core.heartbeat(leaseIds, this.clock.nowMs()), "unchecked");
   }
 
   settle(items: readonly Settlement[]): (ConveyorError | null)[] {
@@ -243,7 +262,9 @@ export class QueueGrain {
     return taskIds.map((id) => this.core.payloadBytesOf(id));
   }
 
+  /** False while storage refuses writes: a delivery could not be stored. */
   hasDispatchable(caps: LeaseCaps = NO_BATCHES): boolean {
+    if (this.store.writeRefusal()) return false;
     return this.core.pruneAndHasDispatchable(this.clock.nowMs(), caps);
   }
 
@@ -299,9 +320,18 @@ export class QueueGrain {
     this.cancelTimer = undefined;
   }
 
-  private turn<T>(decide: () => T): T {
+  /**
+   * Runs one turn. Unless the caller checked already ("unchecked": it decided the turn
+   * may run), a turn is refused before it decides anything while storage refuses
+   * writes, so the grain's memory stays what disk holds.
+   */
+  private turn<T>(decide: () => T, storage: "check" | "unchecked" = "check"): T {
     if (!this.active) throw grainDeactivated(this.queue);
     this.lastUsedMs = this.clock.nowMs();
+    if (storage === "check") {
+      const refusal = this.store.writeRefusal();
+      if (refusal) this.refuse(refusal);
+    }
     const result = decide();
     this.afterTurn();
     return result;
@@ -332,25 +362,43 @@ export class QueueGrain {
     this.armTimer();
   }
 
+  private refuse(refusal: Error): never {
+    this.hooks.onRefused?.(this.queue, refusal);
+    throw refusal;
+  }
+
+  /** Runs the timer's turn again soon (storage refused it; its deadlines are still due). */
+  private armRetry(): void {
+    this.cancelTimer?.();
+    this.timerAtMs = this.clock.nowMs() + REFUSED_TIMER_RETRY_MS;
+    this.cancelTimer = this.clock.setTimer(REFUSED_TIMER_RETRY_MS, () => this.onTimer());
+  }
+
   private armTimer(): void {
     const atMs = this.core.nextWakeAtMs();
     if (atMs === this.timerAtMs) return;
     this.cancelTimer?.();
     this.timerAtMs = atMs;
-    this.cancelTimer = atMs === undefined ? undefined : this.clock.setTimer(atMs - this.clock.nowMs(), () => {
-      this.timerAtMs = undefined;
-      this.cancelTimer = undefined;
-      if (!this.active) return;
-      try {
-        this.turn(() => {
-          const nowMs = this.clock.nowMs();
-          this.core.tick(nowMs);
-          this.fireSchedules(nowMs);
-        });
-      } catch {
-        // onFailure has already deactivated the grain; the next call rebuilds it.
-      }
-    });
+    this.cancelTimer = atMs === undefined ? undefined : this.clock.setTimer(atMs - this.clock.nowMs(), () => this.onTimer());
+  }
+
+  private onTimer(): void {
+    this.timerAtMs = undefined;
+    this.cancelTimer = undefined;
+    if (!this.active) return;
+    if (this.store.writeRefusal()) {
+      this.armRetry();
+      return;
+    }
+    try {
+      this.turn(() => {
+        const nowMs = this.clock.nowMs();
+        this.core.tick(nowMs);
+        this.fireSchedules(nowMs);
+      }, "unchecked");
+    } catch {
+      // onFailure has already deactivated the grain; the next call rebuilds it.
+    }
   }
 
   private mustGet(id: string): TaskRecord {

@@ -40,6 +40,13 @@ export interface GrainHostOptions {
   sharedSlots: SharedSlotLedger;
   /** Cron arithmetic for schedules. */
   cron?: CronCalendar;
+  /**
+   * Where a grain's failed write is reported (the node rate-limits these lines: a full
+   * disk fails every write); default: logged with the error.
+   */
+  onWriteFailed?: (queue: string, error: unknown) => void;
+  /** A call refused before its turn because storage refuses writes (see QueueStore.writeRefusal). */
+  onWriteRefused?: (queue: string, error: Error) => void;
 }
 
 /** The idle sweep runs every half grain_idle_timeout, but at most this often. */
@@ -103,9 +110,11 @@ export class GrainHost {
       ...(hooks.onApplied ? { onApplied: hooks.onApplied } : {}),
       onReady: (q) => this.links.onReady(q),
       onFailure: (q, error) => {
-        logger.error({ err: error }, "grain storage write failed; deactivating");
+        if (this.options.onWriteFailed) this.options.onWriteFailed(q, error);
+        else logger.error({ err: error }, "grain storage write failed; deactivating");
         this.deactivate(q, "failed");
       },
+      ...(this.options.onWriteRefused ? { onRefused: this.options.onWriteRefused } : {}),
     });
     this.grains.set(queue, grain);
     grain.activate();
