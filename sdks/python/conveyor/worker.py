@@ -42,13 +42,14 @@ from typing import Any, Optional, Union
 import grpc
 import grpc.aio
 
+from ._admin_calls import rule_to_wire
 from ._channel import TlsOption, aio_channel, auth_metadata, channel_credentials, default_address
 from ._lease_loops import LeaseLoops
 from ._status import from_item_error, from_rpc_error
 from .errors import BatchError, is_skip_retry
 from .mux import BatchHandler, ConcurrencyRule, Context, Handler, Mux, encode_result, is_async, wants_context
 from .task import Duration, task_from_wire
-from .v1 import task_pb2, worker_service_pb2 as wpb, worker_service_pb2_grpc
+from .v1 import worker_service_pb2 as wpb, worker_service_pb2_grpc
 
 __all__ = ["Worker"]
 
@@ -304,7 +305,7 @@ class Worker:
         return aio_channel(address, self._credentials, self._metadata)
 
     async def _register(self) -> None:
-        types = [wpb.TaskTypeRegistration(type=t, concurrency=[_rule_to_wire(r) for r in self.mux.rules_for(t)])
+        types = [wpb.TaskTypeRegistration(type=t, concurrency=[rule_to_wire(r) for r in self.mux.rules_for(t)])
                  for t in self.mux.types]
         request = wpb.RegisterTaskTypesRequest(worker_id=self.worker_id, types=types)
         attempt = 0
@@ -621,16 +622,3 @@ class Worker:
                 log.exception("conveyor worker: on_error raised")
         else:
             log.warning("conveyor worker %s: %s: %s", self.worker_id, context, error)
-
-
-def _rule_to_wire(r: ConcurrencyRule) -> task_pb2.ConcurrencyRule:
-    try:
-        strategy = task_pb2.LimitStrategy.Value(f"LIMIT_STRATEGY_{r.strategy}")
-    except ValueError:
-        strategy = task_pb2.LIMIT_STRATEGY_UNSPECIFIED  # the node refuses it with INVALID_FIELD
-    return task_pb2.ConcurrencyRule(
-        name=r.name, expression=r.expression,
-        max_runs=r.max_runs if isinstance(r.max_runs, int) else 0,
-        max_runs_expression=r.max_runs if isinstance(r.max_runs, str) else "",
-        strategy=strategy,
-    )
