@@ -23,6 +23,8 @@ export interface AttemptView {
   outcome: AttemptOutcome;
   /** The error it failed with ("" when it did not fail). */
   error: string;
+  /** Where the error came from: the stack trace (and first lines of its causes) the worker sent; "" when none. */
+  stack: string;
 }
 
 /** `getTask`'s answer: the task, and its attempts oldest first (at most the last 25). */
@@ -33,7 +35,7 @@ export interface TaskDetail extends TaskView {
 const date = (v: bigint): Date | undefined => (v === 0n ? undefined : new Date(Number(v)));
 
 export function toAttemptView(a: Attempt): AttemptView {
-  return { number: a.number, startedAt: date(a.startedAtMs), endedAt: date(a.endedAtMs), workerId: a.workerId, outcome: a.outcome, error: a.error };
+  return { number: a.number, startedAt: date(a.startedAtMs), endedAt: date(a.endedAtMs), workerId: a.workerId, outcome: a.outcome, error: a.error, stack: a.stack };
 }
 
 export function toTaskDetail(res: { task?: Task | undefined; attempts: readonly Attempt[] }): TaskDetail {

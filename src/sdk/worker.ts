@@ -38,6 +38,7 @@ import { BatchError, isSkipRetry } from "./errors.js";
 import { encodeResult, ruleToWire, type HandlerContext, type Mux } from "./mux.js";
 import { toTaskView } from "./task.js";
 import { LeaseLoops } from "./lease-loops.js";
+import { stackOf } from "./error-stack.js";
 import { messageOf, secondsSince, silentLogger, stderrLogger, type WorkerLogger } from "./worker-log.js";
 
 export type { WorkerLogger } from "./worker-log.js";
@@ -341,7 +342,7 @@ export class Worker {
       const value = await handler(toTaskView(task), ctx);
       return [settlement(delivery, task.id, WireOutcome.SUCCESS, encodeResult(value), "")];
     } catch (error) {
-      return [settlement(delivery, task.id, isSkipRetry(error) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, new Uint8Array(), messageOf(error))];
+      return [settlement(delivery, task.id, isSkipRetry(error) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, new Uint8Array(), messageOf(error), stackOf(error))];
     }
   }
 
@@ -349,17 +350,17 @@ export class Worker {
   private async executeBatch(delivery: Delivery, ctx: HandlerContext): Promise<Settlement[]> {
     const type = delivery.tasks[0]!.type;
     const handler = this.options.mux.batchHandlerFor(type);
-    const all = (outcome: WireOutcome, error: string) => delivery.tasks.map((t) => settlement(delivery, t.id, outcome, new Uint8Array(), error));
+    const all = (outcome: WireOutcome, error: string, stack = "") => delivery.tasks.map((t) => settlement(delivery, t.id, outcome, new Uint8Array(), error, stack));
     if (!handler) return all(WireOutcome.RETRY, `no batch handler registered for task type ${JSON.stringify(type)}`);
     try {
       await handler(delivery.tasks.map(toTaskView), ctx);
       return all(WireOutcome.SUCCESS, "");
     } catch (error) {
-      if (!(error instanceof BatchError)) return all(isSkipRetry(error) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, messageOf(error));
+      if (!(error instanceof BatchError)) return all(isSkipRetry(error) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, messageOf(error), stackOf(error));
       return delivery.tasks.map((t) => {
         if (!error.errors.has(t.id)) return settlement(delivery, t.id, WireOutcome.SUCCESS, new Uint8Array(), "");
         const memberError = error.errors.get(t.id);
-        return settlement(delivery, t.id, isSkipRetry(memberError) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, new Uint8Array(), messageOf(memberError));
+        return settlement(delivery, t.id, isSkipRetry(memberError) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, new Uint8Array(), messageOf(memberError), stackOf(memberError));
       });
     }
   }

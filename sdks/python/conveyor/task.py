@@ -156,11 +156,13 @@ class Attempt:
     outcome: str
     #: The error it failed with ("" when it did not fail).
     error: str
+    #: Where the error came from: the traceback (and causes) the worker sent; "" when none.
+    stack: str = ""
 
 
 def attempt_from_wire(a: task_pb2.Attempt) -> Attempt:
     return Attempt(number=a.number, started_at=_dt(a.started_at_ms), ended_at=_dt(a.ended_at_ms), worker_id=a.worker_id,
-                   outcome=a.outcome, error=a.error)
+                   outcome=a.outcome, error=a.error, stack=a.stack)
 
 
 @dataclass(frozen=True)

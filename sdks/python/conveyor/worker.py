@@ -43,6 +43,7 @@ import grpc
 import grpc.aio
 
 from ._admin_calls import rule_to_wire
+from ._error_stack import stack_of
 from ._channel import TlsOption, aio_channel, auth_metadata, channel_credentials, default_address
 from ._lease_loops import LeaseLoops
 from ._status import from_item_error, from_rpc_error
@@ -73,6 +74,11 @@ def _seconds(d: Duration) -> float:
 
 def _jitter(s: float) -> float:
     return s / 2 + random.random() * (s / 2)
+
+
+def _stack(member: BaseException | str) -> str:
+    """A batch member's stack: "" for an error given as a string."""
+    return stack_of(member) if isinstance(member, BaseException) else ""
 
 
 def _truncate(data: bytes, max_bytes: int) -> bytes:
@@ -459,9 +465,9 @@ class Worker:
                 if member is None:
                     return [self._settlement(d, task.id, wpb.OUTCOME_SUCCESS, b"", "")]
                 return [self._settlement(d, task.id, wpb.OUTCOME_SKIP_RETRY if is_skip_retry(member) else wpb.OUTCOME_RETRY,
-                                         b"", _message(member))]
+                                         b"", _message(member), _stack(member))]
             return [self._settlement(d, task.id, wpb.OUTCOME_SKIP_RETRY if is_skip_retry(e) else wpb.OUTCOME_RETRY,
-                                     b"", _message(e))]
+                                     b"", _message(e), stack_of(e))]
         if entry.abandoned:
             return []
         try:
@@ -476,8 +482,8 @@ class Worker:
         type_ = d.tasks[0].type
         handler: Optional[BatchHandler] = self.mux.batch_handler_for(type_)
 
-        def all_(outcome: int, error: str) -> list[wpb.Settlement]:
-            return [self._settlement(d, t.id, outcome, b"", error) for t in d.tasks]
+        def all_(outcome: int, error: str, stack: str = "") -> list[wpb.Settlement]:
+            return [self._settlement(d, t.id, outcome, b"", error, stack) for t in d.tasks]
 
         if handler is None:
             return all_(wpb.OUTCOME_RETRY, f"no batch handler registered for task type {type_!r}")
@@ -491,7 +497,7 @@ class Worker:
             if entry.abandoned:
                 return []
             if not isinstance(e, BatchError):
-                return all_(wpb.OUTCOME_SKIP_RETRY if is_skip_retry(e) else wpb.OUTCOME_RETRY, _message(e))
+                return all_(wpb.OUTCOME_SKIP_RETRY if is_skip_retry(e) else wpb.OUTCOME_RETRY, _message(e), stack_of(e))
             out = []
             for t in d.tasks:
                 if t.id not in e.errors:
@@ -499,17 +505,17 @@ class Worker:
                 else:
                     member = e.errors[t.id]
                     out.append(self._settlement(d, t.id, wpb.OUTCOME_SKIP_RETRY if is_skip_retry(member) else wpb.OUTCOME_RETRY,
-                                                b"", _message(member)))
+                                                b"", _message(member), _stack(member)))
             return out
         if entry.abandoned:
             return []
         return all_(wpb.OUTCOME_SUCCESS, "")
 
     @staticmethod
-    def _settlement(d: wpb.Delivery, task_id: str, outcome: int, result: bytes, error: str) -> wpb.Settlement:
+    def _settlement(d: wpb.Delivery, task_id: str, outcome: int, result: bytes, error: str, stack: str = "") -> wpb.Settlement:
         return wpb.Settlement(queue=d.queue, lease_id=d.lease_id, task_id=task_id, outcome=outcome,  # type: ignore[arg-type]
                               result=_truncate(result, RESULT_MAX_BYTES),
-                              error=_truncate(error.encode(), ERROR_MESSAGE_MAX_BYTES).decode(errors="replace"))
+                              error=_truncate(error.encode(), ERROR_MESSAGE_MAX_BYTES).decode(errors="replace"), stack=stack)
 
     # -- settling ----------------------------------------------------------------------
 

@@ -228,3 +228,55 @@ def test_async_admin_and_async_wait_for_result(node: NodeProcess, client: Client
             assert (await admin.cluster_status()).clustered is False
 
     asyncio.run(main())
+
+
+# ---- failures keep their stack ---------------------------------------------------------
+
+def _fetch_invoice() -> None:
+    try:
+        raise ConnectionResetError("socket hang up")
+    except ConnectionResetError as e:
+        raise RuntimeError("upstream 503 Service Unavailable") from e
+
+
+def test_a_raised_exception_keeps_its_traceback_and_cause(node: NodeProcess, client: Client, queue: str) -> None:
+    worker = Worker(address=node.address, queues=[queue])
+
+    @worker.task("py:stack")
+    def handle(task: Task) -> None:
+        _fetch_invoice()
+
+    info = client.enqueue("py:stack", {}, queue=queue, max_retry=0)
+    with running(worker):
+        wait_state(client, info.id, "archived")
+    [attempt] = client.get_task(info.id).attempts
+    assert attempt.error == "upstream 503 Service Unavailable"
+    lines = attempt.stack.split("\n")
+    assert lines[0] == "Traceback (most recent call last):"
+    assert any(", in _fetch_invoice" in line and "test_admin.py" in line for line in lines)
+    assert "RuntimeError: upstream 503 Service Unavailable" in lines
+    cause = lines.index("Caused by: ConnectionResetError: socket hang up")
+    assert cause > lines.index("RuntimeError: upstream 503 Service Unavailable")
+
+
+def test_stack_of_is_bounded_and_follows_causes() -> None:
+    from conveyor._error_stack import ATTEMPT_STACK_MAX_BYTES, stack_of
+
+    def deep(n: int) -> None:
+        if n == 0:
+            raise ValueError("é" * 3000)
+        deep(n - 1)
+
+    try:
+        deep(50)
+    except ValueError as e:
+        text = stack_of(e)
+    assert len(text.encode()) <= ATTEMPT_STACK_MAX_BYTES and "…[truncated " in text
+    assert text.startswith("Traceback (most recent call last):\n")
+    try:
+        try:
+            raise KeyError("inner")
+        except KeyError:
+            raise TypeError("outer")  # an implicit cause: the exception being handled
+    except TypeError as e:
+        assert "Caused by: KeyError: 'inner'" in stack_of(e)
