@@ -183,6 +183,9 @@ class Worker:
         self._on_error = on_error
         self._running: dict[str, _Running] = {}
         self._outbox: list[wpb.Settlement] = []
+        #: Tasks settled (released ones not counted) and of those failed, for the stop line.
+        self._tasks_run = 0
+        self._tasks_failed = 0
         self._settling: set[asyncio.Task[None]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._flush_scheduled = False
@@ -257,6 +260,10 @@ class Worker:
             worker_id=self.worker_id, queues=self._queues, concurrency=self.concurrency, lease_wait_ms=self._lease_wait_ms,
             main_address=default_address(self.address), main_stub=self._stub, base=self._lease_base,
             running=lambda: len(self._running), deliver=self._deliver, report=self._report)
+        batch_types = [t for t in self.mux.types if self.mux.batch_handler_for(t) is not None]
+        log.info("starting: node %s, queues %s, concurrency %d, task types %s%s", default_address(self.address),
+                 ", ".join(q for q, _ in self._queues), self.concurrency, ", ".join(self.mux.types) or "(none)",
+                 f"; batch types {', '.join(batch_types)}" if batch_types else "")
         try:
             await self._register()
         except BaseException:
@@ -282,6 +289,8 @@ class Worker:
                 await self._loop_task
             except asyncio.CancelledError:
                 pass
+        log.info("draining: no new tasks; %s", f"{len(self._running)} running get up to {_seconds(grace):g} s to finish"
+                 if self._running else "none running")
         if self._running:
             self._drained.clear()
             if self._running:
@@ -305,6 +314,7 @@ class Worker:
         assert self._channel is not None
         await self._loops.close()
         await self._channel.close()
+        log.info("stopped: %d task(s) run, %d failed", self._tasks_run, self._tasks_failed)
         self._stopped.set()
 
     def _connect(self, address: Optional[str]) -> grpc.aio.Channel:
@@ -318,6 +328,7 @@ class Worker:
         while True:
             try:
                 await self._stub.RegisterTaskTypes(request, timeout=10.0)
+                log.info("registered with the node at %s as %s", default_address(self.address), self.worker_id)
                 return
             except grpc.aio.AioRpcError as e:
                 error = from_rpc_error(e)
@@ -378,8 +389,25 @@ class Worker:
         if not entry.abandoned:
             self._running.pop(entry.delivery.lease_id, None)
             self._outbox.extend(outcome)
+            self._log_outcomes(entry.delivery, outcome)
             self._schedule_flush()
             self._freed()
+
+    def _log_outcomes(self, d: wpb.Delivery, outcome: Sequence[wpb.Settlement]) -> None:
+        """A line per failed task (type, id, attempt, error, what happens next); counts for the stop line."""
+        for s in outcome:
+            if s.outcome == wpb.OUTCOME_RELEASED:
+                continue
+            self._tasks_run += 1
+            if s.outcome == wpb.OUTCOME_SUCCESS:
+                continue
+            self._tasks_failed += 1
+            t = next((t for t in d.tasks if t.id == s.task_id), None)
+            if t is None:
+                continue
+            skip = s.outcome == wpb.OUTCOME_SKIP_RETRY
+            then = "archived (skip retry)" if skip else "archived (no retries left)" if t.retried >= t.max_retry else "the node retries it"
+            log.warning("task %s %s failed (attempt %d of %d): %s; %s", t.type, t.id, t.retried + 1, t.max_retry + 1, s.error, then)
 
     def _freed(self) -> None:
         assert self._loops is not None and self._drained is not None

@@ -280,3 +280,27 @@ def test_stack_of_is_bounded_and_follows_causes() -> None:
             raise TypeError("outer")  # an implicit cause: the exception being handled
     except TypeError as e:
         assert "Caused by: KeyError: 'inner'" in stack_of(e)
+
+
+# ---- workers speak -----------------------------------------------------------------------
+
+def test_worker_logs_start_registration_failures_and_stop(node: NodeProcess, client: Client, queue: str,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    caplog.set_level(logging.INFO, logger="conveyor.worker")
+    worker = Worker(address=node.address, queues=[queue], concurrency=3)
+
+    @worker.task("py:log-fail")
+    def handle(task: Task) -> None:
+        raise RuntimeError("upstream 503")
+
+    info = client.enqueue("py:log-fail", {}, queue=queue, max_retry=1, backoff_base=0.01)
+    with running(worker):
+        wait_state(client, info.id, "archived")
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "conveyor.worker"]
+    assert lines[0] == ("INFO", f"starting: node {node.address}, queues {queue}, concurrency 3, task types py:log-fail")
+    assert lines[1] == ("INFO", f"registered with the node at {node.address} as {worker.worker_id}")
+    assert ("WARNING", f"task py:log-fail {info.id} failed (attempt 1 of 2): upstream 503; the node retries it") in lines
+    assert ("WARNING", f"task py:log-fail {info.id} failed (attempt 2 of 2): upstream 503; archived (no retries left)") in lines
+    assert lines[-2:] == [("INFO", "draining: no new tasks; none running"), ("INFO", "stopped: 2 task(s) run, 2 failed")]
