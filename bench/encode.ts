@@ -47,8 +47,8 @@ const deliveries = Array.from({ length: 50 }, (_, i) => ({
 }));
 const finished: TaskRecord = { ...leasedTask(1), state: "completed", finishedAtMs: NOW + 20, result: Buffer.from('{"ok":true}'), leaseId: "" };
 const attempts: AttemptRecord[] = [
-  { number: 1, startedAtMs: NOW, endedAtMs: NOW + 5, workerId: "w-1", outcome: "failed", error: "boom" },
-  { number: 2, startedAtMs: NOW + 10, endedAtMs: NOW + 20, workerId: "w-1", outcome: "succeeded", error: "" },
+  { number: 1, startedAtMs: NOW, endedAtMs: NOW + 5, workerId: "w-1", outcome: "failed", error: "boom", stack: "Error: boom\n    at handler (worker.mjs:3:11)" },
+  { number: 2, startedAtMs: NOW + 10, endedAtMs: NOW + 20, workerId: "w-1", outcome: "succeeded", error: "", stack: "" },
 ];
 const outcomes = Array.from({ length: 1_000 }, (_, i) => ({ id: `q7-${crypto.randomUUID()}`, state: "pending" as const, existed: i % 97 === 0 }));
 const refused = new ConveyorError("ALREADY_EXISTS", "UNIQUE_KEY_CONFLICT", "unique key taken", "tasks[3].unique_key");

@@ -6,6 +6,9 @@ export {
   Admin, type AdminOptions, type QueueInfo, type QueueNameHint, type StateCounts, type TaskPage, type ConcurrencyLimitInfo, type RateLimitInfo,
   type GroupConfigInfo, type GroupInfo, type TaskTypeRulesInfo, type ClusterInfo,
 } from "./sdk/admin.js";
+export type { AttemptView, AttemptOutcome, TaskDetail } from "./sdk/attempts.js";
+export type { ClusterStatus, MemberView, PartitionView, DrainResult, MoveResult } from "./sdk/cluster-views.js";
+export type { WorkerView, Activity, ActivityBucketView, BulkActionName } from "./sdk/operations-views.js";
 export {
   Mux, type Handler, type BatchHandler, type HandlerContext, type HandleOptions, type ConcurrencyRuleSpec, type ConcurrencyStrategy,
 } from "./sdk/mux.js";

@@ -167,6 +167,16 @@ function printAttempts(s: Session, attempts: readonly Attempt[]): void {
     ]),
     ["right", "left", "right", "left", "left", "left"],
   );
+  printLastStack(s, attempts);
+}
+
+/** The stack of the latest attempt that carries one, whole (the table has no room for it; --json has every attempt's). */
+function printLastStack(s: Session, attempts: readonly Attempt[]): void {
+  const last = [...attempts].reverse().find((a) => a.stack !== "");
+  if (!last) return;
+  printLine(s.io, "");
+  printLine(s.io, `stack of attempt ${last.number}:`);
+  for (const line of last.stack.split("\n")) printLine(s.io, `  ${line}`);
 }
 
 /** Every field of a task, for `task get`. */

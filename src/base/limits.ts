@@ -217,6 +217,13 @@ export const BULK_ACTION_BATCH_MAX_TASKS = 500;
 export const ATTEMPTS_KEPT_PER_TASK = 25;
 /** An attempt's error as kept in its history (the task's last_error keeps the whole message). */
 export const ATTEMPT_ERROR_MAX_BYTES = 4 * 1024;
+/**
+ * A failed attempt's stack trace (with the first lines of its cause chain) as the SDKs send
+ * it and the attempt history keeps it: enough for a dozen frames and two causes, while 25
+ * kept attempts of a task stay within 200 KiB. The SDKs cut to it too, so the wire never
+ * carries more.
+ */
+export const ATTEMPT_STACK_MAX_BYTES = 4 * 1024;
 
 /**
  * Work a request does in one event-loop turn before it yields (a full enqueue batch,

@@ -172,11 +172,12 @@ const KINDS: { [K in Kind]: KindCodec<K> } = {
   recordAttempt: {
     out: (e) => ({
       taskId: e.taskId, number: e.number, startedAtMs: int64(e.startedAtMs), endedAtMs: int64(e.endedAtMs), workerId: e.workerId,
-      leaseId: e.leaseId, outcome: e.outcome, error: e.error,
+      leaseId: e.leaseId, outcome: e.outcome, error: e.error, stack: e.stack ?? "",
     }),
     in: (w) => ({
       kind: "recordAttempt", taskId: w.taskId, number: w.number, startedAtMs: num(w.startedAtMs, "startedAtMs"),
       endedAtMs: num(w.endedAtMs, "endedAtMs"), workerId: w.workerId, leaseId: w.leaseId, outcome: outcomeIn(w.outcome), error: w.error,
+      ...(w.stack ? { stack: w.stack } : {}),
     }),
   },
   setPaused: {

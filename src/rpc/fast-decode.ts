@@ -336,11 +336,11 @@ export function decodeLeaseResponse(bytes: Uint8Array): LeaseResponse | undefine
 }
 
 function settlement(r: Reader, end: number): Settlement {
-  const st: Settlement = { $typeName: "conveyor.v1.Settlement", queue: "", leaseId: "", taskId: "", outcome: 0, result: new Uint8Array(0), error: "" };
+  const st: Settlement = { $typeName: "conveyor.v1.Settlement", queue: "", leaseId: "", taskId: "", outcome: 0, result: new Uint8Array(0), error: "", stack: "" };
   while (r.pos < end) {
     const tag = r.uint32();
     const no = tag >>> 3;
-    if ((tag & 7) !== (no === 4 ? VARINT : LENGTH_DELIMITED) || no < 1 || no > 6) throw GIVE_UP;
+    if ((tag & 7) !== (no === 4 ? VARINT : LENGTH_DELIMITED) || no < 1 || no > 7) throw GIVE_UP;
     switch (no) {
       case 1: st.queue = r.string(); break;
       case 2: st.leaseId = r.string(); break;
@@ -348,6 +348,7 @@ function settlement(r: Reader, end: number): Settlement {
       case 4: st.outcome = (r.uint32() | 0) as Outcome; break;
       case 5: st.result = r.bytes(); break;
       case 6: st.error = r.string(); break;
+      case 7: st.stack = r.string(); break;
     }
     if (r.pos > end) throw GIVE_UP;
   }

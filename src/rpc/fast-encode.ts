@@ -155,13 +155,14 @@ const task = encoder(TaskSchema, [
   i64(w, 28, t.leasedAtMs);
 });
 
-const attempt = encoder(AttemptSchema, ["number", "startedAtMs", "endedAtMs", "workerId", "outcome", "error"], (w, a) => {
+const attempt = encoder(AttemptSchema, ["number", "startedAtMs", "endedAtMs", "workerId", "outcome", "error", "stack"], (w, a) => {
   u32(w, 1, a.number);
   i64(w, 2, a.startedAtMs);
   i64(w, 3, a.endedAtMs);
   str(w, 4, a.workerId);
   str(w, 5, a.outcome);
   str(w, 6, a.error);
+  str(w, 7, a.stack);
 });
 
 const itemError = encoder(ItemErrorSchema, ["code", "reason", "message", "field", "details"], (w, e) => {
@@ -279,13 +280,14 @@ const enqueueRequest = encoder(EnqueueRequestSchema, ["task"], (w, r) => message
 const enqueueBatchRequest = encoder(EnqueueBatchRequestSchema, ["tasks"], (w, r) => messages(w, 1, r.tasks, taskSpec));
 
 // The worker's requests: a Settle per turn of finished handlers, a Lease per round.
-const settlement = encoder(SettlementSchema, ["queue", "leaseId", "taskId", "outcome", "result", "error"], (w, s) => {
+const settlement = encoder(SettlementSchema, ["queue", "leaseId", "taskId", "outcome", "result", "error", "stack"], (w, s) => {
   str(w, 1, s.queue);
   str(w, 2, s.leaseId);
   str(w, 3, s.taskId);
   i32(w, 4, s.outcome);
   bytes(w, 5, s.result);
   str(w, 6, s.error);
+  str(w, 7, s.stack);
 });
 const settleRequest = encoder(SettleRequestSchema, ["workerId", "settlements", "workerDraining"], (w, r) => {
   str(w, 1, r.workerId);

@@ -17,6 +17,9 @@ import { connectTo, type ConnectionOptions } from "./connection.js";
 import { ruleToWire, type ConcurrencyRuleSpec } from "./mux.js";
 import { Schedules } from "./schedules.js";
 import { toTaskView, type Duration, type TaskState, type TaskView } from "./task.js";
+import { toTaskDetail, type TaskDetail } from "./attempts.js";
+import { toClusterStatus, toDrainResult, toMoveResult, type ClusterStatus, type DrainResult, type MoveResult } from "./cluster-views.js";
+import { bulkActionToWire, toActivity, toWorkerView, type Activity, type BulkActionName, type WorkerView } from "./operations-views.js";
 
 export interface AdminOptions extends ConnectionOptions {
   /** Deadline of each RPC once connected; default 30 s. */
@@ -161,15 +164,22 @@ export class Admin {
     return { ...toQueueInfo(res.queue!), ...hint(res.similarQueue) };
   }
 
+  /**
+   * Removes a queue that holds no unfinished task, with its finished tasks and settings;
+   * resolves with how many finished tasks went with it. NOT_FOUND (QUEUE_NOT_FOUND) for an
+   * unknown queue, FAILED_PRECONDITION (QUEUE_HAS_UNFINISHED_TASKS) while tasks remain.
+   */
+  async deleteQueue(queue: string): Promise<{ deletedTasks: number }> {
+    const res = await this.rpc.deleteQueue({ queue }, this.callOptions);
+    return { deletedTasks: Number(res.deletedTasks) };
+  }
+
   // ---- tasks -------------------------------------------------------------------------
 
   /** One page of a queue's tasks, optionally of one state. */
   async listTasks(queue: string, options: { state?: Exclude<TaskState, "unknown">; pageSize?: number; pageToken?: string } = {}): Promise<TaskPage> {
-    if (options.state !== undefined && !TASK_STATE_NAMES.includes(options.state)) {
-      throw new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD", `unknown task state ${JSON.stringify(options.state)}; use one of ${TASK_STATE_NAMES.join(", ")}`, "state");
-    }
     const res = await this.rpc.listTasks({
-      queue, state: options.state === undefined ? 0 : stateToWire(options.state), pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "",
+      queue, state: options.state === undefined ? 0 : checkedState(options.state), pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "",
     }, this.callOptions);
     return { tasks: res.tasks.map(toTaskView), nextPageToken: res.nextPageToken || undefined };
   }
@@ -184,8 +194,9 @@ export class Admin {
     } while (pageToken);
   }
 
-  async getTask(id: string): Promise<TaskView> {
-    return taskOf(await this.rpc.getTask({ id }, this.callOptions));
+  /** The task and its attempt history (oldest first, the last 25). */
+  async getTask(id: string): Promise<TaskDetail> {
+    return toTaskDetail(await this.rpc.getTask({ id }, this.callOptions));
   }
 
   /** Cancels a task that has not finished (a running one's worker is told). */
@@ -211,6 +222,40 @@ export class Admin {
   /** Deletes a task that is not running. */
   async deleteTask(id: string): Promise<void> {
     await this.rpc.deleteTask({ id }, this.callOptions);
+  }
+
+  /**
+   * One action on every task of `queue` in `state`, run by the node in batches (the
+   * queue keeps serving between them); resolves once all are done with how many tasks
+   * changed (a task that moved on meanwhile is not counted). The pairs mirror the
+   * single-task actions: retry archived or cancelled; archive scheduled, pending, retry or
+   * aggregating; cancel any unfinished state; delete any state but active. Another pair
+   * is INVALID_ARGUMENT. The shorthands `retryAll` … `cancelAll` call this.
+   */
+  async bulkTaskAction(queue: string, action: BulkActionName, state: Exclude<TaskState, "unknown">): Promise<{ affected: number }> {
+    const wireAction = bulkActionToWire(action);
+    const res = await this.rpc.bulkTaskAction({ queue, state: checkedState(state), action: wireAction }, this.callOptions);
+    return { affected: Number(res.affected) };
+  }
+
+  /** Gives every archived (or cancelled) task of a queue a fresh set of retries. */
+  retryAll(queue: string, state: "archived" | "cancelled" = "archived"): Promise<{ affected: number }> {
+    return this.bulkTaskAction(queue, "retry", state);
+  }
+
+  /** Archives every task of a queue in a waiting state. */
+  archiveAll(queue: string, state: "scheduled" | "pending" | "retry" | "aggregating"): Promise<{ affected: number }> {
+    return this.bulkTaskAction(queue, "archive", state);
+  }
+
+  /** Deletes every task of a queue in a state (not active). */
+  deleteAll(queue: string, state: Exclude<TaskState, "unknown" | "active">): Promise<{ affected: number }> {
+    return this.bulkTaskAction(queue, "delete", state);
+  }
+
+  /** Cancels every task of a queue in an unfinished state. */
+  cancelAll(queue: string, state: "scheduled" | "pending" | "aggregating" | "active" | "retry"): Promise<{ affected: number }> {
+    return this.bulkTaskAction(queue, "cancel", state);
   }
 
   // ---- limits ------------------------------------------------------------------------
@@ -301,6 +346,57 @@ export class Admin {
     };
   }
 
+  /** The workers that called the answering node recently: what each leases from and runs, what it holds now. */
+  async listWorkers(): Promise<WorkerView[]> {
+    return (await this.rpc.listWorkers({}, this.callOptions)).workers.map(toWorkerView);
+  }
+
+  /** Per-minute counts of the last hour on the answering node (memory only), for one queue or all. */
+  async activity(queue?: string): Promise<Activity> {
+    return toActivity(await this.rpc.getActivity({ queue: queue ?? "" }, this.callOptions));
+  }
+
+  /**
+   * The cluster's membership and every partition's owner as the answering node sees it (a
+   * ring of one on a single node). `withLeases` asks etcd for each member's lease time
+   * left; `withLog` reads each partition's last changelog sequence.
+   */
+  async clusterStatus(options: { withLeases?: boolean; withLog?: boolean } = {}): Promise<ClusterStatus> {
+    const res = await this.rpc.getClusterStatus({ withLeases: options.withLeases ?? false, withLog: options.withLog ?? false }, this.callOptions);
+    return toClusterStatus(res);
+  }
+
+  /**
+   * Drains a cluster member (kept in etcd until undone, across restarts): it keeps serving
+   * forwarded calls but its partitions move to the others. `undo` undrains it. With `wait`
+   * (at most 10 min) the node answers once the member holds nothing or the wait is over;
+   * `finished` says which. FAILED_PRECONDITION (NOT_A_CLUSTER) on a single node.
+   */
+  async drainNode(nodeId: string, options: { undo?: boolean; wait?: Duration } = {}): Promise<DrainResult> {
+    const waitMs = waitMsOf(options.wait);
+    const res = await this.rpc.drainNode({ nodeId, undo: options.undo ?? false, waitMs }, this.waitingCall(waitMs));
+    return toDrainResult(res);
+  }
+
+  /**
+   * Moves a partition to a member by pinning it there (kept in etcd), or with
+   * `{ unpin: true }` lets the ring place it again. With `wait` (at most 10 min) the node
+   * answers once the member holds it or the wait is over. FAILED_PRECONDITION
+   * (NOT_A_CLUSTER) on a single node; INVALID_ARGUMENT for a partition out of range.
+   */
+  async movePartition(partition: number, target: { to: string } | { unpin: true }, options: { wait?: Duration } = {}): Promise<MoveResult> {
+    const waitMs = waitMsOf(options.wait);
+    const unpin = "unpin" in target && target.unpin === true;
+    const toNodeId = "to" in target ? target.to : "";
+    const res = await this.rpc.movePartition({ partition, toNodeId, unpin, waitMs }, this.waitingCall(waitMs));
+    return toMoveResult(res);
+  }
+
+  /** A call the node may hold for `waitMs` before answering: its deadline grows by that much. */
+  private waitingCall(waitMs: number): CallOptions {
+    return { ...this.callOptions, timeoutMs: (this.callOptions.timeoutMs ?? 30_000) + waitMs };
+  }
+
   /** Closes the connection (a no-op for `client.admin`: the client owns it). */
   close(): void {
     if (this.ownsChannel) this.channel.close();
@@ -311,6 +407,27 @@ const date = (v: bigint): Date | undefined => (v === 0n ? undefined : new Date(N
 const durationMs = (d: Duration | undefined): bigint =>
   d === undefined ? 0n : BigInt(typeof d === "number" ? Math.round(d) : parseDurationMs(d));
 const taskOf = (res: { task?: Task | undefined }): TaskView => toTaskView(res.task!);
+
+/** A state name checked before the call (a plain-JS caller's typo names the choices). */
+function checkedState(state: Exclude<TaskState, "unknown">) {
+  if (!TASK_STATE_NAMES.includes(state)) {
+    throw new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD", `unknown task state ${JSON.stringify(state)}; use one of ${TASK_STATE_NAMES.join(", ")}`, "state");
+  }
+  return stateToWire(state);
+}
+
+/** A wait as whole ms for the wire (uint32; the node refuses more than 10 min, naming wait_ms). */
+function waitMsOf(wait: Duration | undefined): number {
+  if (wait === undefined) return 0;
+  let ms: number;
+  try {
+    ms = typeof wait === "number" ? Math.round(wait) : parseDurationMs(wait);
+  } catch (e) {
+    throw new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD", (e as Error).message, "wait");
+  }
+  if (!(ms >= 0) || ms > 0xffff_ffff) throw new ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD", `wait must be between 0 and 10m (got ${String(wait)})`, "wait");
+  return ms;
+}
 
 function toQueueInfo(q: WireQueueInfo): QueueInfo {
   const c = q.counts;

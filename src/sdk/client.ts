@@ -15,6 +15,7 @@ import { connectTo, type ConnectionOptions } from "./connection.js";
 import type { UnaryClient } from "../rpc/service-definition.js";
 import { stateName, toSpec, toTaskView, type Duration, type EnqueueOptions, type NewTaskSpec, type TaskState, type TaskView } from "./task.js";
 import { Admin } from "./admin.js";
+import { toTaskDetail, type TaskDetail } from "./attempts.js";
 import { EnqueueCoalescer } from "./enqueue-coalescer.js";
 import { TaskFailedError, WaitTimeoutError } from "./errors.js";
 
@@ -161,9 +162,9 @@ export class Client {
     return res.results.map(toInfo);
   }
 
-  async getTask(id: string): Promise<TaskView> {
-    const res = await this.tasks.getTask({ id }, this.callOptions);
-    return toTaskView(res.task!);
+  /** The task and its attempt history (oldest first, the last 25). */
+  async getTask(id: string): Promise<TaskDetail> {
+    return toTaskDetail(await this.tasks.getTask({ id }, this.callOptions));
   }
 
   async cancelTask(id: string): Promise<TaskView> {

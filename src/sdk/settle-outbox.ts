@@ -116,16 +116,19 @@ export class SettleOutbox {
   }
 }
 
-/** One outcome of a delivery's task. The node keeps a result or error over its limit truncated; cutting it here saves sending it. */
-export function settlement(d: Delivery, taskId: string, outcome: Outcome, result: Uint8Array, error: string): Settlement {
+/**
+ * One outcome of a delivery's task. The node keeps a result or error over its limit
+ * truncated; cutting it here saves sending it. `stack`: a failure's (error-stack.ts).
+ */
+export function settlement(d: Delivery, taskId: string, outcome: Outcome, result: Uint8Array, error: string, stack = ""): Settlement {
   return {
     $typeName: "conveyor.v1.Settlement", queue: d.queue, leaseId: d.leaseId, taskId, outcome,
-    result: truncateBytes(result, RESULT_MAX_BYTES), error: truncateText(error, ERROR_MESSAGE_MAX_BYTES),
+    result: truncateBytes(result, RESULT_MAX_BYTES), error: truncateText(error, ERROR_MESSAGE_MAX_BYTES), stack,
   };
 }
 
 /** About how many bytes a settlement takes on the wire (the error counted at 3 bytes a character). */
-const settlementBytes = (s: Settlement) => s.result.byteLength + 3 * (s.error.length + s.queue.length + s.leaseId.length + s.taskId.length) + 32;
+const settlementBytes = (s: Settlement) => s.result.byteLength + 3 * (s.error.length + s.stack.length + s.queue.length + s.leaseId.length + s.taskId.length) + 32;
 
 /** Outcomes in consecutive calls of at most SETTLEMENTS_MAX items and SETTLE_MAX_BYTES. */
 export function chunkSettlements(items: readonly Settlement[]): Settlement[][] {

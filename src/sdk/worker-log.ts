@@ -15,3 +15,21 @@ export const silentLogger: WorkerLogger = { info: () => {}, warn: () => {} };
 
 export const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 export const secondsSince = (ms: number) => ((Date.now() - ms) / 1000).toFixed(1);
+
+/** The start line: where it polls, what it runs, how much at once. */
+export function startLine(w: { address: string; queues: readonly string[]; concurrency: number; types: readonly string[]; batchTypes: readonly string[] }): string {
+  const types = w.types.length > 0 ? w.types.join(", ") : "(none)";
+  const batches = w.batchTypes.length > 0 ? `; batch types ${w.batchTypes.join(", ")}` : "";
+  return `starting: node ${w.address}, queues ${w.queues.join(", ")}, concurrency ${w.concurrency}, task types ${types}${batches}`;
+}
+
+/**
+ * A failed attempt's line: type, id, attempt, error and what the node does next. The
+ * worker knows the task's retries as leased: a failure with none left is archived, as
+ * is one wrapped with skipRetry.
+ */
+export function failureLine(t: { type: string; id: string; retried: number; maxRetry: number }, error: string, skipRetry: boolean): string {
+  const attempt = `attempt ${t.retried + 1} of ${t.maxRetry + 1}`;
+  const next = skipRetry ? "archived (skip retry)" : t.retried >= t.maxRetry ? "archived (no retries left)" : "the node retries it";
+  return `task ${t.type} ${t.id} failed (${attempt}): ${error}; ${next}`;
+}

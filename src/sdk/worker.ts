@@ -38,7 +38,8 @@ import { BatchError, isSkipRetry } from "./errors.js";
 import { encodeResult, ruleToWire, type HandlerContext, type Mux } from "./mux.js";
 import { toTaskView } from "./task.js";
 import { LeaseLoops } from "./lease-loops.js";
-import { messageOf, secondsSince, silentLogger, stderrLogger, type WorkerLogger } from "./worker-log.js";
+import { stackOf } from "./error-stack.js";
+import { failureLine, messageOf, secondsSince, silentLogger, startLine, stderrLogger, type WorkerLogger } from "./worker-log.js";
 
 export type { WorkerLogger } from "./worker-log.js";
 
@@ -89,6 +90,9 @@ export class Worker {
   private readonly running = new Map<string, Running>();
   private readonly outbox: SettleOutbox;
   private stopping = false;
+  /** Tasks settled (released ones not counted) and of those failed, for the stop line. */
+  private tasksRun = 0;
+  private tasksFailed = 0;
   private leaseAbort = new AbortController();
   private readonly loops: LeaseLoops;
   private heartbeatMs = 10_000;
@@ -142,6 +146,8 @@ export class Worker {
   start(): this {
     if (this.loop) throw new Error("Worker already started");
     if (this.options.handleSignals ?? true) this.leaveSignals = stopOnSignals(this);
+    const mux = this.options.mux;
+    this.log.info(startLine({ address: this.address, queues: this.queues.map((q) => q.queue), concurrency: this.concurrency, types: mux.types, batchTypes: mux.batchTypes }));
     this.registered = this.register();
     this.registered.catch(() => {}); // reported through onError; awaiting it is optional
     this.loop = this.registered.then(() => this.loops.run(), (error: unknown) => {
@@ -167,6 +173,7 @@ export class Worker {
       if (this.stopping) throw new Error(`worker stopped before it reached the node at ${this.address}`);
       try {
         await this.rpc.registerTaskTypes({ workerId: this.workerId, types }, { timeoutMs: 10_000, signal: this.leaseAbort.signal });
+        this.log.info(`registered with the node at ${this.address} as ${this.workerId}`);
         return;
       } catch (error) {
         if (this.stopping) throw new Error(`worker stopped before it reached the node at ${this.address}`);
@@ -227,9 +234,8 @@ export class Worker {
 
   /** SIGINT/SIGTERM (signals.ts): a graceful stop with the configured shutdown timeout. */
   async stopForSignal(signal: NodeJS.Signals): Promise<void> {
-    this.log.info(`${signal}: stopping (running tasks get up to ${this.shutdownTimeoutMs} ms to finish)`);
+    this.log.info(`${signal}: stopping`);
     await this.stop();
-    this.log.info("stopped");
   }
 
   /** Handlers running now. */
@@ -254,16 +260,22 @@ export class Worker {
     this.leaveSignals?.();
     this.leaseAbort.abort();
     await this.loop;
+    const graceMs = options.graceMs ?? this.shutdownTimeoutMs;
+    this.log.info(this.running.size > 0
+      ? `draining: no new tasks; ${this.running.size} running get up to ${graceMs} ms to finish`
+      : "draining: no new tasks; none running");
     if (this.running.size > 0) {
       await new Promise<void>((resolve) => {
-        const cancelGrace = setLongTimeout(resolve, options.graceMs ?? this.shutdownTimeoutMs);
+        const cancelGrace = setLongTimeout(resolve, graceMs);
         this.drained = () => {
           cancelGrace();
           resolve();
         };
       });
     }
+    let released = 0;
     for (const [leaseId, r] of this.running) {
+      released += r.delivery.tasks.length;
       r.abandoned = true;
       r.controller.abort(new Error("worker stopping: task released"));
       this.outbox.hold(r.delivery.tasks.map((t) => settlement(r.delivery, t.id, WireOutcome.RELEASED, new Uint8Array(), "")));
@@ -287,6 +299,7 @@ export class Worker {
     this.outbox.close();
     this.loops.close();
     this.channel.close();
+    this.log.info(`stopped: ${this.tasksRun} task(s) run, ${this.tasksFailed} failed${released > 0 ? `, ${released} released unfinished` : ""}`);
   }
 
   /** A Lease answer of any loop: its heartbeat interval, and its deliveries run. */
@@ -309,6 +322,7 @@ export class Worker {
       if (!entry.abandoned) {
         this.running.delete(delivery.leaseId);
         this.outbox.add(outcome);
+        this.logOutcomes(delivery, outcome);
       }
       this.loops.slots.freed();
       if (this.running.size === 0) this.drained?.();
@@ -324,8 +338,24 @@ export class Worker {
     entry.abandoned = true;
     this.running.delete(entry.delivery.leaseId);
     entry.controller.abort(new Error("attempt timed out: its deadline passed, the node has failed this attempt"));
+    for (const t of entry.delivery.tasks) {
+      this.tasksFailed++;
+      this.log.warn(failureLine(t, "attempt timed out (its deadline passed)", false));
+    }
     this.loops.slots.freed();
     if (this.running.size === 0) this.drained?.();
+  }
+
+  /** A line per failed task (its type, id, attempt, error, what happens next); counts for the stop line. */
+  private logOutcomes(delivery: Delivery, outcome: readonly Settlement[]): void {
+    for (const s of outcome) {
+      if (s.outcome === WireOutcome.RELEASED) continue;
+      this.tasksRun++;
+      if (s.outcome === WireOutcome.SUCCESS) continue;
+      this.tasksFailed++;
+      const task = delivery.tasks.find((t) => t.id === s.taskId);
+      if (task) this.log.warn(failureLine(task, s.error, s.outcome === WireOutcome.SKIP_RETRY));
+    }
   }
 
   /** Runs the handler and turns its return or throw into settlements. */
@@ -341,7 +371,7 @@ export class Worker {
       const value = await handler(toTaskView(task), ctx);
       return [settlement(delivery, task.id, WireOutcome.SUCCESS, encodeResult(value), "")];
     } catch (error) {
-      return [settlement(delivery, task.id, isSkipRetry(error) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, new Uint8Array(), messageOf(error))];
+      return [settlement(delivery, task.id, isSkipRetry(error) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, new Uint8Array(), messageOf(error), stackOf(error))];
     }
   }
 
@@ -349,17 +379,17 @@ export class Worker {
   private async executeBatch(delivery: Delivery, ctx: HandlerContext): Promise<Settlement[]> {
     const type = delivery.tasks[0]!.type;
     const handler = this.options.mux.batchHandlerFor(type);
-    const all = (outcome: WireOutcome, error: string) => delivery.tasks.map((t) => settlement(delivery, t.id, outcome, new Uint8Array(), error));
+    const all = (outcome: WireOutcome, error: string, stack = "") => delivery.tasks.map((t) => settlement(delivery, t.id, outcome, new Uint8Array(), error, stack));
     if (!handler) return all(WireOutcome.RETRY, `no batch handler registered for task type ${JSON.stringify(type)}`);
     try {
       await handler(delivery.tasks.map(toTaskView), ctx);
       return all(WireOutcome.SUCCESS, "");
     } catch (error) {
-      if (!(error instanceof BatchError)) return all(isSkipRetry(error) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, messageOf(error));
+      if (!(error instanceof BatchError)) return all(isSkipRetry(error) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, messageOf(error), stackOf(error));
       return delivery.tasks.map((t) => {
         if (!error.errors.has(t.id)) return settlement(delivery, t.id, WireOutcome.SUCCESS, new Uint8Array(), "");
         const memberError = error.errors.get(t.id);
-        return settlement(delivery, t.id, isSkipRetry(memberError) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, new Uint8Array(), messageOf(memberError));
+        return settlement(delivery, t.id, isSkipRetry(memberError) ? WireOutcome.SKIP_RETRY : WireOutcome.RETRY, new Uint8Array(), messageOf(memberError), stackOf(memberError));
       });
     }
   }

@@ -40,7 +40,7 @@ export function taskToWire(t: TaskRecord, options: { withPayload: boolean } = { 
 export function attemptToWire(a: AttemptRecord): MessageInitShape<typeof AttemptSchema> {
   return {
     number: a.number, startedAtMs: big(a.startedAtMs), endedAtMs: big(a.endedAtMs), workerId: a.workerId,
-    outcome: a.outcome, error: a.error,
+    outcome: a.outcome, error: a.error, stack: a.stack,
   };
 }
 

@@ -20,7 +20,7 @@ import type { RuleWriter } from "./rules/rule-writer.js";
 import { WorkSlicer, chunksBy } from "./work-slicer.js";
 import { BATCH_MAX, checkLength, checkQueueName } from "./validate.js";
 import {
-  ERROR_MESSAGE_MAX_BYTES, HEARTBEAT_LEASES_MAX, KEY_MAX_CHARS, LEASE_BATCH_TYPES_MAX, LEASE_TYPES_MAX, LEASE_ID_MAX_CHARS, LEASE_QUEUES_MAX,
+  ATTEMPT_STACK_MAX_BYTES, ERROR_MESSAGE_MAX_BYTES, HEARTBEAT_LEASES_MAX, KEY_MAX_CHARS, LEASE_BATCH_TYPES_MAX, LEASE_TYPES_MAX, LEASE_ID_MAX_CHARS, LEASE_QUEUES_MAX,
   REGISTER_RULES_MAX, REGISTER_TYPES_MAX, RESULT_MAX_BYTES, SETTLEMENTS_MAX, TASK_ID_MAX_CHARS, WORK_SLICE_BYTES,
   WORKER_HOST_MAX_CHARS, WORKER_ID_MAX_CHARS, truncateBytes, truncateText,
 } from "../base/limits.js";
@@ -180,6 +180,7 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
         return {
           leaseId: s.leaseId, taskId: s.taskId, outcome,
           result: truncateBytes(s.result, RESULT_MAX_BYTES), error: truncateText(s.error, ERROR_MESSAGE_MAX_BYTES),
+          ...(s.stack ? { stack: truncateText(s.stack, ATTEMPT_STACK_MAX_BYTES) } : {}),
         };
       });
       ctx.workers.seen(call.request.workerId);

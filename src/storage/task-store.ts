@@ -65,11 +65,11 @@ export class TaskStore implements QueueStore {
        * history. When the number passes ATTEMPTS_KEPT_PER_TASK, pruneAttempts drops the
        * oldest. Never touches the task's row.
        */
-      recordAttempt: s.prepare(`INSERT OR REPLACE INTO attempts (task_id, number, started_at, ended_at, worker_id, outcome, error, lease_id)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+      recordAttempt: s.prepare(`INSERT OR REPLACE INTO attempts (task_id, number, started_at, ended_at, worker_id, outcome, error, lease_id, stack)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       attemptEndedUnder: s.prepare("SELECT outcome FROM attempts WHERE task_id = ? AND lease_id = ? AND lease_id != ''"),
       pruneAttempts: s.prepare("DELETE FROM attempts WHERE task_id = ? AND number <= ?"),
-      attempts: s.prepare(`SELECT number, started_at, ended_at, worker_id, outcome, error FROM attempts
+      attempts: s.prepare(`SELECT number, started_at, ended_at, worker_id, outcome, error, stack FROM attempts
         WHERE task_id = ? ORDER BY number`),
       /** complete (hot): writes state completed, clears the lease, finished_at, result, purge_at; reads retention_ms. */
       complete: s.prepare(`UPDATE tasks SET state = 'completed', lease_id = '', lease_expires_at = 0, attempt_ends_at = 0, finished_at = ?,
@@ -264,7 +264,7 @@ export class TaskStore implements QueueStore {
       }
       case "recordAttempt": {
         const { taskId, number } = effect;
-        this.stmt.recordAttempt.run(taskId, number, effect.startedAtMs, effect.endedAtMs, effect.workerId, effect.outcome, effect.error, effect.leaseId);
+        this.stmt.recordAttempt.run(taskId, number, effect.startedAtMs, effect.endedAtMs, effect.workerId, effect.outcome, effect.error, effect.leaseId, effect.stack ?? "");
         if (number > ATTEMPTS_KEPT_PER_TASK) this.stmt.pruneAttempts.run(taskId, number - ATTEMPTS_KEPT_PER_TASK);
         return;
       }
@@ -348,9 +348,9 @@ export class TaskStore implements QueueStore {
 
   /** A task's attempts, oldest first (its last ATTEMPTS_KEPT_PER_TASK). */
   attemptsOf(taskId: string): AttemptRecord[] {
-    type Row = { number: number; started_at: number; ended_at: number; worker_id: string; outcome: AttemptOutcome; error: string };
+    type Row = { number: number; started_at: number; ended_at: number; worker_id: string; outcome: AttemptOutcome; error: string; stack: string };
     return (this.stmt.attempts.all(taskId) as Row[]).map((r) => ({
-      number: r.number, startedAtMs: r.started_at, endedAtMs: r.ended_at, workerId: r.worker_id, outcome: r.outcome, error: r.error,
+      number: r.number, startedAtMs: r.started_at, endedAtMs: r.ended_at, workerId: r.worker_id, outcome: r.outcome, error: r.error, stack: r.stack,
     }));
   }
 

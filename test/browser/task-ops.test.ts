@@ -25,11 +25,11 @@ afterEach(() => {
 });
 
 describe("dashboard: task page", () => {
-  it("shows a task's attempts: two failures with their errors, then the success, with the worker", async () => {
+  it("shows a task's attempts: two failures with their errors and stacks, then the success, with the worker", async () => {
     let calls = 0;
     const mux = new Mux().handle("flaky", async () => {
       calls += 1;
-      if (calls < 3) throw new Error(`boom ${calls}`);
+      if (calls < 3) throw new Error(`boom ${calls}`, { cause: new Error("upstream reset") });
     });
     const info = await d.sdk.client.enqueue(newTask("flaky", json({})), { queue: "web-attempts", backoff: { base: 10, max: 20 } });
     d.sdk.worker(mux, { queues: ["web-attempts"], workerId: "web-worker" });
@@ -42,9 +42,15 @@ describe("dashboard: task page", () => {
     for (const [n, outcome, error] of [["1", "failed", "boom 1"], ["2", "failed", "boom 2"], ["3", "succeeded", ""]] as const) {
       const row = page.locator(`table.attempts tr[data-attempt="${n}"]`);
       expect((await row.locator("td.outcome").textContent())?.trim()).toBe(outcome);
-      expect((await row.locator("td.error-text").textContent())?.trim()).toBe(error);
+      expect((await row.locator("td.error-text .error-message").textContent())?.trim()).toBe(error);
       expect(await row.textContent()).toContain("web-worker");
+      // A failure's stack is folded in its row: its own frames, then its cause.
+      const stack = row.locator("td.error-text details.stack pre");
+      if (error === "") expect(await stack.count()).toBe(0);
+      else expect(await stack.textContent()).toMatch(new RegExp(`^Error: ${error}\n {4}at [^]*\nCaused by: Error: upstream reset\n`));
     }
+    // The last error's section shows where it came from, unfolded.
+    expect(await page.locator('pre.stack[aria-label="Stack of attempt 2"]').textContent()).toMatch(/^Error: boom 2\n {4}at /);
     await d.screenshot(page, "task-attempts");
   });
 });

@@ -210,3 +210,85 @@ describe("client.waitForResult", () => {
     expect(raw.field).toBe("timeout_ms");
   });
 });
+
+describe("admin API: the rest of AdminService (issue 38)", () => {
+  it("getTask answers with the attempt history, from the client and the admin alike", async () => {
+    const info = await enqueue("adm-attempts", "adm:flaky", { maxRetry: 1, backoff: { base: 1 } });
+    let calls = 0;
+    sdk.worker(new Mux().handle("adm:flaky", () => {
+      calls++;
+      if (calls === 1) throw new Error("first try fails");
+      return "ok";
+    }), { queues: ["adm-attempts"], handleSignals: false });
+    await sdk.waitForState(info.id, "completed");
+    for (const task of [await sdk.client.getTask(info.id), await sdk.client.admin.getTask(info.id)]) {
+      expect(task.state).toBe("completed");
+      expect(task.attempts.map((a) => [a.number, a.outcome, a.error])).toEqual([[1, "failed", "first try fails"], [2, "succeeded", ""]]);
+      expect(task.attempts[0]!.startedAt).toBeInstanceOf(Date);
+      expect(task.attempts[0]!.endedAt!.getTime()).toBeGreaterThanOrEqual(task.attempts[0]!.startedAt!.getTime());
+      expect(task.attempts[1]!.workerId).not.toBe("");
+    }
+  });
+
+  it("bulk actions: archive, retry, cancel and delete every task of a queue in a state, with how many changed", async () => {
+    const admin = sdk.client.admin;
+    for (let i = 0; i < 4; i++) await enqueue("adm-bulk", "adm:none");
+    expect(await admin.archiveAll("adm-bulk", "pending")).toEqual({ affected: 4 });
+    expect((await sdk.counts("adm-bulk")).archived).toBe(4);
+    expect(await admin.retryAll("adm-bulk")).toEqual({ affected: 4 });
+    expect(await admin.bulkTaskAction("adm-bulk", "cancel", "pending")).toEqual({ affected: 4 });
+    expect(await admin.deleteAll("adm-bulk", "cancelled")).toEqual({ affected: 4 });
+    expect(await admin.deleteAll("adm-bulk", "cancelled")).toEqual({ affected: 0 });
+    const pair = await rejection(admin.bulkTaskAction("adm-bulk", "retry", "pending"));
+    expect(pair.code).toBe("INVALID_ARGUMENT");
+    const action = await rejection(admin.bulkTaskAction("adm-bulk", "purge" as never, "pending"));
+    expect([action.field, action.message]).toEqual(["action", 'unknown bulk action "purge"; use one of retry, archive, delete, cancel']);
+    const state = await rejection(admin.bulkTaskAction("adm-bulk", "delete", "done" as never));
+    expect(state.field).toBe("state");
+  });
+
+  it("deletes a queue with its finished tasks, and says why it will not", async () => {
+    const admin = sdk.client.admin;
+    const done = await enqueue("adm-delq", "adm:none");
+    await admin.cancelTask(done.id);
+    const open = await enqueue("adm-delq", "adm:none");
+    const busy = await rejection(admin.deleteQueue("adm-delq"));
+    expect([busy.code, busy.reason]).toEqual(["FAILED_PRECONDITION", "QUEUE_HAS_UNFINISHED_TASKS"]);
+    await admin.cancelTask(open.id);
+    expect(await admin.deleteQueue("adm-delq")).toEqual({ deletedTasks: 2 });
+    expect(await admin.getQueue("adm-delq")).toBeUndefined();
+    expect((await rejection(admin.deleteQueue("adm-delq"))).reason).toBe("QUEUE_NOT_FOUND");
+  });
+
+  it("lists workers and the node's activity with numbers and Dates", async () => {
+    const admin = sdk.client.admin;
+    const info = await enqueue("adm-workers", "adm:seen");
+    sdk.worker(new Mux().handle("adm:seen", () => "ok"), { queues: ["adm-workers"], concurrency: 3, handleSignals: false });
+    await sdk.waitForState(info.id, "completed");
+    const worker = (await admin.listWorkers()).find((w) => w.queues.includes("adm-workers"));
+    expect(worker).toMatchObject({ types: ["adm:seen"], concurrency: 3 });
+    expect(worker!.lastSeenAt).toBeInstanceOf(Date);
+    expect(worker!.connectedSince).toBeInstanceOf(Date);
+    const activity = await admin.activity("adm-workers");
+    expect(activity.bucketMs).toBe(60_000);
+    const last = activity.buckets.at(-1)!;
+    expect(last.startAt).toBeInstanceOf(Date);
+    expect(activity.buckets.reduce((n, b) => n + b.enqueued, 0)).toBe(1);
+    expect(activity.buckets.reduce((n, b) => n + b.completed, 0)).toBe(1);
+  });
+
+  it("a single node's cluster status is a ring of one; drains and moves say it is not a cluster", async () => {
+    const admin = sdk.client.admin;
+    const status = await admin.clusterStatus();
+    expect(status).toMatchObject({ clustered: false, phase: "active", serving: true, ringVersion: 1 });
+    expect(status.members).toEqual([expect.objectContaining({ nodeId: status.nodeId, self: true, state: "active", leaseLeftMs: undefined })]);
+    expect(status.partitionStates).toHaveLength(status.partitions);
+    expect(status.partitionStates[0]).toMatchObject({ partition: 0, owner: status.nodeId, state: "owned", epoch: 1 });
+    expect(status.changelog).toBeUndefined();
+    const drain = await rejection(admin.drainNode(status.nodeId, { wait: "1s" }));
+    expect([drain.code, drain.reason]).toEqual(["FAILED_PRECONDITION", "NOT_A_CLUSTER"]);
+    const move = await rejection(admin.movePartition(0, { to: status.nodeId }));
+    expect(move.reason).toBe("NOT_A_CLUSTER");
+    expect((await rejection(admin.drainNode("x", { wait: "soon" }))).field).toBe("wait");
+  });
+});

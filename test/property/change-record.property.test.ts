@@ -89,10 +89,11 @@ const EFFECTS: { [K in Kind]: fc.Arbitrary<EffectOf<K>> } = {
   }),
   cancel: rec({ kind: fc.constant("cancel"), entry, outcome: rec({ finishedAtMs: int64, cancelReason: text }) }),
   delete: rec({ kind: fc.constant("delete"), id: text }),
-  recordAttempt: rec({
-    kind: fc.constant("recordAttempt"), taskId: text, number: uint32, startedAtMs: int64, endedAtMs: int64, workerId: text,
-    leaseId: text, outcome: fc.constantFrom(...ATTEMPT_OUTCOMES), error: text,
-  }),
+  // A stack is absent when the worker sent none (never ""), as the core writes it.
+  recordAttempt: fc.record({
+    kind: fc.constant("recordAttempt" as const), taskId: text, number: uint32, startedAtMs: int64, endedAtMs: int64, workerId: text,
+    leaseId: text, outcome: fc.constantFrom(...ATTEMPT_OUTCOMES), error: text, stack: fc.string({ unit: "binary", minLength: 1, maxLength: 40 }),
+  }, { noNullPrototype: true, requiredKeys: ["kind", "taskId", "number", "startedAtMs", "endedAtMs", "workerId", "leaseId", "outcome", "error"] }),
   setPaused: rec({ kind: fc.constant("setPaused"), paused: fc.boolean(), atMs: int64 }),
   setKeyLimit: rec({ kind: fc.constant("setKeyLimit"), limit: maybe(int64), atMs: int64 }),
   setRateLimit: rec({

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Optional, Union
 
 import re
+import time
 
 import grpc
 import grpc.aio
@@ -22,12 +23,17 @@ import grpc.aio
 from ._channel import TlsOption, aio_channel, auth_metadata, channel_credentials, sync_channel
 from ._coalescer import EnqueueCoalescer
 from ._status import from_item_error, from_rpc_error
-from .errors import ConveyorError
+from .admin import Admin, AsyncAdmin
+from .errors import ConveyorError, TaskFailedError, WaitTimeoutError
 from .task import ConveyorValueError, Duration, NewTask, Task, TaskInfo, info_from_wire, task_from_wire, to_spec
 from .v1 import task_pb2, task_service_pb2, task_service_pb2_grpc
 
 __all__ = ["AsyncClient", "Client"]
 
+#: The longest one WaitTask call waits on the node (src/base/limits.ts WAIT_TASK_MAX_MS); longer waits call again.
+WAIT_TASK_MAX_S = 300.0
+#: How much longer than the node's wait a WaitTask call may take to be answered.
+WAIT_CALL_MARGIN_S = 10.0
 #: Tasks per EnqueueBatch (src/base/limits.ts BATCH_MAX).
 BATCH_MAX = 1000
 #: The largest request message a node accepts (src/base/limits.ts REQUEST_MAX_BYTES).
@@ -79,6 +85,35 @@ def _spec(task: NewTask) -> task_pb2.TaskSpec:
         raise ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD", f"task: {e}", "task") from None
 
 
+def _wait_seconds(timeout: Optional[Duration]) -> float:
+    """A wait_for_result timeout in seconds (inf for None), refused unless positive."""
+    if timeout is None:
+        return float("inf")
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+    if not seconds > 0:
+        raise ConveyorError("INVALID_ARGUMENT", "INVALID_FIELD", f"wait_for_result: timeout must be positive (got {timeout!r})",
+                            "timeout")
+    return seconds
+
+
+def _wait_request(id: str, give_up_at: float) -> tuple[task_service_pb2.WaitTaskRequest, float]:
+    """One WaitTask call's request and its deadline: at most WAIT_TASK_MAX_S of the time left."""
+    wait = max(0.001, min(WAIT_TASK_MAX_S, give_up_at - time.monotonic()))
+    return task_service_pb2.WaitTaskRequest(id=id, timeout_ms=max(1, round(wait * 1000))), wait + WAIT_CALL_MARGIN_S
+
+
+def _waited(res: task_service_pb2.WaitTaskResponse, id: str, timeout: float, give_up_at: float) -> Optional[Task]:
+    """The completed task, None to call again; raises when it failed or the wait is over."""
+    task = task_from_wire(res.task)
+    if res.finished:
+        if task.state != "completed":
+            raise TaskFailedError(task)
+        return task
+    if time.monotonic() >= give_up_at:
+        raise WaitTimeoutError(id, timeout, task.state)
+    return None
+
+
 class Client:
     """A producer. ``Client()`` dials $CONVEYOR_SERVER or 127.0.0.1:7233; `timeout` is each
     call's deadline (``timedelta`` or seconds, default 30 s); `token` is sent as
@@ -94,6 +129,14 @@ class Client:
         self._channel = sync_channel(address, channel_credentials(tls))
         self._stub = task_service_pb2_grpc.TaskServiceStub(self._channel)
         self._timeout = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+        self._admin: Optional[Admin] = None
+
+    @property
+    def admin(self) -> Admin:
+        """The admin/inspector API over this client's channel."""
+        if self._admin is None:
+            self._admin = Admin(timeout=self._timeout, _channel=self._channel, _metadata=self._metadata)
+        return self._admin
 
     def __enter__(self) -> "Client":
         return self
@@ -168,8 +211,27 @@ class Client:
         return [info_from_wire(r) for r in res.results]
 
     def get_task(self, id: str) -> Task:
+        """The task with its attempt history (oldest first, the last 25)."""
         res = self._call(self._stub.GetTask, task_service_pb2.GetTaskRequest(id=id))
-        return task_from_wire(res.task)
+        return task_from_wire(res.task, res.attempts)
+
+    def wait_for_result(self, id: str, timeout: Optional[Duration] = None) -> Task:
+        """Waits for a task to finish without polling (the node answers when it ends) and
+        returns it completed (its ``result`` / ``result_json()``). Raises TaskFailedError when
+        it is archived or cancelled, WaitTimeoutError when `timeout` (``timedelta`` or
+        seconds; default: no limit) passes first, ConveyorError NOT_FOUND for an unknown or
+        deleted task. A finished task answers at once."""
+        seconds = _wait_seconds(timeout)
+        give_up_at = time.monotonic() + seconds
+        while True:
+            request, deadline = _wait_request(id, give_up_at)
+            try:
+                res = self._stub.WaitTask(request, timeout=deadline, wait_for_ready=True, metadata=self._metadata)
+            except grpc.RpcError as e:
+                raise from_rpc_error(e) from None
+            task = _waited(res, id, seconds, give_up_at)
+            if task is not None:
+                return task
 
     def cancel_task(self, id: str) -> Task:
         """Cancels a task that has not finished; a running task's handler is told through its
@@ -199,6 +261,7 @@ class AsyncClient:
         self._metadata = auth_metadata(token)
         self._channel: Optional[grpc.aio.Channel] = None
         self._stub_: Any = None
+        self._admin: Optional[AsyncAdmin] = None
         self._coalescer: Optional[EnqueueCoalescer[task_pb2.TaskSpec, TaskInfo]] = None
         if coalesce_enqueues:
             self._coalescer = EnqueueCoalescer(
@@ -217,6 +280,14 @@ class AsyncClient:
             self._channel = aio_channel(self._address, self._credentials)
             self._stub_ = task_service_pb2_grpc.TaskServiceStub(self._channel)
         return self._stub_
+
+    @property
+    def admin(self) -> AsyncAdmin:
+        """The admin/inspector API over this client's channel (use it on the client's loop)."""
+        if self._admin is None:
+            self._stub  # opens the channel on the running loop
+            self._admin = AsyncAdmin(timeout=self._timeout, _channel=self._channel, _metadata=self._metadata)
+        return self._admin
 
     async def close(self) -> None:
         """Waits for the enqueues in progress to be answered, then closes the channel."""
@@ -277,8 +348,23 @@ class AsyncClient:
         return [info_from_wire(r) for r in res.results]
 
     async def get_task(self, id: str) -> Task:
+        """As :meth:`Client.get_task` (with the attempt history)."""
         res = await self._call(self._stub.GetTask, task_service_pb2.GetTaskRequest(id=id))
-        return task_from_wire(res.task)
+        return task_from_wire(res.task, res.attempts)
+
+    async def wait_for_result(self, id: str, timeout: Optional[Duration] = None) -> Task:
+        """As :meth:`Client.wait_for_result`."""
+        seconds = _wait_seconds(timeout)
+        give_up_at = time.monotonic() + seconds
+        while True:
+            request, deadline = _wait_request(id, give_up_at)
+            try:
+                res = await self._stub.WaitTask(request, timeout=deadline, wait_for_ready=True, metadata=self._metadata)
+            except grpc.aio.AioRpcError as e:
+                raise from_rpc_error(e) from None
+            task = _waited(res, id, seconds, give_up_at)
+            if task is not None:
+                return task
 
     async def cancel_task(self, id: str) -> Task:
         res = await self._call(self._stub.CancelTask, task_service_pb2.CancelTaskRequest(id=id))

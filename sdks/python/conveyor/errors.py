@@ -3,9 +3,12 @@ the control-flow exceptions handlers raise."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-__all__ = ["ConveyorError", "SkipRetry", "BatchError", "skip_retry", "is_skip_retry"]
+if TYPE_CHECKING:
+    from .task import Task
+
+__all__ = ["ConveyorError", "SkipRetry", "BatchError", "TaskFailedError", "WaitTimeoutError", "skip_retry", "is_skip_retry"]
 
 
 class ConveyorError(Exception):
@@ -59,3 +62,23 @@ class BatchError(Exception):
     def __init__(self, errors: Mapping[str, BaseException | str], message: str = "some batch members failed") -> None:
         super().__init__(message)
         self.errors: dict[str, BaseException | str] = dict(errors)
+
+
+class TaskFailedError(Exception):
+    """``wait_for_result``: the task ended without completing (archived after its retries,
+    or cancelled). `task` is the task as it ended; its `last_error` says why."""
+
+    def __init__(self, task: "Task") -> None:
+        how = f"was cancelled{f' ({task.cancel_reason})' if task.cancel_reason else ''}" if task.state == "cancelled" else "was archived"
+        super().__init__(f"task {task.id} {how}" + (f": {task.last_error}" if task.last_error else ""))
+        self.task = task
+
+
+class WaitTimeoutError(Exception):
+    """``wait_for_result``: the task had not finished when the wait's timeout passed."""
+
+    def __init__(self, task_id: str, timeout: float, state: str) -> None:
+        super().__init__(f"task {task_id} did not finish within {timeout:g} s (it is {state})")
+        self.task_id = task_id
+        self.timeout = timeout
+        self.state = state

@@ -3,14 +3,14 @@ friendly view of a stored task (datetimes and str states instead of wire integer
 from __future__ import annotations
 
 import json as _json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional, Union
 
 from .v1 import task_pb2
 
-__all__ = ["Duration", "NewTask", "Task", "TaskInfo", "encode_json", "to_spec", "task_from_wire", "state_name"]
+__all__ = ["Attempt", "Duration", "NewTask", "Task", "TaskInfo", "encode_json", "to_spec", "task_from_wire", "state_name"]
 
 #: A duration: a ``timedelta`` or a number of seconds.
 Duration = Union[timedelta, int, float]
@@ -141,6 +141,31 @@ def _dt(ms: int) -> Optional[datetime]:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """One attempt of a task, as the node keeps it (the last 25 per task)."""
+
+    #: 1 for the task's first lease, counting every lease (a released one too).
+    number: int
+    started_at: Optional[datetime]
+    #: None while the attempt runs.
+    ended_at: Optional[datetime]
+    #: The worker that ran it ("" when its Lease call named none).
+    worker_id: str
+    #: How it ended: "succeeded", "failed", "failed_no_retry", "timed_out", "lease_expired",
+    #: "released" or "cancelled"; "" while it runs.
+    outcome: str
+    #: The error it failed with ("" when it did not fail).
+    error: str
+    #: Where the error came from: the traceback (and causes) the worker sent; "" when none.
+    stack: str = ""
+
+
+def attempt_from_wire(a: task_pb2.Attempt) -> Attempt:
+    return Attempt(number=a.number, started_at=_dt(a.started_at_ms), ended_at=_dt(a.ended_at_ms), worker_id=a.worker_id,
+                   outcome=a.outcome, error=a.error, stack=a.stack)
+
+
+@dataclass(frozen=True)
 class Task:
     """A stored task as the SDK shows it. Instants are UTC datetimes, or None when unset."""
 
@@ -167,6 +192,8 @@ class Task:
     result: bytes
     cancel_reason: str
     lease_id: str
+    #: The attempt history, oldest first (the last 25): filled by ``get_task``, empty in lists.
+    attempts: list[Attempt] = field(default_factory=list)
 
     def json(self) -> Any:
         """The payload parsed as JSON."""
@@ -177,12 +204,12 @@ class Task:
         return _json.loads(self.result)
 
 
-def task_from_wire(t: task_pb2.Task) -> Task:
+def task_from_wire(t: task_pb2.Task, attempts: Iterable[task_pb2.Attempt] = ()) -> Task:
     return Task(
         id=t.id, queue=t.queue, type=t.type, payload=t.payload, content_type=t.content_type, metadata=dict(t.metadata),
         state=state_name(t.state), priority=t.priority, max_retry=t.max_retry, retried=t.retried,
         created_at=_dt(t.created_at_ms), ready_at=_dt(t.ready_at_ms), deadline=_dt(t.deadline_at_ms),
         expires_at=_dt(t.expires_at_ms), finished_at=_dt(t.finished_at_ms), last_failed_at=_dt(t.last_failed_at_ms),
         unique_key=t.unique_key, concurrency_key=t.concurrency_key, group=t.group, last_error=t.last_error,
-        result=t.result, cancel_reason=t.cancel_reason, lease_id=t.lease_id,
+        result=t.result, cancel_reason=t.cancel_reason, lease_id=t.lease_id, attempts=[attempt_from_wire(a) for a in attempts],
     )

@@ -42,13 +42,15 @@ from typing import Any, Optional, Union
 import grpc
 import grpc.aio
 
+from ._admin_calls import rule_to_wire
+from ._error_stack import stack_of
 from ._channel import TlsOption, aio_channel, auth_metadata, channel_credentials, default_address
 from ._lease_loops import LeaseLoops
 from ._status import from_item_error, from_rpc_error
 from .errors import BatchError, is_skip_retry
 from .mux import BatchHandler, ConcurrencyRule, Context, Handler, Mux, encode_result, is_async, wants_context
 from .task import Duration, task_from_wire
-from .v1 import task_pb2, worker_service_pb2 as wpb, worker_service_pb2_grpc
+from .v1 import worker_service_pb2 as wpb, worker_service_pb2_grpc
 
 __all__ = ["Worker"]
 
@@ -72,6 +74,11 @@ def _seconds(d: Duration) -> float:
 
 def _jitter(s: float) -> float:
     return s / 2 + random.random() * (s / 2)
+
+
+def _stack(member: BaseException | str) -> str:
+    """A batch member's stack: "" for an error given as a string."""
+    return stack_of(member) if isinstance(member, BaseException) else ""
 
 
 def _truncate(data: bytes, max_bytes: int) -> bytes:
@@ -176,6 +183,9 @@ class Worker:
         self._on_error = on_error
         self._running: dict[str, _Running] = {}
         self._outbox: list[wpb.Settlement] = []
+        #: Tasks settled (released ones not counted) and of those failed, for the stop line.
+        self._tasks_run = 0
+        self._tasks_failed = 0
         self._settling: set[asyncio.Task[None]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._flush_scheduled = False
@@ -250,6 +260,10 @@ class Worker:
             worker_id=self.worker_id, queues=self._queues, concurrency=self.concurrency, lease_wait_ms=self._lease_wait_ms,
             main_address=default_address(self.address), main_stub=self._stub, base=self._lease_base,
             running=lambda: len(self._running), deliver=self._deliver, report=self._report)
+        batch_types = [t for t in self.mux.types if self.mux.batch_handler_for(t) is not None]
+        log.info("starting: node %s, queues %s, concurrency %d, task types %s%s", default_address(self.address),
+                 ", ".join(q for q, _ in self._queues), self.concurrency, ", ".join(self.mux.types) or "(none)",
+                 f"; batch types {', '.join(batch_types)}" if batch_types else "")
         try:
             await self._register()
         except BaseException:
@@ -275,6 +289,8 @@ class Worker:
                 await self._loop_task
             except asyncio.CancelledError:
                 pass
+        log.info("draining: no new tasks; %s", f"{len(self._running)} running get up to {_seconds(grace):g} s to finish"
+                 if self._running else "none running")
         if self._running:
             self._drained.clear()
             if self._running:
@@ -298,19 +314,21 @@ class Worker:
         assert self._channel is not None
         await self._loops.close()
         await self._channel.close()
+        log.info("stopped: %d task(s) run, %d failed", self._tasks_run, self._tasks_failed)
         self._stopped.set()
 
     def _connect(self, address: Optional[str]) -> grpc.aio.Channel:
         return aio_channel(address, self._credentials, self._metadata)
 
     async def _register(self) -> None:
-        types = [wpb.TaskTypeRegistration(type=t, concurrency=[_rule_to_wire(r) for r in self.mux.rules_for(t)])
+        types = [wpb.TaskTypeRegistration(type=t, concurrency=[rule_to_wire(r) for r in self.mux.rules_for(t)])
                  for t in self.mux.types]
         request = wpb.RegisterTaskTypesRequest(worker_id=self.worker_id, types=types)
         attempt = 0
         while True:
             try:
                 await self._stub.RegisterTaskTypes(request, timeout=10.0)
+                log.info("registered with the node at %s as %s", default_address(self.address), self.worker_id)
                 return
             except grpc.aio.AioRpcError as e:
                 error = from_rpc_error(e)
@@ -371,8 +389,25 @@ class Worker:
         if not entry.abandoned:
             self._running.pop(entry.delivery.lease_id, None)
             self._outbox.extend(outcome)
+            self._log_outcomes(entry.delivery, outcome)
             self._schedule_flush()
             self._freed()
+
+    def _log_outcomes(self, d: wpb.Delivery, outcome: Sequence[wpb.Settlement]) -> None:
+        """A line per failed task (type, id, attempt, error, what happens next); counts for the stop line."""
+        for s in outcome:
+            if s.outcome == wpb.OUTCOME_RELEASED:
+                continue
+            self._tasks_run += 1
+            if s.outcome == wpb.OUTCOME_SUCCESS:
+                continue
+            self._tasks_failed += 1
+            t = next((t for t in d.tasks if t.id == s.task_id), None)
+            if t is None:
+                continue
+            skip = s.outcome == wpb.OUTCOME_SKIP_RETRY
+            then = "archived (skip retry)" if skip else "archived (no retries left)" if t.retried >= t.max_retry else "the node retries it"
+            log.warning("task %s %s failed (attempt %d of %d): %s; %s", t.type, t.id, t.retried + 1, t.max_retry + 1, s.error, then)
 
     def _freed(self) -> None:
         assert self._loops is not None and self._drained is not None
@@ -458,9 +493,9 @@ class Worker:
                 if member is None:
                     return [self._settlement(d, task.id, wpb.OUTCOME_SUCCESS, b"", "")]
                 return [self._settlement(d, task.id, wpb.OUTCOME_SKIP_RETRY if is_skip_retry(member) else wpb.OUTCOME_RETRY,
-                                         b"", _message(member))]
+                                         b"", _message(member), _stack(member))]
             return [self._settlement(d, task.id, wpb.OUTCOME_SKIP_RETRY if is_skip_retry(e) else wpb.OUTCOME_RETRY,
-                                     b"", _message(e))]
+                                     b"", _message(e), stack_of(e))]
         if entry.abandoned:
             return []
         try:
@@ -475,8 +510,8 @@ class Worker:
         type_ = d.tasks[0].type
         handler: Optional[BatchHandler] = self.mux.batch_handler_for(type_)
 
-        def all_(outcome: int, error: str) -> list[wpb.Settlement]:
-            return [self._settlement(d, t.id, outcome, b"", error) for t in d.tasks]
+        def all_(outcome: int, error: str, stack: str = "") -> list[wpb.Settlement]:
+            return [self._settlement(d, t.id, outcome, b"", error, stack) for t in d.tasks]
 
         if handler is None:
             return all_(wpb.OUTCOME_RETRY, f"no batch handler registered for task type {type_!r}")
@@ -490,7 +525,7 @@ class Worker:
             if entry.abandoned:
                 return []
             if not isinstance(e, BatchError):
-                return all_(wpb.OUTCOME_SKIP_RETRY if is_skip_retry(e) else wpb.OUTCOME_RETRY, _message(e))
+                return all_(wpb.OUTCOME_SKIP_RETRY if is_skip_retry(e) else wpb.OUTCOME_RETRY, _message(e), stack_of(e))
             out = []
             for t in d.tasks:
                 if t.id not in e.errors:
@@ -498,17 +533,17 @@ class Worker:
                 else:
                     member = e.errors[t.id]
                     out.append(self._settlement(d, t.id, wpb.OUTCOME_SKIP_RETRY if is_skip_retry(member) else wpb.OUTCOME_RETRY,
-                                                b"", _message(member)))
+                                                b"", _message(member), _stack(member)))
             return out
         if entry.abandoned:
             return []
         return all_(wpb.OUTCOME_SUCCESS, "")
 
     @staticmethod
-    def _settlement(d: wpb.Delivery, task_id: str, outcome: int, result: bytes, error: str) -> wpb.Settlement:
+    def _settlement(d: wpb.Delivery, task_id: str, outcome: int, result: bytes, error: str, stack: str = "") -> wpb.Settlement:
         return wpb.Settlement(queue=d.queue, lease_id=d.lease_id, task_id=task_id, outcome=outcome,  # type: ignore[arg-type]
                               result=_truncate(result, RESULT_MAX_BYTES),
-                              error=_truncate(error.encode(), ERROR_MESSAGE_MAX_BYTES).decode(errors="replace"))
+                              error=_truncate(error.encode(), ERROR_MESSAGE_MAX_BYTES).decode(errors="replace"), stack=stack)
 
     # -- settling ----------------------------------------------------------------------
 
@@ -621,16 +656,3 @@ class Worker:
                 log.exception("conveyor worker: on_error raised")
         else:
             log.warning("conveyor worker %s: %s: %s", self.worker_id, context, error)
-
-
-def _rule_to_wire(r: ConcurrencyRule) -> task_pb2.ConcurrencyRule:
-    try:
-        strategy = task_pb2.LimitStrategy.Value(f"LIMIT_STRATEGY_{r.strategy}")
-    except ValueError:
-        strategy = task_pb2.LIMIT_STRATEGY_UNSPECIFIED  # the node refuses it with INVALID_FIELD
-    return task_pb2.ConcurrencyRule(
-        name=r.name, expression=r.expression,
-        max_runs=r.max_runs if isinstance(r.max_runs, int) else 0,
-        max_runs_expression=r.max_runs if isinstance(r.max_runs, str) else "",
-        strategy=strategy,
-    )

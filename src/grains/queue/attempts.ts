@@ -22,6 +22,8 @@ export interface AttemptEnding {
   outcome: AttemptOutcome;
   /** Empty when the attempt did not fail. */
   error: string;
+  /** The worker's stack trace of the failure; absent when it sent none. */
+  stack?: string;
 }
 
 /** One stored attempt. */
@@ -34,4 +36,6 @@ export interface AttemptRecord {
   workerId: string;
   outcome: AttemptOutcome;
   error: string;
+  /** The failure's stack trace as the worker sent it ("" when none). */
+  stack: string;
 }

@@ -30,6 +30,8 @@ export type AttemptEffect = {
   /** The lease the attempt ended under ('' if none): a settle of it sent again is recognised by it. */
   leaseId: string;
   outcome: AttemptOutcome; error: string;
+  /** The failure's stack trace (cut to ATTEMPT_STACK_MAX_BYTES); absent when the worker sent none. */
+  stack?: string;
 };
 
 export type TaskTransition =

@@ -40,6 +40,8 @@ export interface Settlement {
   outcome: Outcome;
   result?: Uint8Array;
   error?: string;
+  /** A failure's stack trace, as the worker's SDK formats it. */
+  stack?: string;
 }
 
 export interface LeaseStatusView {
@@ -224,11 +226,12 @@ export class LeaseLifecycle {
 const LAPSE_ERROR = "lease expired: the worker stopped heartbeating";
 
 /** How a settled attempt ended, for its history. */
-export function settledAttempt(s: Pick<Settlement, "outcome" | "error">): AttemptEnding {
+export function settledAttempt(s: Pick<Settlement, "outcome" | "error" | "stack">): AttemptEnding {
+  const stack = s.stack ? { stack: s.stack } : {};
   switch (s.outcome) {
     case "success": return { outcome: "succeeded", error: "" };
-    case "retry": return { outcome: "failed", error: s.error || "handler failed" };
-    case "skip_retry": return { outcome: "failed_no_retry", error: s.error || "skip retry" };
+    case "retry": return { outcome: "failed", error: s.error || "handler failed", ...stack };
+    case "skip_retry": return { outcome: "failed_no_retry", error: s.error || "skip retry", ...stack };
     case "released": return { outcome: "released", error: "" };
   }
 }

@@ -11,7 +11,7 @@
  * Invariant: after `forget`, no part of the core names the task except lazily-cleaned
  * timers and heap items; after `detachFromLease`, the task holds no slot and no lease.
  */
-import { ATTEMPT_ERROR_MAX_BYTES, truncateText } from "../../base/limits.js";
+import { ATTEMPT_ERROR_MAX_BYTES, ATTEMPT_STACK_MAX_BYTES, truncateText } from "../../base/limits.js";
 import type { AttemptEnding } from "./attempts.js";
 import { retryDelayMs } from "./backoff.js";
 import type { CoreMemory } from "./core-memory.js";
@@ -90,6 +90,7 @@ export class TaskExits {
     this.memory.persist({
       kind: "recordAttempt", taskId: e.id, number: e.attemptNumber, startedAtMs: e.attemptStartedAtMs, endedAtMs: nowMs, workerId: e.attemptWorker,
       leaseId: e.leaseId, outcome: ending.outcome, error: truncateText(ending.error, ATTEMPT_ERROR_MAX_BYTES),
+      ...(ending.stack ? { stack: truncateText(ending.stack, ATTEMPT_STACK_MAX_BYTES) } : {}),
     });
     this.memory.leases.detach(lease, e.id);
     e.leaseId = "";

@@ -15,6 +15,7 @@ import { m008Schedules } from "./008-schedules.js";
 import { m009QueueCounts } from "./009-queue-counts.js";
 import { m010AttemptLeases } from "./010-attempt-leases.js";
 import { m011PartitionLog } from "./011-partition-log.js";
+import { m012AttemptStacks } from "./012-attempt-stacks.js";
 
 export interface Migration {
   version: number;
@@ -23,4 +24,5 @@ export interface Migration {
 }
 
 export const MIGRATIONS: readonly Migration[] = [m001Init, m002RateLimits, m003Groups, m004Rules, m005SlotLimits, m006AttemptEnds,
-  m007Attempts, m008Schedules, m009QueueCounts, m010AttemptLeases, m011PartitionLog];
+  m007Attempts, m008Schedules, m009QueueCounts, m010AttemptLeases, m011PartitionLog,
+  m012AttemptStacks];

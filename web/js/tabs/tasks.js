@@ -395,7 +395,7 @@ function taskView(container, ctx, initialRoute) {
         ["Held since", when(t.leasedAtMs)],
       ])),
       section("Last error", t.lastError
-        ? [h("pre", { class: "code error-text" }, t.lastError), h("p", { class: "muted" }, "Failed at ", when(t.lastFailedAtMs))]
+        ? [h("pre", { class: "code error-text" }, t.lastError), lastStack(attempts), h("p", { class: "muted" }, "Failed at ", when(t.lastFailedAtMs))]
         : h("p", { class: "muted" }, "No failed attempt.")),
       section("Attempts", attemptsTable(attempts, when), "wide"),
       section(`Payload`, bytesBlock(payload, t.contentType), "wide"),
@@ -440,8 +440,19 @@ function attemptsTable(attempts, when) {
       h("td", null, took(a)),
       h("td", { class: "mono" }, a.workerId || "—"),
       h("td", { class: "outcome" }, a.outcome.replaceAll("_", " ")),
-      h("td", { class: "error-text" }, a.error ?? ""))),
+      h("td", { class: "error-text" }, h("span", { class: "error-message" }, a.error ?? ""), a.stack ? stackBlock(a.stack, "Stack") : null))),
   });
+}
+
+/** Where the last failure came from: the stack the worker sent with it (a worker of an older SDK sends none). */
+function lastStack(attempts) {
+  const last = [...attempts].reverse().find((a) => a.stack);
+  return last ? h("pre", { class: "code stack", "aria-label": `Stack of attempt ${last.number}` }, last.stack) : null;
+}
+
+/** A stack folded away in the attempts table (it is long; the Last error section shows the latest open). */
+function stackBlock(stack, label) {
+  return h("details", { class: "stack" }, h("summary", null, label), h("pre", { class: "code stack" }, stack));
 }
 
 function section(titleText, body, className) {

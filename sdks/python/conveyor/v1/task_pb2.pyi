@@ -22,20 +22,22 @@ TASK_STATE_SCHEDULED: TaskState
 TASK_STATE_UNSPECIFIED: TaskState
 
 class Attempt(_message.Message):
-    __slots__ = ["ended_at_ms", "error", "number", "outcome", "started_at_ms", "worker_id"]
+    __slots__ = ["ended_at_ms", "error", "number", "outcome", "stack", "started_at_ms", "worker_id"]
     ENDED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    STACK_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     ended_at_ms: int
     error: str
     number: int
     outcome: str
+    stack: str
     started_at_ms: int
     worker_id: str
-    def __init__(self, number: _Optional[int] = ..., started_at_ms: _Optional[int] = ..., ended_at_ms: _Optional[int] = ..., worker_id: _Optional[str] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+    def __init__(self, number: _Optional[int] = ..., started_at_ms: _Optional[int] = ..., ended_at_ms: _Optional[int] = ..., worker_id: _Optional[str] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., stack: _Optional[str] = ...) -> None: ...
 
 class ConcurrencyRule(_message.Message):
     __slots__ = ["expression", "max_runs", "max_runs_expression", "name", "strategy"]

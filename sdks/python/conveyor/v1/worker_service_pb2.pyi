@@ -159,20 +159,22 @@ class SettleResult(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., error: _Optional[_Union[_task_pb2.ItemError, _Mapping]] = ...) -> None: ...
 
 class Settlement(_message.Message):
-    __slots__ = ["error", "lease_id", "outcome", "queue", "result", "task_id"]
+    __slots__ = ["error", "lease_id", "outcome", "queue", "result", "stack", "task_id"]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    STACK_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     error: str
     lease_id: str
     outcome: Outcome
     queue: str
     result: bytes
+    stack: str
     task_id: str
-    def __init__(self, queue: _Optional[str] = ..., lease_id: _Optional[str] = ..., task_id: _Optional[str] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ...) -> None: ...
+    def __init__(self, queue: _Optional[str] = ..., lease_id: _Optional[str] = ..., task_id: _Optional[str] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., stack: _Optional[str] = ...) -> None: ...
 
 class TaskTypeRegistration(_message.Message):
     __slots__ = ["concurrency", "type"]
