@@ -55,6 +55,8 @@ export type ErrorReason =
    * WaitTask calls as its limit (TASK_WAITERS_MAX); retry later.
    */
   | "WAITERS_FULL"
+  /** A partition transfer (node to node) would buffer more than its cap at the receiver; the transfer is dropped and the sender retries later. */
+  | "TRANSFER_TOO_LARGE"
   /** Another node owns the queue. */
   | "WRONG_OWNER"
   /**
@@ -135,8 +137,10 @@ export const REASON_CODES: { readonly [R in ErrorReason]: ErrorCode } = {
   LEASE_NOT_HELD: "FAILED_PRECONDITION",
   TASK_STATE_CONFLICT: "FAILED_PRECONDITION",
   WAITERS_FULL: "RESOURCE_EXHAUSTED",
+  TRANSFER_TOO_LARGE: "RESOURCE_EXHAUSTED",
   WRONG_OWNER: "UNAVAILABLE",
   OWNER_DOWN: "UNAVAILABLE",
+  ETCD_UNAVAILABLE: "UNAVAILABLE",
   FENCED: "UNAVAILABLE",
   LOG_UNAVAILABLE: "UNAVAILABLE",
   NO_ACTIVE_MEMBER: "UNAVAILABLE",

@@ -106,7 +106,7 @@ export function clusterService(deps: ClusterServiceDeps): UnaryImpl<typeof Clust
       const buffered = [...transfers.values()].reduce((sum, t) => sum + t.bytes, 0);
       if (transfer.bytes + r.data.byteLength > HANDOFF_TRANSFER_MAX_BYTES || buffered + r.data.byteLength > HANDOFF_BUFFERED_MAX_BYTES) {
         transfers.delete(r.transferId);
-        throw new ConveyorError("RESOURCE_EXHAUSTED", "INVALID_FIELD",
+        throw new ConveyorError("RESOURCE_EXHAUSTED", "TRANSFER_TOO_LARGE",
           `transfer ${r.transferId} of partition ${r.partition}: chunk ${r.chunk} would hold more than ${transfer.bytes + r.data.byteLength > HANDOFF_TRANSFER_MAX_BYTES
             ? `${HANDOFF_TRANSFER_MAX_BYTES} bytes for one transfer` : `${HANDOFF_BUFFERED_MAX_BYTES} bytes for all unfinished transfers`} here; the transfer is dropped`,
           "data");
