@@ -23,13 +23,17 @@ export function startLine(w: { address: string; queues: readonly string[]; concu
   return `starting: node ${w.address}, queues ${w.queues.join(", ")}, concurrency ${w.concurrency}, task types ${types}${batches}`;
 }
 
+/** Characters of an error a failure line shows: the task keeps all of it (`task get`). */
+export const LOGGED_ERROR_MAX_CHARS = 500;
+
 /**
- * A failed attempt's line: type, id, attempt, error and what the node does next. The
- * worker knows the task's retries as leased: a failure with none left is archived, as
- * is one wrapped with skipRetry.
+ * A failed attempt's line: type, id, attempt, error (its first LOGGED_ERROR_MAX_CHARS
+ * characters) and what the node does next. The worker knows the task's retries as leased:
+ * a failure with none left is archived, as is one wrapped with skipRetry.
  */
 export function failureLine(t: { type: string; id: string; retried: number; maxRetry: number }, error: string, skipRetry: boolean): string {
   const attempt = `attempt ${t.retried + 1} of ${t.maxRetry + 1}`;
   const next = skipRetry ? "archived (skip retry)" : t.retried >= t.maxRetry ? "archived (no retries left)" : "the node retries it";
-  return `task ${t.type} ${t.id} failed (${attempt}): ${error}; ${next}`;
+  const shown = error.length > LOGGED_ERROR_MAX_CHARS ? `${error.slice(0, LOGGED_ERROR_MAX_CHARS)}… (${error.length} characters)` : error;
+  return `task ${t.type} ${t.id} failed (${attempt}): ${shown}; ${next}`;
 }

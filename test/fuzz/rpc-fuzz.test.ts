@@ -17,6 +17,9 @@
  * - the queues the fuzz requests named still serve a Lease and a Settle (no value left
  *   behind can poison a queue);
  * - the node answers GET /healthz.
+ * ClusterService (node to node) is served only by a cluster member: its requests go to a
+ * one-member cluster on a real etcd, judged the same way (a node alone answers
+ * UNIMPLEMENTED, test/cluster/accept-partition.test.ts).
  *
  * Deterministic given a seed: FUZZ_SEED=<n> replays a run (the default is fixed, so CI
  * runs the same cases every time); FUZZ_SEED=random explores new ones, FUZZ_RUNS=<n>
@@ -34,6 +37,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { json, newTask } from "../../src/index.js";
 import { Outcome } from "../../src/gen/conveyor/v1/worker_service_pb.js";
 import { checkQueueName } from "../../src/server/validate.js";
+import { startEtcd, type EtcdCluster } from "../support/etcd.js";
 import { NodeProcess } from "../support/node-process.js";
 import { connect } from "../support/sdk.js";
 import { allMethods, boundarySweep, rawBytesArb, typedRequestArb, type FuzzContext, type FuzzMethod, type FuzzRequest } from "./fuzz-requests.js";
@@ -56,22 +60,40 @@ const FORBIDDEN = new Map<number, string>([
   [grpc.status.DATA_LOSS, "DATA_LOSS"], [grpc.status.DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED"], [grpc.status.UNIMPLEMENTED, "UNIMPLEMENTED"],
 ]);
 
+interface Target { node: NodeProcess; sdk: ReturnType<typeof connect> }
+/** The node a test fuzzes (a describe's beforeAll picks it), and its SDK. */
 let node: NodeProcess;
 let sdk: ReturnType<typeof connect>;
+let solo: Target;
+let member: Target | undefined;
+let etcd: EtcdCluster | undefined;
+
+/** A one-member cluster, started on first use: the only kind of node that serves ClusterService. */
+async function clusterMember(): Promise<Target> {
+  if (!member) {
+    etcd = await startEtcd();
+    const n = await NodeProcess.start({ settings: { lease_wait_max: "200ms", cluster_etcd: etcd.endpoints, cluster_name: "fuzz", node_id: "n1" } });
+    member = { node: n, sdk: connect(n) };
+  }
+  return member;
+}
 const ctx: FuzzContext = { nowMs: Date.now() };
 const violationsSeen: string[] = [];
 
 beforeAll(async () => {
   // Short long polls: a fuzzed Lease parks at most this long.
-  node = await NodeProcess.start({ settings: { lease_wait_max: "200ms" } });
-  sdk = connect(node);
+  const n = await NodeProcess.start({ settings: { lease_wait_max: "200ms" } });
+  solo = { node: n, sdk: connect(n) };
 });
 
 afterAll(async () => {
   if (COLLECT) console.log(`fuzz violations (${violationsSeen.length}):\n${violationsSeen.join("\n")}`);
-  await sdk?.close();
-  await node?.stop();
-  node?.cleanup();
+  for (const t of [solo, member]) {
+    await t?.sdk.close();
+    await t?.node.stop();
+    t?.node.cleanup();
+  }
+  await etcd?.stop();
 });
 
 /** A raw client: bytes in, bytes out, on a connection of its own (a stalled one harms nobody else). */
@@ -297,6 +319,9 @@ const SWEEP_ROUND = 40;
 
 describe.each(methods.map((m, i) => [`${m.service}/${m.name}`, m, i] as const))("%s", (name, method, index) => {
   const validQueue = `valid-stream.q:${index}`;
+  beforeAll(async () => {
+    ({ node, sdk } = method.service === "ClusterService" ? await clusterMember() : solo);
+  }, 30_000);
 
   it("every field at each of its boundary values", { timeout: 60_000 }, async () => {
     const requests = boundarySweep(method, ctx);

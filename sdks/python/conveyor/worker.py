@@ -55,6 +55,8 @@ from .v1 import worker_service_pb2 as wpb, worker_service_pb2_grpc
 __all__ = ["Worker"]
 
 log = logging.getLogger("conveyor.worker")
+# Characters of an error a failure line shows: the task keeps all of it (task get).
+_LOGGED_ERROR_MAX_CHARS = 500
 
 LEASE_QUEUES_MAX = 100
 HEARTBEAT_LEASES_MAX = 1000
@@ -407,7 +409,8 @@ class Worker:
                 continue
             skip = s.outcome == wpb.OUTCOME_SKIP_RETRY
             then = "archived (skip retry)" if skip else "archived (no retries left)" if t.retried >= t.max_retry else "the node retries it"
-            log.warning("task %s %s failed (attempt %d of %d): %s; %s", t.type, t.id, t.retried + 1, t.max_retry + 1, s.error, then)
+            error = s.error if len(s.error) <= _LOGGED_ERROR_MAX_CHARS else f"{s.error[:_LOGGED_ERROR_MAX_CHARS]}… ({len(s.error)} characters)"
+            log.warning("task %s %s failed (attempt %d of %d): %s; %s", t.type, t.id, t.retried + 1, t.max_retry + 1, error, then)
 
     def _freed(self) -> None:
         assert self._loops is not None and self._drained is not None
