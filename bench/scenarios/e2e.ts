@@ -90,7 +90,7 @@ async function run(ctx: ScenarioContext, name: "e2e-single" | "e2e-batch"): Prom
   return {
     scenario: name, tasks: n, seconds, tasksPerSec: n / seconds,
     notes: `enqueue phase ${enqueueSeconds.toFixed(2)} s (${fmtNum(n / enqueueSeconds)}/s); ${check}; ` +
-      `~${perLease.toFixed(0)} deliveries/Lease; ${fmtNum(commits / (n / 1000))} commits/1k tasks; cpu ${fmtCpu(usage)}${errors}`,
+      `~${perLease.toFixed(0)} deliveries/Lease answer; ${fmtNum(commits / (n / 1000))} commits/1k tasks; cpu ${fmtCpu(usage)}${errors}`,
     details: {
       enqueueSeconds, enqueueLatencyMs: lat, firstHandlerAfterMs: finished.firstStartAt - t0,
       cpuPercent: usage.percent, cpuUsPerTask: usage.usPerTask, counts, workerErrors: report.errors, sqliteCommits: commits,

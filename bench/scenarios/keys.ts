@@ -159,7 +159,7 @@ async function run(ctx: ScenarioContext, limit: number | undefined): Promise<Res
         : `max active per key ${maxActive} (${violations.length} violations, ${keysAtLimit}/${byKey.size} keys reached ${limit}); `) +
       `p50/p99 = handler duration; handler-bound ${fmtMs(handlerBoundMs)} ms, slots ${Math.round(utilization * 100)}% busy ` +
       `(idle ${fmtMs(slotIdlePerTaskMs)} ms between tasks), first handler +${fmtMs(firstStartMs)} ms; ` +
-      `${fmtNum(TASKS / Math.max(1, report.startClusters))} deliveries/Lease, one Lease every ${fmtMs(leaseCycleMs)} ms; ` +
+      `${fmtNum(TASKS / Math.max(1, report.startClusters))} deliveries/Lease answer, one answer every ${fmtMs(leaseCycleMs)} ms; ` +
       `server time Lease ${fmtMs(lease?.meanMs)} ms x${lease?.calls ?? 0}, Settle ${fmtMs(settle?.meanMs)} ms x${settle?.calls ?? 0}; ${check}; ${fmtNum(commits / (TASKS / 1000))} commits/1k; cpu ${fmtCpu(usage)}${errors}`,
     targets: limit === undefined ? [] : [
       target("x ideal", "<=", TARGET_RATIO, ratio, "x"),

@@ -136,7 +136,7 @@ async function run(ctx: ScenarioContext, variant: Variant): Promise<ResultRow> {
     scenario: variant, tasks: n, seconds, tasksPerSec: n / seconds,
     notes: `${variant === "rules-rr" ? "GROUP_ROUND_ROBIN input.account max 5" : "no rule"}, ${ACCOUNTS} accounts; ` +
       `enqueue phase ${enqueueSeconds.toFixed(2)} s (${fmtNum(n / enqueueSeconds)}/s); ${check}; ` +
-      `~${(n / Math.max(1, report.startClusters)).toFixed(0)} deliveries/Lease; ${fmtNum(commits / (n / 1000))} commits/1k; ` +
+      `~${(n / Math.max(1, report.startClusters)).toFixed(0)} deliveries/Lease answer; ${fmtNum(commits / (n / 1000))} commits/1k; ` +
       `daemon wrote ${fmtNum(daemonWrites?.wcharPerTask)} B/task; cpu ${fmtCpu(usage)}${errors}`,
     details: {
       variant, accounts: ACCOUNTS, rule: variant === "rules-rr" ? RULE : undefined, enqueueSeconds,

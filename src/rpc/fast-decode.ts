@@ -389,7 +389,7 @@ export function decodeLeaseRequest(bytes: Uint8Array): LeaseRequest | undefined 
   return wholeMessage(bytes, (r) => {
     const req: LeaseRequest = {
       $typeName: "conveyor.v1.LeaseRequest", workerId: "", queues: [], maxDeliveries: 0, waitMs: 0, batchTypes: [], types: [], host: "",
-      concurrency: 0, pollOwners: false,
+      concurrency: 0, pollOwners: false, standing: false,
     };
     while (r.pos < r.end) {
       const tag = r.uint32();
@@ -400,7 +400,7 @@ export function decodeLeaseRequest(bytes: Uint8Array): LeaseRequest | undefined 
         continue;
       }
       const delimited = no === 1 || no === 5 || no === 6 || no === 7;
-      if (wire !== (delimited ? LENGTH_DELIMITED : VARINT) || no < 1 || no > 9) throw GIVE_UP;
+      if (wire !== (delimited ? LENGTH_DELIMITED : VARINT) || no < 1 || no > 10) throw GIVE_UP;
       switch (no) {
         case 1: req.workerId = r.string(); break;
         case 3: req.maxDeliveries = r.uint32(); break;
@@ -410,6 +410,7 @@ export function decodeLeaseRequest(bytes: Uint8Array): LeaseRequest | undefined 
         case 7: req.host = r.string(); break;
         case 8: req.concurrency = r.uint32(); break;
         case 9: req.pollOwners = r.uint32() !== 0; break;
+        case 10: req.standing = r.uint32() !== 0; break;
       }
     }
     return req;
@@ -419,7 +420,7 @@ export function decodeLeaseRequest(bytes: Uint8Array): LeaseRequest | undefined 
 /** A session frame to the node: the call's id, method, request bytes (not copied), deadline. */
 export function decodeSessionRequest(bytes: Uint8Array): SessionRequest | undefined {
   return wholeMessage(bytes, (r) => {
-    const req: SessionRequest = { $typeName: "conveyor.v1.SessionRequest", callId: 0n, method: "", request: new Uint8Array(0), timeoutMs: 0, cancel: false };
+    const req: SessionRequest = { $typeName: "conveyor.v1.SessionRequest", callId: 0n, method: "", request: new Uint8Array(0), timeoutMs: 0, cancel: false, credits: 0 };
     while (r.pos < r.end) {
       const tag = r.uint32();
       if (tag === ((1 << 3) | VARINT)) req.callId = r.uint64();
@@ -427,6 +428,7 @@ export function decodeSessionRequest(bytes: Uint8Array): SessionRequest | undefi
       else if (tag === ((3 << 3) | LENGTH_DELIMITED)) req.request = r.bytes();
       else if (tag === ((4 << 3) | VARINT)) req.timeoutMs = r.uint32();
       else if (tag === ((5 << 3) | VARINT)) req.cancel = r.uint32() !== 0;
+      else if (tag === ((6 << 3) | VARINT)) req.credits = r.uint32();
       else throw GIVE_UP;
     }
     return req;
@@ -436,13 +438,14 @@ export function decodeSessionRequest(bytes: Uint8Array): SessionRequest | undefi
 /** A session frame from the node: the call's id and its answer or error bytes (not copied). */
 export function decodeSessionResponse(bytes: Uint8Array): SessionResponse | undefined {
   return wholeMessage(bytes, (r) => {
-    const res: SessionResponse = { $typeName: "conveyor.v1.SessionResponse", callId: 0n, result: { case: undefined } };
+    const res: SessionResponse = { $typeName: "conveyor.v1.SessionResponse", callId: 0n, result: { case: undefined }, more: false };
     while (r.pos < r.end) {
       const tag = r.uint32();
       // A oneof given twice keeps the last (as protobuf-es does).
       if (tag === ((1 << 3) | VARINT)) res.callId = r.uint64();
       else if (tag === ((2 << 3) | LENGTH_DELIMITED)) res.result = { case: "response", value: r.bytes() };
       else if (tag === ((3 << 3) | LENGTH_DELIMITED)) res.result = { case: "error", value: r.bytes() };
+      else if (tag === ((4 << 3) | VARINT)) res.more = r.uint32() !== 0;
       else throw GIVE_UP;
     }
     return res;

@@ -299,7 +299,7 @@ const queueWeight = encoder(QueueWeightSchema, ["queue", "weight"], (w, q) => {
   u32(w, 2, q.weight);
 });
 const leaseRequest = encoder(LeaseRequestSchema, [
-  "workerId", "queues", "maxDeliveries", "waitMs", "batchTypes", "types", "host", "concurrency", "pollOwners",
+  "workerId", "queues", "maxDeliveries", "waitMs", "batchTypes", "types", "host", "concurrency", "pollOwners", "standing",
 ], (w, r) => {
   str(w, 1, r.workerId);
   messages(w, 2, r.queues, queueWeight);
@@ -310,6 +310,7 @@ const leaseRequest = encoder(LeaseRequestSchema, [
   str(w, 7, r.host);
   u32(w, 8, r.concurrency);
   bool(w, 9, r.pollOwners);
+  bool(w, 10, r.standing);
 });
 
 /** The messages grpc-js serializes whole through a hand encoder, by type name: the hot answers, and the enqueue, Settle and Lease requests. */

@@ -86,4 +86,17 @@ export interface CallOptions {
    * connected). Without it the connection wait counts against the deadline.
    */
   connectTimeoutMs?: number;
+  /**
+   * Makes the call a standing one when it goes on a session (a Lease with `standing`):
+   * see StandingCall. A call sent unary (no session open) answers once, as it always did.
+   */
+  standing?: StandingCall;
+}
+
+/** The caller's side of a standing call on a session (session-client.ts). */
+export interface StandingCall {
+  /** The call went on a session: `grant(n)` sends it n credits while it runs. */
+  attached(grant: (credits: number) => void): void;
+  /** One answer of the call that goes on (decoded); its deadline starts again. */
+  answered(response: unknown): void;
 }

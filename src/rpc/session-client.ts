@@ -30,7 +30,7 @@ import { ConveyorError } from "../base/errors.js";
 import type { SessionResponse } from "../gen/conveyor/v1/session_service_pb.js";
 import { StatusSchema, type Status } from "../gen/google/rpc/status_pb.js";
 import { decodeMessage } from "./fast-decode.js";
-import { encodeSessionCall, encodeSessionCancel, sessionDefinition } from "./session-frames.js";
+import { encodeSessionCall, encodeSessionCancel, encodeSessionCredits, sessionDefinition } from "./session-frames.js";
 import { fromServiceError, fromStatus } from "./status.js";
 import type { CallOptions } from "./service-definition.js";
 
@@ -55,6 +55,8 @@ interface Waiting {
   reject(error: unknown): void;
   /** Ends the call's timer and abort listener. */
   settle(): void;
+  /** Starts the call's deadline again (an answer of a standing call came). */
+  restartTimer(): void;
 }
 
 type State = "idle" | "opening" | "open" | "unsupported";
@@ -105,7 +107,8 @@ export class SessionClient {
         reject(error);
       };
       const onAbort = () => fail(new ConveyorError("UNAVAILABLE", "UNREACHABLE", "call cancelled"));
-      const timer = timeoutMs ? setTimeout(() => fail(new ConveyorError("UNAVAILABLE", "UNREACHABLE", `deadline exceeded after ${timeoutMs} ms`)), timeoutMs) : undefined;
+      const expire = () => fail(new ConveyorError("UNAVAILABLE", "UNREACHABLE", `deadline exceeded after ${timeoutMs} ms`));
+      let timer = timeoutMs ? setTimeout(expire, timeoutMs) : undefined;
       signal?.addEventListener("abort", onAbort, { once: true });
       const waiting: Waiting = {
         method, request, options, unary, output, startedAt: Date.now(), resolve, reject,
@@ -113,10 +116,18 @@ export class SessionClient {
           if (timer) clearTimeout(timer);
           signal?.removeEventListener("abort", onAbort);
         },
+        restartTimer: () => {
+          if (!timer) return;
+          clearTimeout(timer);
+          timer = setTimeout(expire, timeoutMs);
+        },
       };
       this.waiting.set(id, waiting);
       this.busy();
       stream.write(encodeSessionCall(id, method, bytes, timeoutMs ?? 0));
+      options.standing?.attached((credits) => {
+        if (credits > 0 && this.waiting.get(id) === waiting && this.stream === stream) stream.write(encodeSessionCredits(id, credits));
+      });
     });
   }
 
@@ -174,6 +185,24 @@ export class SessionClient {
     const id = Number(answer.callId);
     const waiting = this.waiting.get(id);
     if (!waiting) return; // cancelled or timed out meanwhile
+    if (answer.more) {
+      // One answer of a standing call, which goes on.
+      let decoded: unknown;
+      try {
+        decoded = decodeAnswer(waiting, answer.result);
+      } catch (error) {
+        // Broken (or an error said as one of several answers): the call ends here, and on the node.
+        this.waiting.delete(id);
+        waiting.settle();
+        this.stream?.write(encodeSessionCancel(id));
+        this.idleSoon();
+        waiting.reject(error);
+        return;
+      }
+      waiting.restartTimer();
+      waiting.options.standing?.answered(decoded);
+      return;
+    }
     this.waiting.delete(id);
     waiting.settle();
     this.idleSoon();

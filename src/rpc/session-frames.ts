@@ -19,8 +19,10 @@ const METHOD = 0x12;
 const REQUEST = 0x1a;
 const TIMEOUT_MS = 0x20;
 const CANCEL = 0x28;
+const CREDITS = 0x30;
 const RESPONSE = 0x12;
 const ERROR = 0x1a;
+const MORE = 0x20;
 
 function varintSize(value: number): number {
   let size = 1;
@@ -75,17 +77,35 @@ export function encodeSessionCancel(callId: number): Buffer {
   return buf;
 }
 
-/** A SessionResponse: the encoded answer, or the encoded google.rpc.Status of a failure. */
-export function encodeSessionAnswer(callId: bigint | number, response: Uint8Array | undefined, error: Uint8Array | undefined): Buffer {
+/** A SessionRequest that grants the standing call `callId` `credits` more deliveries. */
+export function encodeSessionCredits(callId: number, credits: number): Buffer {
+  const buf = Buffer.allocUnsafe(1 + varintSize(callId) + 1 + varintSize(credits));
+  buf[0] = CALL_ID;
+  let pos = writeVarint(buf, 1, callId);
+  buf[pos++] = CREDITS;
+  writeVarint(buf, pos, credits);
+  return buf;
+}
+
+/**
+ * A SessionResponse: the encoded answer, or the encoded google.rpc.Status of a failure;
+ * `more`: one answer of a standing call, which goes on.
+ */
+export function encodeSessionAnswer(callId: bigint | number, response: Uint8Array | undefined, error: Uint8Array | undefined, more = false): Buffer {
   const id = idNumber(callId);
   const body = response ?? error ?? new Uint8Array();
-  const size = 1 + varintSize(id) + 1 + varintSize(body.byteLength) + body.byteLength;
+  const size = 1 + varintSize(id) + 1 + varintSize(body.byteLength) + body.byteLength + (more ? 2 : 0);
   const buf = Buffer.allocUnsafe(size);
   buf[0] = CALL_ID;
   let pos = writeVarint(buf, 1, id);
   buf[pos++] = response ? RESPONSE : ERROR;
   pos = writeVarint(buf, pos, body.byteLength);
   buf.set(body, pos);
+  pos += body.byteLength;
+  if (more) {
+    buf[pos++] = MORE;
+    buf[pos] = 1;
+  }
   return buf;
 }
 

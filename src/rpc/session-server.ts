@@ -107,6 +107,8 @@ interface AnswerBody {
 interface RunningCall {
   cancelled: boolean;
   cancel(): void;
+  /** Credits the client granted a standing call (SessionRequest.credits). */
+  grant(credits: number): void;
 }
 
 class ServerSession {
@@ -159,6 +161,10 @@ class ServerSession {
       this.running.get(call.callId)?.cancel();
       return;
     }
+    if (call.credits > 0) {
+      this.running.get(call.callId)?.grant(call.credits);
+      return;
+    }
     // Closing: a call that comes now is never run (the client sends it again, see the header).
     if (!this.closing) this.run(call);
   }
@@ -173,7 +179,8 @@ class ServerSession {
       return;
     }
     const listeners: Array<() => void> = [];
-    const deadline = frame.timeoutMs > 0 ? new Date(Date.now() + frame.timeoutMs) : Infinity;
+    const creditListeners: Array<(credits: number) => void> = [];
+    let deadline = frame.timeoutMs > 0 ? new Date(Date.now() + frame.timeoutMs) : Infinity;
     const state: RunningCall = {
       cancelled: false,
       cancel: () => {
@@ -181,25 +188,42 @@ class ServerSession {
         state.cancelled = true;
         for (const listener of listeners) listener();
       },
+      grant: (credits) => {
+        for (const listener of creditListeners) listener(credits);
+      },
     };
     if (this.running.has(id)) {
       this.answerError(id, invalidField("call_id", `call ${id} is already in flight on this session`));
       return;
     }
     this.running.set(id, state);
-    const timer = frame.timeoutMs > 0 ? setTimeout(() => state.cancel(), frame.timeoutMs) : undefined;
+    let timer = frame.timeoutMs > 0 ? setTimeout(() => state.cancel(), frame.timeoutMs) : undefined;
     const stream = this.stream;
     const request = decodeRequest(method.input, frame.request);
-    // The shape of a grpc-js unary call that the handlers read (see rpc/server.ts, guard.ts).
+    // The shape of a grpc-js unary call that the handlers read (see rpc/server.ts, guard.ts),
+    // and what a standing call adds: `answerMore` sends one of its answers (its deadline
+    // starts again), the "credits" event says the client granted more.
     const unaryCall = {
       request,
       metadata: stream.metadata,
       get cancelled() {
         return state.cancelled;
       },
-      on(event: string, listener: () => void) {
-        if (event === "cancelled") listeners.push(listener);
+      on(event: string, listener: (...args: never[]) => void) {
+        if (event === "cancelled") listeners.push(listener as () => void);
+        if (event === "credits") creditListeners.push(listener as (credits: number) => void);
         return unaryCall;
+      },
+      answerMore: (response: unknown) => {
+        if (state.cancelled) return;
+        const { code, frame: body } = this.encodeAnswer(method, response);
+        if (code !== grpc.status.OK) throw new Error(`an answer of the standing ${method.name} could not be encoded`);
+        this.write(encodeSessionAnswer(id, body[0], undefined, true));
+        if (timer) {
+          clearTimeout(timer);
+          timer = setTimeout(() => state.cancel(), frame.timeoutMs);
+          deadline = new Date(Date.now() + frame.timeoutMs);
+        }
       },
       getPeer: () => stream.getPeer(),
       getDeadline: () => deadline,

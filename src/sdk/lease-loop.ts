@@ -47,6 +47,13 @@ export interface LeaseBase {
 
 export interface LeaseLoopDeps {
   base: LeaseBase;
+  /**
+   * Whether to ask for a standing call now: on a session the node answers each lease of
+   * deliveries and the call goes on, while this loop grants it every slot that frees (see
+   * `lease`). Only while this is the worker's one loop: credits granted to one node's
+   * standing call stay there until it ends, where several nodes share the slots.
+   */
+  standing(): boolean;
   leaseWaitMs: number;
   slots: SlotBudget;
   /** Ends every wait and call of the loop (the worker stops). */
@@ -140,11 +147,12 @@ export class LeaseLoop {
         this.deps.slots.release(slots);
         break;
       }
-      let answer: { res: LeaseResponse; quick: boolean };
+      let answer: { res: LeaseResponse; quick: boolean; reserved: number };
+      const call = { reserved: slots };
       try {
-        answer = await this.lease(slots);
+        answer = await this.lease(call);
       } catch (error) {
-        this.deps.slots.release(slots);
+        this.deps.slots.release(call.reserved);
         if (signal.aborted) break;
         if (!this.main && error instanceof ConveyorError && HAND_BACK_REASONS.has(error.reason)) {
           this.deps.handBack(this, error);
@@ -166,7 +174,7 @@ export class LeaseLoop {
       failures = 0;
       // Deliveries take their slots (as running) before the reservation is given back.
       this.deps.answered(this, answer.res);
-      this.deps.slots.release(slots);
+      this.deps.slots.release(answer.reserved);
       if (answer.res.deliveries.length > 0) {
         // Let handlers that finish at once free their slots first, so the next Lease
         // asks for every free slot (fewer, fuller round trips).
@@ -212,26 +220,79 @@ export class LeaseLoop {
     }
   }
 
-  private async lease(slots: number): Promise<{ res: LeaseResponse; quick: boolean }> {
+  /**
+   * One Lease call for `call.reserved` slots. A standing call (on a session) is answered
+   * each time the node leases deliveries, and goes on: each answer's deliveries run at
+   * once, and while it goes on, every slot that frees is reserved and granted to it as a
+   * credit, so the node fills it the moment it has work, with no Lease round trip
+   * between two tasks of a slot. `call.reserved` is what the call holds reserved and not
+   * yet filled: the caller gives it back when the call ends, answered or failed.
+   */
+  private async lease(call: { reserved: number }): Promise<{ res: LeaseResponse; quick: boolean; reserved: number }> {
     const calledAt = Date.now();
     this.everLeased = true;
     this.parked = true;
+    const ended = new AbortController();
+    const { slots, signal } = this.deps;
+    const stop = () => ended.abort();
+    signal.addEventListener("abort", stop, { once: true });
     try {
       const queues = this.deps.queues();
       this.calling = new Set(queues.map((q) => q.queue));
+      const standing = this.deps.standing();
       const request: MessageInitShape<typeof LeaseRequestSchema> = {
-        ...this.deps.base, queues, maxDeliveries: slots, waitMs: this.deps.leaseWaitMs, pollOwners: this.deps.pollOwners(),
+        ...this.deps.base, queues, maxDeliveries: call.reserved, waitMs: this.deps.leaseWaitMs, pollOwners: this.deps.pollOwners(), standing,
       };
       const res = await this.rpc.lease(request, {
-        timeoutMs: this.deps.leaseWaitMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS, signal: this.deps.signal,
+        timeoutMs: this.deps.leaseWaitMs + LEASE_CALL_IN_FLIGHT_MARGIN_MS, signal,
         // Only the main loop waits for its node: another node that cannot be reached gives its queues back at once.
         waitForReady: this.main,
+        ...(standing ? {
+          standing: {
+            attached: (grant: (credits: number) => void) => void this.grantFreedSlots(call, grant, ended.signal),
+            answered: (more: unknown) => {
+              const r = more as LeaseResponse;
+              this.lastAnswerEmpty = false;
+              // Deliveries take their slots (as running) before the reservation is given back.
+              this.deps.answered(this, r);
+              const filled = Math.min(call.reserved, r.deliveries.length);
+              call.reserved -= filled;
+              slots.release(filled);
+            },
+          },
+        } : {}),
       });
       this.lastAnswerEmpty = res.deliveries.length === 0;
-      return { res, quick: Date.now() - calledAt < 50 };
+      return { res, quick: Date.now() - calledAt < 50, reserved: call.reserved };
     } finally {
+      stop();
+      signal.removeEventListener("abort", stop);
       this.parked = false;
       this.calling = undefined;
+    }
+  }
+
+  /**
+   * While a standing call goes on: each time slots free (handlers that end in one turn
+   * count together), reserve them and grant them to the call as credits.
+   */
+  private async grantFreedSlots(call: { reserved: number }, grant: (credits: number) => void, ended: AbortSignal): Promise<void> {
+    const { slots } = this.deps;
+    // Stops granting once the worker polls other nodes too (see LeaseLoopDeps.standing).
+    while (!ended.aborted && this.deps.standing()) {
+      let more = await slots.reserve((free) => Math.min(BATCH_MAX, this.deps.share(this, free)), ended);
+      if (more === 0) return;
+      // One turn later: the settlements of the handlers that freed these slots go first
+      // (their outbox flushes in the turn they ended), so a task they make ready (a key's
+      // next) meets the credit at the node; slots freed meanwhile go in the same grant.
+      await new Promise((resolve) => setImmediate(resolve));
+      more += slots.tryReserve(BATCH_MAX - more);
+      if (ended.aborted) {
+        slots.release(more);
+        return;
+      }
+      call.reserved += more;
+      grant(more);
     }
   }
 }

@@ -112,7 +112,7 @@ export class LeaseLoops {
     const key = main ? MAIN : address;
     const { deps } = this;
     return new LeaseLoop(address, rpc, main, {
-      base: deps.base, leaseWaitMs: deps.leaseWaitMs, slots: this.slots, signal: deps.signal, log: deps.log, report: deps.report, pause: deps.pause,
+      base: deps.base, standing: () => deps.sessions && this.pollingLoops() <= 1, leaseWaitMs: deps.leaseWaitMs, slots: this.slots, signal: deps.signal, log: deps.log, report: deps.report, pause: deps.pause,
       queues: () => this.placement.queuesOf(key),
       share: (loop, free) => this.share(loop, free),
       pollOwners: () => !this.placement.anyCoolingDown(Date.now()),
@@ -122,9 +122,18 @@ export class LeaseLoops {
   }
 
   private share(loop: LeaseLoop, free: number): number {
-    const loops = [this.mainLoop, ...[...this.others.values()].map((o) => o.loop)]
-      .filter((l) => !l.ended && this.placement.queuesOf(l.main ? MAIN : l.address).length > 0);
+    const loops = this.polling();
     return leaseShare(free, loops.length, loops.filter((l) => !l.parked).length, loop.lastAnswerEmpty);
+  }
+
+  /** The loops that poll some queues now. */
+  private polling(): LeaseLoop[] {
+    return this.loops().filter((l) => !l.ended && this.placement.queuesOf(l.main ? MAIN : l.address).length > 0);
+  }
+
+  /** How many loops poll some queues now: a standing call is asked for only while one does (lease-loop.ts). */
+  private pollingLoops(): number {
+    return this.polling().length;
   }
 
   private answered(key: string, res: LeaseResponse): void {

@@ -61,6 +61,14 @@ export class SlotBudget {
     }
   }
 
+  /** Reserves up to `max` free slots now, unless none is free or loops wait ahead: how many it reserved. */
+  tryReserve(max: number): number {
+    if (this.waiting.length > 0) return 0;
+    const slots = Math.max(0, Math.min(this.free, max));
+    this.reserved += slots;
+    return slots;
+  }
+
   /** A Lease answer came: its deliveries run (they count in `running`), the unused reservation is free again. */
   release(slots: number): void {
     this.reserved -= slots;

@@ -12,7 +12,7 @@ import type { UnaryImpl } from "../rpc/service-definition.js";
 import { deliveryToWire } from "./convert.js";
 import { ruleFromWire } from "./rules/rule-wire.js";
 import type { Router } from "../cluster/router.js";
-import type { LeaseBroker } from "../grains/runtime/lease-broker.js";
+import type { LeaseBroker, LeaseCall } from "../grains/runtime/lease-broker.js";
 import type { WorkerRegistry } from "../grains/runtime/worker-registry.js";
 import type { NodeConfig } from "./config.js";
 import type { RuleRegistry } from "./rules/rule-registry.js";
@@ -41,6 +41,19 @@ function byQueue<T extends { queue: string }>(items: readonly T[]): Map<string, 
     groups.set(item.queue, list);
   });
   return groups;
+}
+
+/** What a call on a session adds for a standing Lease (session-server.ts). */
+interface Standing {
+  answerMore(response: object): void;
+  onCredits(listener: (credits: number) => void): void;
+}
+
+/** The standing side of a call, when it came on a session (a unary call has none). */
+function standingOf(call: object): Standing | undefined {
+  const c = call as { answerMore?: (response: object) => void; on?: (event: string, listener: (credits: number) => void) => void };
+  if (typeof c.answerMore !== "function" || typeof c.on !== "function") return undefined;
+  return { answerMore: c.answerMore, onCredits: (listener) => c.on!("credits", listener) };
 }
 
 /** Settlements per grain turn (a few milliseconds of work). */
@@ -85,6 +98,56 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
       refs[i]!.settle(d.taskIds.map((taskId) => ({ leaseId: d.leaseId, taskId, outcome: "released" as const })))));
   }
 
+  /**
+   * A standing Lease (LeaseRequest.standing, on a session): answers with each lease of
+   * deliveries and goes on while the worker grants credits, so a slot freed by a finished
+   * task is filled in the very turn that frees its task's successor, with no Lease round
+   * trip between. `leaseCall.max` is what the worker has granted and not yet received:
+   * the broker reads it when it serves the call, so credits that come while it is parked
+   * count at once. Ends with an empty answer (as an ordinary Lease's end of wait) after
+   * wait_ms without a delivery, on a relocation or a drain; cancelled, it releases
+   * deliveries its caller will never see.
+   */
+  async function stand(leaseCall: LeaseCall, standing: Standing, signal: AbortSignal, cancelled: () => boolean,
+    answer: (deliveries: readonly LeasedDelivery[]) => object): Promise<object> {
+    let wake: (() => void) | undefined;
+    standing.onCredits((credits) => {
+      leaseCall.max = Math.min(BATCH_MAX, leaseCall.max + credits);
+      wake?.();
+    });
+    signal.addEventListener("abort", () => wake?.(), { once: true });
+    // The wait bound counts from the last answer (the caller's deadline starts again with each).
+    const waitMs = leaseCall.waitMs;
+    let answeredAt = performance.now();
+    const waitLeft = () => Math.max(0, waitMs - (performance.now() - answeredAt));
+    for (;;) {
+      if (leaseCall.max <= 0) {
+        // Every slot granted is filled: wait for credits (the worker frees slots), within the wait bound.
+        const timedOut = await new Promise<boolean>((resolve) => {
+          const timer = setTimeout(() => resolve(true), waitLeft());
+          wake = () => {
+            clearTimeout(timer);
+            resolve(false);
+          };
+        });
+        wake = undefined;
+        if (cancelled()) return {};
+        if (timedOut) return answer([]);
+      }
+      leaseCall.waitMs = waitLeft();
+      const deliveries = await ctx.broker.lease(leaseCall);
+      if (cancelled()) {
+        if (deliveries.length > 0) await releaseOrphans(deliveries);
+        return {};
+      }
+      // Nothing within the wait, a relocation or a drain: the call ends as an ordinary Lease does.
+      if (deliveries.length === 0) return answer([]);
+      leaseCall.max -= deliveries.length;
+      standing.answerMore(answer(deliveries));
+      answeredAt = performance.now();
+    }
+  }
+
   return {
     async lease(call) {
       const req = call.request;
@@ -108,20 +171,24 @@ export function workerService(ctx: WorkerServiceDeps): UnaryImpl<typeof WorkerSe
       const abort = new AbortController();
       call.on("cancelled", () => abort.abort());
       let relocated = false;
-      const deliveries = await ctx.broker.lease({
+      const leaseCall: LeaseCall = {
         workerId: req.workerId, host: req.host, concurrency: req.concurrency, queues, caps: { batchTypes: new Set(req.batchTypes), ...(req.types.length > 0 ? { types: new Set(req.types) } : {}) }, max: req.maxDeliveries, waitMs: Math.min(req.waitMs, ctx.config.leaseWaitMaxMs), signal: abort.signal,
         onRelocated: () => (relocated = true),
-      });
-      if (call.cancelled && deliveries.length > 0) {
-        await releaseOrphans(deliveries);
-        return {};
-      }
-      return {
+      };
+      const answer = (deliveries: readonly LeasedDelivery[]) => ({
         deliveries: deliveries.map(deliveryToWire),
         leaseTtlMs: ctx.config.leaseTtlMs,
         heartbeatIntervalMs: Math.max(50, Math.min(ctx.config.heartbeatIntervalMs, Math.floor(ctx.config.leaseTtlMs / 3))),
         relocated,
-      };
+      });
+      const standing = standingOf(call);
+      if (req.standing && standing) return stand(leaseCall, standing, abort.signal, () => call.cancelled, answer);
+      const deliveries = await ctx.broker.lease(leaseCall);
+      if (call.cancelled && deliveries.length > 0) {
+        await releaseOrphans(deliveries);
+        return {};
+      }
+      return answer(deliveries);
     },
 
     async heartbeat(call) {

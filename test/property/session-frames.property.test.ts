@@ -9,7 +9,7 @@ import { create, equals, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { StatusSchema } from "../../src/gen/google/rpc/status_pb.js";
 import { describe, expect, it } from "vitest";
 import { SessionRequestSchema, SessionResponseSchema } from "../../src/gen/conveyor/v1/session_service_pb.js";
-import { encodeSessionAnswer, encodeSessionCall, encodeSessionCancel } from "../../src/rpc/session-frames.js";
+import { encodeSessionAnswer, encodeSessionCall, encodeSessionCancel, encodeSessionCredits } from "../../src/rpc/session-frames.js";
 
 const ids = fc.oneof(fc.integer({ min: 1, max: 300 }), fc.maxSafeNat().filter((n) => n > 0));
 const bytes = fc.oneof(fc.uint8Array({ maxLength: 40 }), fc.uint8Array({ minLength: 100, maxLength: 70_000 }));
@@ -34,10 +34,19 @@ describe("session frames decode as protobuf-es reads them", () => {
     }));
   });
 
-  it("an answer with a response, of any size (an empty one still says response)", () => {
-    fc.assert(fc.property(ids, bytes, fc.boolean(), (id, body, asBigint) => {
-      const answer = fromBinary(SessionResponseSchema, encodeSessionAnswer(asBigint ? BigInt(id) : id, body, undefined));
+  it("credits for a standing call", () => {
+    fc.assert(fc.property(ids, fc.integer({ min: 1, max: 2 ** 32 - 1 }), (id, credits) => {
+      const frame = fromBinary(SessionRequestSchema, encodeSessionCredits(id, credits));
+      expect(frame).toMatchObject({ callId: BigInt(id), credits, cancel: false, method: "", timeoutMs: 0 });
+      expect(frame.request.byteLength).toBe(0);
+    }));
+  });
+
+  it("an answer with a response, of any size (an empty one still says response), one of several or the last", () => {
+    fc.assert(fc.property(ids, bytes, fc.boolean(), fc.boolean(), (id, body, asBigint, more) => {
+      const answer = fromBinary(SessionResponseSchema, encodeSessionAnswer(asBigint ? BigInt(id) : id, body, undefined, more));
       expect(answer.callId).toBe(BigInt(id));
+      expect(answer.more).toBe(more);
       expect(answer.result.case).toBe("response");
       expect(Buffer.from(answer.result.value as Uint8Array).equals(Buffer.from(body))).toBe(true);
     }), { numRuns: 300 });

@@ -386,6 +386,8 @@ class MethodForwarding {
     // Queues held elsewhere: every answer below names their owners (LeaseResponse.routes),
     // and a caller that polls the owners itself is answered without waiting here.
     const routes = leaseRoutes(byNode.values());
+    // One answer, made of parts from several nodes: never a standing call.
+    request = { ...request, standing: false };
     if (request.pollOwners) request = { ...request, waitMs: 0 };
     return withRoutes(await this.leaseAcross(call, request, here, claims, byNode), routes);
   }

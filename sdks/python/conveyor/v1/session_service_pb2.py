@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!conveyor/v1/session_service.proto\x12\x0b\x63onveyor.v1\"f\n\x0eSessionRequest\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x0f\n\x07request\x18\x03 \x01(\x0c\x12\x12\n\ntimeout_ms\x18\x04 \x01(\r\x12\x0e\n\x06\x63\x61ncel\x18\x05 \x01(\x08\"Q\n\x0fSessionResponse\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\x12\n\x08response\x18\x02 \x01(\x0cH\x00\x12\x0f\n\x05\x65rror\x18\x03 \x01(\x0cH\x00\x42\x08\n\x06result2Z\n\x0eSessionService\x12H\n\x07Session\x12\x1b.conveyor.v1.SessionRequest\x1a\x1c.conveyor.v1.SessionResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!conveyor/v1/session_service.proto\x12\x0b\x63onveyor.v1\"w\n\x0eSessionRequest\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x0f\n\x07request\x18\x03 \x01(\x0c\x12\x12\n\ntimeout_ms\x18\x04 \x01(\r\x12\x0e\n\x06\x63\x61ncel\x18\x05 \x01(\x08\x12\x0f\n\x07\x63redits\x18\x06 \x01(\r\"_\n\x0fSessionResponse\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\x12\n\x08response\x18\x02 \x01(\x0cH\x00\x12\x0f\n\x05\x65rror\x18\x03 \x01(\x0cH\x00\x12\x0c\n\x04more\x18\x04 \x01(\x08\x42\x08\n\x06result2Z\n\x0eSessionService\x12H\n\x07Session\x12\x1b.conveyor.v1.SessionRequest\x1a\x1c.conveyor.v1.SessionResponse(\x01\x30\x01\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'conveyor.v1.session_service_pb2', globals())
@@ -21,9 +21,9 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   _SESSIONREQUEST._serialized_start=50
-  _SESSIONREQUEST._serialized_end=152
-  _SESSIONRESPONSE._serialized_start=154
-  _SESSIONRESPONSE._serialized_end=235
-  _SESSIONSERVICE._serialized_start=237
-  _SESSIONSERVICE._serialized_end=327
+  _SESSIONREQUEST._serialized_end=169
+  _SESSIONRESPONSE._serialized_start=171
+  _SESSIONRESPONSE._serialized_end=266
+  _SESSIONSERVICE._serialized_start=268
+  _SESSIONSERVICE._serialized_end=358
 # @@protoc_insertion_point(module_scope)

@@ -14,15 +14,15 @@ _sym_db = _symbol_database.Default()
 from conveyor.v1 import task_pb2 as conveyor_dot_v1_dot_task__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n conveyor/v1/worker_service.proto\x12\x0b\x63onveyor.v1\x1a\x16\x63onveyor/v1/task.proto\"W\n\x14TaskTypeRegistration\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x31\n\x0b\x63oncurrency\x18\x02 \x03(\x0b\x32\x1c.conveyor.v1.ConcurrencyRule\"_\n\x18RegisterTaskTypesRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x30\n\x05types\x18\x02 \x03(\x0b\x32!.conveyor.v1.TaskTypeRegistration\"\x1b\n\x19RegisterTaskTypesResponse\",\n\x0bQueueWeight\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\r\"\xd0\x01\n\x0cLeaseRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12(\n\x06queues\x18\x02 \x03(\x0b\x32\x18.conveyor.v1.QueueWeight\x12\x16\n\x0emax_deliveries\x18\x03 \x01(\r\x12\x0f\n\x07wait_ms\x18\x04 \x01(\r\x12\x13\n\x0b\x62\x61tch_types\x18\x05 \x03(\t\x12\r\n\x05types\x18\x06 \x03(\t\x12\x0c\n\x04host\x18\x07 \x01(\t\x12\x13\n\x0b\x63oncurrency\x18\x08 \x01(\r\x12\x13\n\x0bpoll_owners\x18\t \x01(\x08\"\xa0\x01\n\x08\x44\x65livery\x12\x10\n\x08lease_id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x1b\n\x13lease_expires_at_ms\x18\x03 \x01(\x03\x12\x16\n\x0e\x64\x65\x61\x64line_at_ms\x18\x04 \x01(\x03\x12 \n\x05tasks\x18\x05 \x03(\x0b\x32\x11.conveyor.v1.Task\x12\r\n\x05\x62\x61tch\x18\x06 \x01(\x08\x12\r\n\x05group\x18\x07 \x01(\t\"\xab\x01\n\rLeaseResponse\x12)\n\ndeliveries\x18\x01 \x03(\x0b\x32\x15.conveyor.v1.Delivery\x12\x14\n\x0clease_ttl_ms\x18\x02 \x01(\r\x12\x1d\n\x15heartbeat_interval_ms\x18\x03 \x01(\r\x12\'\n\x06routes\x18\x04 \x03(\x0b\x32\x17.conveyor.v1.QueueRoute\x12\x11\n\trelocated\x18\x05 \x01(\x08\"=\n\nQueueRoute\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\"+\n\x08LeaseRef\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x10\n\x08lease_id\x18\x02 \x01(\t\"L\n\x10HeartbeatRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12%\n\x06leases\x18\x02 \x03(\x0b\x32\x15.conveyor.v1.LeaseRef\"\x8a\x01\n\x0bLeaseStatus\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x10\n\x08lease_id\x18\x02 \x01(\t\x12\x0c\n\x04held\x18\x03 \x01(\x08\x12\x18\n\x10\x63\x61ncel_requested\x18\x04 \x01(\x08\x12\x15\n\rcancel_reason\x18\x05 \x01(\t\x12\x1b\n\x13lease_expires_at_ms\x18\x06 \x01(\x03\"=\n\x11HeartbeatResponse\x12(\n\x06leases\x18\x01 \x03(\x0b\x32\x18.conveyor.v1.LeaseStatus\"\x93\x01\n\nSettlement\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x10\n\x08lease_id\x18\x02 \x01(\t\x12\x0f\n\x07task_id\x18\x03 \x01(\t\x12%\n\x07outcome\x18\x04 \x01(\x0e\x32\x14.conveyor.v1.Outcome\x12\x0e\n\x06result\x18\x05 \x01(\x0c\x12\r\n\x05\x65rror\x18\x06 \x01(\t\x12\r\n\x05stack\x18\x07 \x01(\t\"i\n\rSettleRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12,\n\x0bsettlements\x18\x02 \x03(\x0b\x32\x17.conveyor.v1.Settlement\x12\x17\n\x0fworker_draining\x18\x03 \x01(\x08\"F\n\x0cSettleResult\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12%\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.conveyor.v1.ItemError\"<\n\x0eSettleResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.conveyor.v1.SettleResult*x\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n\x0fOUTCOME_SUCCESS\x10\x01\x12\x11\n\rOUTCOME_RETRY\x10\x02\x12\x16\n\x12OUTCOME_SKIP_RETRY\x10\x03\x12\x14\n\x10OUTCOME_RELEASED\x10\x04\x32\xc2\x02\n\rWorkerService\x12>\n\x05Lease\x12\x19.conveyor.v1.LeaseRequest\x1a\x1a.conveyor.v1.LeaseResponse\x12J\n\tHeartbeat\x12\x1d.conveyor.v1.HeartbeatRequest\x1a\x1e.conveyor.v1.HeartbeatResponse\x12\x41\n\x06Settle\x12\x1a.conveyor.v1.SettleRequest\x1a\x1b.conveyor.v1.SettleResponse\x12\x62\n\x11RegisterTaskTypes\x12%.conveyor.v1.RegisterTaskTypesRequest\x1a&.conveyor.v1.RegisterTaskTypesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n conveyor/v1/worker_service.proto\x12\x0b\x63onveyor.v1\x1a\x16\x63onveyor/v1/task.proto\"W\n\x14TaskTypeRegistration\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x31\n\x0b\x63oncurrency\x18\x02 \x03(\x0b\x32\x1c.conveyor.v1.ConcurrencyRule\"_\n\x18RegisterTaskTypesRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x30\n\x05types\x18\x02 \x03(\x0b\x32!.conveyor.v1.TaskTypeRegistration\"\x1b\n\x19RegisterTaskTypesResponse\",\n\x0bQueueWeight\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\r\"\xe2\x01\n\x0cLeaseRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12(\n\x06queues\x18\x02 \x03(\x0b\x32\x18.conveyor.v1.QueueWeight\x12\x16\n\x0emax_deliveries\x18\x03 \x01(\r\x12\x0f\n\x07wait_ms\x18\x04 \x01(\r\x12\x13\n\x0b\x62\x61tch_types\x18\x05 \x03(\t\x12\r\n\x05types\x18\x06 \x03(\t\x12\x0c\n\x04host\x18\x07 \x01(\t\x12\x13\n\x0b\x63oncurrency\x18\x08 \x01(\r\x12\x13\n\x0bpoll_owners\x18\t \x01(\x08\x12\x10\n\x08standing\x18\n \x01(\x08\"\xa0\x01\n\x08\x44\x65livery\x12\x10\n\x08lease_id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x1b\n\x13lease_expires_at_ms\x18\x03 \x01(\x03\x12\x16\n\x0e\x64\x65\x61\x64line_at_ms\x18\x04 \x01(\x03\x12 \n\x05tasks\x18\x05 \x03(\x0b\x32\x11.conveyor.v1.Task\x12\r\n\x05\x62\x61tch\x18\x06 \x01(\x08\x12\r\n\x05group\x18\x07 \x01(\t\"\xab\x01\n\rLeaseResponse\x12)\n\ndeliveries\x18\x01 \x03(\x0b\x32\x15.conveyor.v1.Delivery\x12\x14\n\x0clease_ttl_ms\x18\x02 \x01(\r\x12\x1d\n\x15heartbeat_interval_ms\x18\x03 \x01(\r\x12\'\n\x06routes\x18\x04 \x03(\x0b\x32\x17.conveyor.v1.QueueRoute\x12\x11\n\trelocated\x18\x05 \x01(\x08\"=\n\nQueueRoute\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\"+\n\x08LeaseRef\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x10\n\x08lease_id\x18\x02 \x01(\t\"L\n\x10HeartbeatRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12%\n\x06leases\x18\x02 \x03(\x0b\x32\x15.conveyor.v1.LeaseRef\"\x8a\x01\n\x0bLeaseStatus\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x10\n\x08lease_id\x18\x02 \x01(\t\x12\x0c\n\x04held\x18\x03 \x01(\x08\x12\x18\n\x10\x63\x61ncel_requested\x18\x04 \x01(\x08\x12\x15\n\rcancel_reason\x18\x05 \x01(\t\x12\x1b\n\x13lease_expires_at_ms\x18\x06 \x01(\x03\"=\n\x11HeartbeatResponse\x12(\n\x06leases\x18\x01 \x03(\x0b\x32\x18.conveyor.v1.LeaseStatus\"\x93\x01\n\nSettlement\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x10\n\x08lease_id\x18\x02 \x01(\t\x12\x0f\n\x07task_id\x18\x03 \x01(\t\x12%\n\x07outcome\x18\x04 \x01(\x0e\x32\x14.conveyor.v1.Outcome\x12\x0e\n\x06result\x18\x05 \x01(\x0c\x12\r\n\x05\x65rror\x18\x06 \x01(\t\x12\r\n\x05stack\x18\x07 \x01(\t\"i\n\rSettleRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12,\n\x0bsettlements\x18\x02 \x03(\x0b\x32\x17.conveyor.v1.Settlement\x12\x17\n\x0fworker_draining\x18\x03 \x01(\x08\"F\n\x0cSettleResult\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12%\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.conveyor.v1.ItemError\"<\n\x0eSettleResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.conveyor.v1.SettleResult*x\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n\x0fOUTCOME_SUCCESS\x10\x01\x12\x11\n\rOUTCOME_RETRY\x10\x02\x12\x16\n\x12OUTCOME_SKIP_RETRY\x10\x03\x12\x14\n\x10OUTCOME_RELEASED\x10\x04\x32\xc2\x02\n\rWorkerService\x12>\n\x05Lease\x12\x19.conveyor.v1.LeaseRequest\x1a\x1a.conveyor.v1.LeaseResponse\x12J\n\tHeartbeat\x12\x1d.conveyor.v1.HeartbeatRequest\x1a\x1e.conveyor.v1.HeartbeatResponse\x12\x41\n\x06Settle\x12\x1a.conveyor.v1.SettleRequest\x1a\x1b.conveyor.v1.SettleResponse\x12\x62\n\x11RegisterTaskTypes\x12%.conveyor.v1.RegisterTaskTypesRequest\x1a&.conveyor.v1.RegisterTaskTypesResponseb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'conveyor.v1.worker_service_pb2', globals())
 if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
-  _OUTCOME._serialized_start=1663
-  _OUTCOME._serialized_end=1783
+  _OUTCOME._serialized_start=1681
+  _OUTCOME._serialized_end=1801
   _TASKTYPEREGISTRATION._serialized_start=73
   _TASKTYPEREGISTRATION._serialized_end=160
   _REGISTERTASKTYPESREQUEST._serialized_start=162
@@ -32,29 +32,29 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _QUEUEWEIGHT._serialized_start=288
   _QUEUEWEIGHT._serialized_end=332
   _LEASEREQUEST._serialized_start=335
-  _LEASEREQUEST._serialized_end=543
-  _DELIVERY._serialized_start=546
-  _DELIVERY._serialized_end=706
-  _LEASERESPONSE._serialized_start=709
-  _LEASERESPONSE._serialized_end=880
-  _QUEUEROUTE._serialized_start=882
-  _QUEUEROUTE._serialized_end=943
-  _LEASEREF._serialized_start=945
-  _LEASEREF._serialized_end=988
-  _HEARTBEATREQUEST._serialized_start=990
-  _HEARTBEATREQUEST._serialized_end=1066
-  _LEASESTATUS._serialized_start=1069
-  _LEASESTATUS._serialized_end=1207
-  _HEARTBEATRESPONSE._serialized_start=1209
-  _HEARTBEATRESPONSE._serialized_end=1270
-  _SETTLEMENT._serialized_start=1273
-  _SETTLEMENT._serialized_end=1420
-  _SETTLEREQUEST._serialized_start=1422
-  _SETTLEREQUEST._serialized_end=1527
-  _SETTLERESULT._serialized_start=1529
-  _SETTLERESULT._serialized_end=1599
-  _SETTLERESPONSE._serialized_start=1601
-  _SETTLERESPONSE._serialized_end=1661
-  _WORKERSERVICE._serialized_start=1786
-  _WORKERSERVICE._serialized_end=2108
+  _LEASEREQUEST._serialized_end=561
+  _DELIVERY._serialized_start=564
+  _DELIVERY._serialized_end=724
+  _LEASERESPONSE._serialized_start=727
+  _LEASERESPONSE._serialized_end=898
+  _QUEUEROUTE._serialized_start=900
+  _QUEUEROUTE._serialized_end=961
+  _LEASEREF._serialized_start=963
+  _LEASEREF._serialized_end=1006
+  _HEARTBEATREQUEST._serialized_start=1008
+  _HEARTBEATREQUEST._serialized_end=1084
+  _LEASESTATUS._serialized_start=1087
+  _LEASESTATUS._serialized_end=1225
+  _HEARTBEATRESPONSE._serialized_start=1227
+  _HEARTBEATRESPONSE._serialized_end=1288
+  _SETTLEMENT._serialized_start=1291
+  _SETTLEMENT._serialized_end=1438
+  _SETTLEREQUEST._serialized_start=1440
+  _SETTLEREQUEST._serialized_end=1545
+  _SETTLERESULT._serialized_start=1547
+  _SETTLERESULT._serialized_end=1617
+  _SETTLERESPONSE._serialized_start=1619
+  _SETTLERESPONSE._serialized_end=1679
+  _WORKERSERVICE._serialized_start=1804
+  _WORKERSERVICE._serialized_end=2126
 # @@protoc_insertion_point(module_scope)

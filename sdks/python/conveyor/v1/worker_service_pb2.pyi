@@ -53,13 +53,14 @@ class LeaseRef(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., lease_id: _Optional[str] = ...) -> None: ...
 
 class LeaseRequest(_message.Message):
-    __slots__ = ["batch_types", "concurrency", "host", "max_deliveries", "poll_owners", "queues", "types", "wait_ms", "worker_id"]
+    __slots__ = ["batch_types", "concurrency", "host", "max_deliveries", "poll_owners", "queues", "standing", "types", "wait_ms", "worker_id"]
     BATCH_TYPES_FIELD_NUMBER: _ClassVar[int]
     CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     POLL_OWNERS_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
+    STANDING_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -69,10 +70,11 @@ class LeaseRequest(_message.Message):
     max_deliveries: int
     poll_owners: bool
     queues: _containers.RepeatedCompositeFieldContainer[QueueWeight]
+    standing: bool
     types: _containers.RepeatedScalarFieldContainer[str]
     wait_ms: int
     worker_id: str
-    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[QueueWeight, _Mapping]]] = ..., max_deliveries: _Optional[int] = ..., wait_ms: _Optional[int] = ..., batch_types: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., host: _Optional[str] = ..., concurrency: _Optional[int] = ..., poll_owners: bool = ...) -> None: ...
+    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[QueueWeight, _Mapping]]] = ..., max_deliveries: _Optional[int] = ..., wait_ms: _Optional[int] = ..., batch_types: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ..., host: _Optional[str] = ..., concurrency: _Optional[int] = ..., poll_owners: bool = ..., standing: bool = ...) -> None: ...
 
 class LeaseResponse(_message.Message):
     __slots__ = ["deliveries", "heartbeat_interval_ms", "lease_ttl_ms", "relocated", "routes"]

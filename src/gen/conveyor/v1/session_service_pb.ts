@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file conveyor/v1/session_service.proto.
  */
 export const file_conveyor_v1_session_service: GenFile = /*@__PURE__*/
-  fileDesc("CiFjb252ZXlvci92MS9zZXNzaW9uX3NlcnZpY2UucHJvdG8SC2NvbnZleW9yLnYxImYKDlNlc3Npb25SZXF1ZXN0Eg8KB2NhbGxfaWQYASABKAQSDgoGbWV0aG9kGAIgASgJEg8KB3JlcXVlc3QYAyABKAwSEgoKdGltZW91dF9tcxgEIAEoDRIOCgZjYW5jZWwYBSABKAgiUQoPU2Vzc2lvblJlc3BvbnNlEg8KB2NhbGxfaWQYASABKAQSEgoIcmVzcG9uc2UYAiABKAxIABIPCgVlcnJvchgDIAEoDEgAQggKBnJlc3VsdDJaCg5TZXNzaW9uU2VydmljZRJICgdTZXNzaW9uEhsuY29udmV5b3IudjEuU2Vzc2lvblJlcXVlc3QaHC5jb252ZXlvci52MS5TZXNzaW9uUmVzcG9uc2UoATABYgZwcm90bzM");
+  fileDesc("CiFjb252ZXlvci92MS9zZXNzaW9uX3NlcnZpY2UucHJvdG8SC2NvbnZleW9yLnYxIncKDlNlc3Npb25SZXF1ZXN0Eg8KB2NhbGxfaWQYASABKAQSDgoGbWV0aG9kGAIgASgJEg8KB3JlcXVlc3QYAyABKAwSEgoKdGltZW91dF9tcxgEIAEoDRIOCgZjYW5jZWwYBSABKAgSDwoHY3JlZGl0cxgGIAEoDSJfCg9TZXNzaW9uUmVzcG9uc2USDwoHY2FsbF9pZBgBIAEoBBISCghyZXNwb25zZRgCIAEoDEgAEg8KBWVycm9yGAMgASgMSAASDAoEbW9yZRgEIAEoCEIICgZyZXN1bHQyWgoOU2Vzc2lvblNlcnZpY2USSAoHU2Vzc2lvbhIbLmNvbnZleW9yLnYxLlNlc3Npb25SZXF1ZXN0GhwuY29udmV5b3IudjEuU2Vzc2lvblJlc3BvbnNlKAEwAWIGcHJvdG8z");
 
 /**
  * One unary call (or its cancellation), client to server.
@@ -54,6 +54,14 @@ export type SessionRequest = Message<"conveyor.v1.SessionRequest"> & {
    * @generated from field: bool cancel = 5;
    */
   cancel: boolean;
+
+  /**
+   * Grants the standing call `call_id` (a Lease with `standing`) this many more
+   * deliveries; nothing else is read. Ignored for a call that is not running.
+   *
+   * @generated from field: uint32 credits = 6;
+   */
+  credits: number;
 };
 
 /**
@@ -95,6 +103,14 @@ export type SessionResponse = Message<"conveyor.v1.SessionResponse"> & {
     value: Uint8Array;
     case: "error";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * One answer of a standing call (a Lease with `standing`): the call goes on, and its
+   * last answer comes without `more`. Its deadline starts again with each answer.
+   *
+   * @generated from field: bool more = 4;
+   */
+  more: boolean;
 };
 
 /**
